@@ -1,0 +1,141 @@
+// Package activities holds the notification workflow's side effects: recording
+// acceptance and status in PostgreSQL and delivering each channel. Activities are
+// methods on Activities, which holds the injected dependencies.
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// ErrTypeUnknownUser marks a recipient that no longer exists: retrying cannot help.
+const ErrTypeUnknownUser = "UnknownUser"
+
+// Activities is registered with the worker; workflows reference its methods through
+// a nil *Activities.
+type Activities struct {
+	Store *store.Store
+}
+
+// RecordAcceptedInput describes the accepted notification.
+type RecordAcceptedInput struct {
+	TenantID       string
+	NotificationID string
+	UserID         string
+	TemplateID     string
+	Channels       []string
+	WorkflowID     string
+	RunID          string
+	DedupKeyHash   string
+	AcceptedAt     time.Time
+}
+
+// RecordAccepted writes the notification row and one pending delivery row per channel.
+func (a *Activities) RecordAccepted(ctx context.Context, in RecordAcceptedInput) error {
+	return a.Store.InsertNotification(ctx, store.Notification{
+		TenantID: in.TenantID, ID: in.NotificationID, UserID: in.UserID, TemplateID: in.TemplateID,
+		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
+		Status: store.NotificationQueued, AcceptedAt: in.AcceptedAt,
+	})
+}
+
+// LoadRecipientInput names the user to load.
+type LoadRecipientInput struct {
+	TenantID string
+	UserID   string
+}
+
+// Recipient is what rendering and delivery need to know about the user.
+type Recipient struct {
+	UserID   string
+	Name     string
+	Email    string
+	Phone    string
+	Locale   string
+	Timezone string
+}
+
+// LoadRecipient reads the user's profile. A user deleted since acceptance is a
+// non-retryable UnknownUser error.
+func (a *Activities) LoadRecipient(ctx context.Context, in LoadRecipientInput) (Recipient, error) {
+	u, err := a.Store.GetUser(ctx, in.TenantID, in.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Recipient{}, temporal.NewNonRetryableApplicationError("user "+in.UserID+" does not exist", ErrTypeUnknownUser, err)
+	}
+	if err != nil {
+		return Recipient{}, err
+	}
+	return Recipient{UserID: u.UserID, Name: deref(u.Name), Email: deref(u.Email), Phone: deref(u.Phone),
+		Locale: deref(u.Locale), Timezone: deref(u.Timezone)}, nil
+}
+
+// DeliverInAppInput is one rendered in-app message.
+type DeliverInAppInput struct {
+	TenantID       string
+	UserID         string
+	NotificationID string
+	Title          string
+	Body           string
+	AcceptedAt     time.Time
+}
+
+// DeliverResult reports a channel's outcome.
+type DeliverResult struct {
+	Status string
+	// Duplicate is true when the guard found the channel already delivered.
+	Duplicate bool
+}
+
+// DeliverInApp stores the inbox row. The inbox's primary key is the delivery guard:
+// a retry after a crash inserts nothing and still reports delivered.
+func (a *Activities) DeliverInApp(ctx context.Context, in DeliverInAppInput) (DeliverResult, error) {
+	inserted, err := a.Store.DeliverToInbox(ctx, in.TenantID, in.UserID, in.NotificationID, in.Title, in.Body, in.AcceptedAt)
+	if err != nil {
+		return DeliverResult{}, err
+	}
+	return DeliverResult{Status: store.DeliveryDelivered, Duplicate: !inserted}, nil
+}
+
+// RecordChannelStatusInput records a channel outcome decided by the workflow itself
+// (for example a failure after retries were exhausted).
+type RecordChannelStatusInput struct {
+	TenantID       string
+	NotificationID string
+	Channel        string
+	Status         string
+	Error          string
+}
+
+// RecordChannelStatus moves a delivery row forward.
+func (a *Activities) RecordChannelStatus(ctx context.Context, in RecordChannelStatusInput) error {
+	u := store.DeliveryUpdate{Status: in.Status}
+	if in.Error != "" {
+		u.LastError = &in.Error
+	}
+	_, err := a.Store.UpdateDelivery(ctx, in.TenantID, in.NotificationID, in.Channel, u)
+	return err
+}
+
+// RecordStatusInput is the overall status the workflow computed.
+type RecordStatusInput struct {
+	TenantID       string
+	NotificationID string
+	Status         string
+}
+
+// RecordStatus stores the overall status.
+func (a *Activities) RecordStatus(ctx context.Context, in RecordStatusInput) error {
+	return a.Store.SetNotificationStatus(ctx, in.TenantID, in.NotificationID, in.Status)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,74 @@
+// Package config reads Herald's settings from the environment. Every variable has a
+// documented default that matches the local stack `make run` starts.
+package config
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// Config is the process configuration.
+type Config struct {
+	// HERALD_DATABASE_URL: PostgreSQL connection URL.
+	DatabaseURL string
+	// HERALD_TEMPORAL_ADDRESS: Temporal frontend host:port.
+	TemporalAddress string
+	// HERALD_TEMPORAL_NAMESPACE: Temporal namespace.
+	TemporalNamespace string
+	// HERALD_HTTP_ADDR: where the API listens.
+	HTTPAddr string
+	// HERALD_TASK_QUEUE: the notification task queue.
+	TaskQueue string
+	// HERALD_DEFAULT_DEDUP_WINDOW: dedup window when a request gives no dedup_ttl_sec.
+	DefaultDedupWindow time.Duration
+	// HERALD_SHUTDOWN_TIMEOUT: how long in-flight requests and activities get on SIGTERM.
+	ShutdownTimeout time.Duration
+}
+
+// Defaults, as documented in the README's configuration table.
+const (
+	DefaultDatabaseURL       = "postgres://herald@127.0.0.1:55432/herald?sslmode=disable"
+	DefaultTemporalAddress   = "127.0.0.1:7233"
+	DefaultTemporalNamespace = "default"
+	DefaultHTTPAddr          = "127.0.0.1:8080"
+	DefaultTaskQueue         = "herald-notifications"
+)
+
+// FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
+func FromEnv() (Config, error) {
+	c := Config{
+		DatabaseURL:       env("HERALD_DATABASE_URL", DefaultDatabaseURL),
+		TemporalAddress:   env("HERALD_TEMPORAL_ADDRESS", DefaultTemporalAddress),
+		TemporalNamespace: env("HERALD_TEMPORAL_NAMESPACE", DefaultTemporalNamespace),
+		HTTPAddr:          env("HERALD_HTTP_ADDR", DefaultHTTPAddr),
+		TaskQueue:         env("HERALD_TASK_QUEUE", DefaultTaskQueue),
+	}
+	var err error
+	if c.DefaultDedupWindow, err = duration("HERALD_DEFAULT_DEDUP_WINDOW", 24*time.Hour); err != nil {
+		return c, err
+	}
+	if c.ShutdownTimeout, err = duration("HERALD_SHUTDOWN_TIMEOUT", 15*time.Second); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func duration(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 24h", name, v)
+	}
+	return d, nil
+}

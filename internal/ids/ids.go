@@ -1,0 +1,155 @@
+// Package ids derives Herald's identifiers: the dedup key hash, the notification
+// workflow ID (Layer-1 dedup: one open workflow per tenant + key), and the public
+// notification_id, which encodes the workflow ID's key hash and the run ID so that a
+// lookup never needs a side table and never races the workflow's first activity.
+package ids
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// KeyHashLen is the dedup key hash length in bytes: 128 bits, as seed 000 sizes it
+// for billions of keys a day without collisions.
+const KeyHashLen = 16
+
+// NotificationIDPrefix starts every public notification id.
+const NotificationIDPrefix = "n_"
+
+// KeyHash is the truncated SHA-256 that identifies "the same notification" in a tenant.
+type KeyHash [KeyHashLen]byte
+
+func (k KeyHash) String() string { return hex.EncodeToString(k[:]) }
+
+// IdempotencyKeyHash hashes a client-supplied idempotency key.
+func IdempotencyKeyHash(key string) KeyHash {
+	return truncate(sha256.Sum256([]byte("idem|" + key)))
+}
+
+// ContentKeyHash hashes user | template | canonical JSON of data (seed 000): identical
+// content submitted without a key dedups.
+func ContentKeyHash(userID, templateID string, data map[string]any) (KeyHash, error) {
+	canon, err := CanonicalJSON(data)
+	if err != nil {
+		return KeyHash{}, err
+	}
+	h := sha256.New()
+	h.Write([]byte("content|"))
+	h.Write([]byte(userID))
+	h.Write([]byte{'|'})
+	h.Write([]byte(templateID))
+	h.Write([]byte{'|'})
+	h.Write(canon)
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return truncate(sum), nil
+}
+
+func truncate(sum [32]byte) KeyHash {
+	var k KeyHash
+	copy(k[:], sum[:KeyHashLen])
+	return k
+}
+
+// NotificationWorkflowID is the workflow ID for a tenant's dedup key. Starting a
+// workflow with it is the dedup check.
+func NotificationWorkflowID(tenantID string, key KeyHash) string {
+	return "notification/" + tenantID + "/" + key.String()
+}
+
+// NotificationID is the public id of one run (one dedup window) of a notification
+// workflow: n_ + hex(key hash) + hex(run UUID).
+func NotificationID(key KeyHash, runID string) string {
+	return NotificationIDPrefix + key.String() + strings.ReplaceAll(runID, "-", "")
+}
+
+// ErrMalformedNotificationID means the string cannot be a Herald notification id.
+var ErrMalformedNotificationID = errors.New("malformed notification id")
+
+// ParseNotificationID splits a public id into its key hash and run ID.
+func ParseNotificationID(id string) (KeyHash, string, error) {
+	rest, ok := strings.CutPrefix(id, NotificationIDPrefix)
+	if !ok || len(rest) != 2*KeyHashLen+32 {
+		return KeyHash{}, "", ErrMalformedNotificationID
+	}
+	raw, err := hex.DecodeString(rest)
+	if err != nil || strings.ToLower(rest) != rest {
+		return KeyHash{}, "", ErrMalformedNotificationID
+	}
+	var k KeyHash
+	copy(k[:], raw[:KeyHashLen])
+	r := hex.EncodeToString(raw[KeyHashLen:])
+	runID := fmt.Sprintf("%s-%s-%s-%s-%s", r[0:8], r[8:12], r[12:16], r[16:20], r[20:32])
+	return k, runID, nil
+}
+
+// KeyHashFromWorkflowID recovers the key hash from a notification workflow ID.
+func KeyHashFromWorkflowID(workflowID string) (KeyHash, error) {
+	i := strings.LastIndexByte(workflowID, '/')
+	raw, err := hex.DecodeString(workflowID[i+1:])
+	if err != nil || len(raw) != KeyHashLen {
+		return KeyHash{}, fmt.Errorf("not a notification workflow id: %q", workflowID)
+	}
+	var k KeyHash
+	copy(k[:], raw)
+	return k, nil
+}
+
+// CanonicalJSON encodes v with object keys sorted at every depth and no insignificant
+// whitespace, so that logically equal payloads hash equally. Numbers keep their JSON
+// text when v came from a json.Decoder with UseNumber.
+func CanonicalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := writeCanonical(&buf, v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func writeCanonical(buf *bytes.Buffer, v any) error {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			buf.Write(kb)
+			buf.WriteByte(':')
+			if err := writeCanonical(buf, t[k]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case []any:
+		buf.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeCanonical(buf, e); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	default:
+		b, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+	}
+	return nil
+}

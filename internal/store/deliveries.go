@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Per-channel delivery statuses.
+const (
+	DeliveryPending    = "pending"
+	DeliveryScheduled  = "scheduled"
+	DeliverySending    = "sending"
+	DeliverySent       = "sent"      // the provider accepted
+	DeliveryDelivered  = "delivered" // receipt confirmed, or stored in the inbox
+	DeliveryFailed     = "failed"
+	DeliverySuppressed = "suppressed"
+	DeliveryCancelled  = "cancelled"
+)
+
+// deliveryRankSQL orders statuses so that an update never moves a channel backwards
+// (a late 'sent' must not overwrite 'delivered').
+const deliveryRankSQL = `CASE %s
+	WHEN 'pending' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'sending' THEN 2 WHEN 'failed' THEN 3
+	WHEN 'sent' THEN 4 ELSE 5 END`
+
+// Delivery is the durable (notification_id, channel) record.
+type Delivery struct {
+	Channel           string     `json:"channel"`
+	Status            string     `json:"status"`
+	Provider          *string    `json:"provider"`
+	ProviderMessageID *string    `json:"provider_message_id"`
+	Attempts          int        `json:"attempts"`
+	LastError         *string    `json:"last_error"`
+	SentAt            *time.Time `json:"sent_at"`
+	DeliveredAt       *time.Time `json:"delivered_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+}
+
+// ListDeliveries returns a notification's deliveries in channel order.
+func (s *Store) ListDeliveries(ctx context.Context, tenantID, notificationID string) ([]Delivery, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT channel, status, provider, provider_message_id, attempts, last_error, sent_at, delivered_at, updated_at
+		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 ORDER BY channel`, tenantID, notificationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		var d Delivery
+		if err := rows.Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// GetDelivery reads the guard record for one channel.
+func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID, channel string) (Delivery, error) {
+	var d Delivery
+	err := s.db.QueryRow(ctx, `
+		SELECT channel, status, provider, provider_message_id, attempts, last_error, sent_at, delivered_at, updated_at
+		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`, tenantID, notificationID, channel).
+		Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
+	return d, notFound(err)
+}
+
+// DeliveryUpdate moves a channel's status forward. Nil fields are left as they are.
+type DeliveryUpdate struct {
+	Status            string
+	Provider          *string
+	ProviderMessageID *string
+	LastError         *string
+	CountAttempt      bool
+}
+
+// UpdateDelivery applies u unless it would move the status backwards; applied
+// reports whether it did.
+func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID, channel string, u DeliveryUpdate) (applied bool, err error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE deliveries SET
+			status = $4,
+			provider = COALESCE($5, provider),
+			provider_message_id = COALESCE($6, provider_message_id),
+			last_error = COALESCE($7, last_error),
+			attempts = attempts + CASE WHEN $8 THEN 1 ELSE 0 END,
+			sent_at = CASE WHEN $4 IN ('sent', 'delivered') THEN COALESCE(sent_at, now()) ELSE sent_at END,
+			delivered_at = CASE WHEN $4 = 'delivered' THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
+			updated_at = now()
+		WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3
+		  AND `+rank("$4::text")+` >= `+rank("status"),
+		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func rank(expr string) string {
+	return "(" + fmt.Sprintf(deliveryRankSQL, expr) + ")"
+}

@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Overall notification statuses.
+const (
+	NotificationQueued          = "queued"
+	NotificationSending         = "sending"
+	NotificationDelivered       = "delivered"
+	NotificationSent            = "sent"
+	NotificationPartiallyFailed = "partially_failed"
+	NotificationFailed          = "failed"
+	NotificationSuppressed      = "suppressed"
+)
+
+// Notification is one accepted notification (one run of its workflow).
+type Notification struct {
+	TenantID     string
+	ID           string
+	UserID       string
+	TemplateID   string
+	Channels     []string
+	WorkflowID   string
+	RunID        string
+	DedupKeyHash string
+	Status       string
+	AcceptedAt   time.Time
+	UpdatedAt    time.Time
+	Deliveries   []Delivery
+}
+
+// InsertNotification records an accepted notification and a pending delivery row per
+// channel. Re-running it (an activity retry) changes nothing.
+func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `
+			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (tenant_id, id) DO NOTHING`,
+			n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt); err != nil {
+			return err
+		}
+		for _, ch := range n.Channels {
+			if _, err := tx.db.Exec(ctx, `
+				INSERT INTO deliveries (tenant_id, notification_id, channel, status) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (notification_id, channel) DO NOTHING`,
+				n.TenantID, n.ID, ch, DeliveryPending); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// GetNotification returns a notification with its deliveries, in channel order.
+func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notification, error) {
+	var n Notification
+	err := s.db.QueryRow(ctx, `
+		SELECT tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, updated_at
+		FROM notifications WHERE tenant_id = $1 AND id = $2`, tenantID, id).
+		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt)
+	if err != nil {
+		return Notification{}, notFound(err)
+	}
+	n.Deliveries, err = s.ListDeliveries(ctx, tenantID, id)
+	return n, err
+}
+
+// NotificationStatus is the duplicate-submission fast path: status and accepted_at only.
+func (s *Store) NotificationStatus(ctx context.Context, tenantID, id string) (status string, acceptedAt time.Time, err error) {
+	err = s.db.QueryRow(ctx, `SELECT status, accepted_at FROM notifications WHERE tenant_id = $1 AND id = $2`, tenantID, id).
+		Scan(&status, &acceptedAt)
+	return status, acceptedAt, notFound(err)
+}
+
+// SetNotificationStatus records the overall status the workflow computed.
+func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id, status string) error {
+	tag, err := s.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2`, tenantID, id, status)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,269 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// NotificationInput is what the API accepted.
+type NotificationInput struct {
+	TenantID    string
+	UserID      string
+	TemplateID  string
+	Channels    []string
+	Data        map[string]any
+	DedupWindow time.Duration
+}
+
+// ChannelState is one channel's progress as the workflow knows it.
+type ChannelState struct {
+	Status    string
+	Attempts  int
+	LastError string
+	UpdatedAt time.Time
+}
+
+// NotificationState answers QueryStatus and is the workflow's result.
+type NotificationState struct {
+	NotificationID string
+	Status         string
+	AcceptedAt     time.Time
+	DedupUntil     time.Time
+	Channels       map[string]*ChannelState
+}
+
+// NotificationResult is the workflow's result.
+type NotificationResult = NotificationState
+
+var a *activities.Activities
+
+// NotificationWorkflow delivers one notification on each requested channel, records
+// per-channel and overall status, then holds the dedup window open.
+func NotificationWorkflow(ctx workflow.Context, in NotificationInput) (NotificationResult, error) {
+	w, err := newNotification(ctx, in)
+	if err != nil {
+		return NotificationResult{}, err
+	}
+	return w.run(ctx)
+}
+
+type notification struct {
+	in     NotificationInput
+	info   *workflow.Info
+	state  NotificationState
+	keyHex string
+}
+
+// setup derives the notification id and registers the status query.
+func newNotification(ctx workflow.Context, in NotificationInput) (*notification, error) {
+	info := workflow.GetInfo(ctx)
+	key, err := ids.KeyHashFromWorkflowID(info.WorkflowExecution.ID)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadWorkflowID", err)
+	}
+	w := &notification{in: in, info: info, keyHex: key.String()}
+	w.state = NotificationState{
+		NotificationID: ids.NotificationID(key, info.WorkflowExecution.RunID),
+		Status:         store.NotificationQueued,
+		AcceptedAt:     info.WorkflowStartTime,
+		DedupUntil:     info.WorkflowStartTime.Add(in.DedupWindow),
+		Channels:       map[string]*ChannelState{},
+	}
+	for _, ch := range in.Channels {
+		w.state.Channels[ch] = &ChannelState{Status: store.DeliveryPending, UpdatedAt: info.WorkflowStartTime}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (NotificationState, error) {
+		return w.state, nil
+	}); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrNotificationID.ValueSet(w.state.NotificationID)); err != nil {
+		return w.state, err
+	}
+	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
+	if err := workflow.ExecuteActivity(dbCtx, a.RecordAccepted, activities.RecordAcceptedInput{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
+		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
+		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
+	}).Get(ctx, nil); err != nil {
+		return w.state, err
+	}
+	w.setStatus(ctx, store.NotificationSending)
+
+	var recipient activities.Recipient
+	err := workflow.ExecuteActivity(dbCtx, a.LoadRecipient, activities.LoadRecipientInput{
+		TenantID: w.in.TenantID, UserID: w.in.UserID,
+	}).Get(ctx, &recipient)
+	if err != nil {
+		// The user was deleted after acceptance: every channel fails with the reason.
+		for _, ch := range w.in.Channels {
+			w.finishChannel(ctx, ch, store.DeliveryFailed, err)
+		}
+	} else {
+		title, body := renderSimple(w.in.TemplateID, w.in.Data)
+		w.deliverAll(ctx, title, body)
+	}
+
+	w.setStatus(ctx, overallStatus(w.state.Channels))
+	if err := workflow.ExecuteActivity(dbCtx, a.RecordStatus, activities.RecordStatusInput{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: w.state.Status,
+	}).Get(ctx, nil); err != nil {
+		return w.state, err
+	}
+
+	// Hold the workflow ID for the rest of the dedup window: while this run is open a
+	// start with the same ID is rejected, which is the duplicate check.
+	if wait := w.state.DedupUntil.Sub(workflow.Now(ctx)); wait > 0 {
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return w.state, err
+		}
+	}
+	return w.state, nil
+}
+
+// deliverAll runs each channel independently: one channel's retries never delay another.
+func (w *notification) deliverAll(ctx workflow.Context, title, body string) {
+	wg := workflow.NewWaitGroup(ctx)
+	for _, ch := range w.in.Channels {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			w.deliverChannel(ctx, ch, title, body)
+		})
+	}
+	wg.Wait(ctx)
+}
+
+func (w *notification) deliverChannel(ctx workflow.Context, channel, title, body string) {
+	w.state.Channels[channel].Status = store.DeliverySending
+	switch channel {
+	case ChannelInApp:
+		actx := workflow.WithActivityOptions(ctx, inAppActivityOptions)
+		var res activities.DeliverResult
+		err := workflow.ExecuteActivity(actx, a.DeliverInApp, activities.DeliverInAppInput{
+			TenantID: w.in.TenantID, UserID: w.in.UserID, NotificationID: w.state.NotificationID,
+			Title: title, Body: body, AcceptedAt: w.state.AcceptedAt,
+		}).Get(ctx, &res)
+		if err != nil {
+			w.finishChannel(ctx, channel, store.DeliveryFailed, err)
+			return
+		}
+		w.setChannel(ctx, channel, res.Status, "")
+	default:
+		// The API rejects channels that have no delivery yet; a history from a newer
+		// binary must not silently drop one, so record it as failed with the reason.
+		w.finishChannel(ctx, channel, store.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel))
+	}
+}
+
+// finishChannel records a channel outcome the workflow decided (the activity that
+// would have recorded it failed), in PostgreSQL as well as in the query state.
+func (w *notification) finishChannel(ctx workflow.Context, channel, status string, cause error) {
+	msg := errorMessage(cause)
+	w.setChannel(ctx, channel, status, msg)
+	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
+	if err := workflow.ExecuteActivity(dbCtx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, Status: status, Error: msg,
+	}).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("recording channel status failed", "channel", channel, "error", err)
+	}
+}
+
+func (w *notification) setChannel(ctx workflow.Context, channel, status, lastError string) {
+	cs := w.state.Channels[channel]
+	cs.Status = status
+	cs.Attempts++
+	if lastError != "" {
+		cs.LastError = lastError
+	}
+	cs.UpdatedAt = workflow.Now(ctx)
+}
+
+func (w *notification) setStatus(ctx workflow.Context, status string) {
+	w.state.Status = status
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrStatus.ValueSet(status)); err != nil {
+		workflow.GetLogger(ctx).Warn("upserting status search attribute failed", "error", err)
+	}
+}
+
+// overallStatus summarises the channels: all delivered → delivered; all at least
+// sent → sent; all failed → failed; some failed → partially_failed.
+func overallStatus(chs map[string]*ChannelState) string {
+	var delivered, sent, failed, suppressed, other int
+	for _, cs := range chs {
+		switch cs.Status {
+		case store.DeliveryDelivered:
+			delivered++
+		case store.DeliverySent:
+			sent++
+		case store.DeliveryFailed:
+			failed++
+		case store.DeliverySuppressed, store.DeliveryCancelled:
+			suppressed++
+		default:
+			other++
+		}
+	}
+	n := len(chs)
+	switch {
+	case other > 0:
+		return store.NotificationSending
+	case failed == n:
+		return store.NotificationFailed
+	case failed > 0:
+		return store.NotificationPartiallyFailed
+	case suppressed == n:
+		return store.NotificationSuppressed
+	case sent == 0:
+		return store.NotificationDelivered
+	default:
+		return store.NotificationSent
+	}
+}
+
+// renderSimple builds title and body from data until templates exist: data.title and
+// data.body when given, otherwise the template ID and the data's fields.
+func renderSimple(templateID string, data map[string]any) (title, body string) {
+	if t, ok := data["title"].(string); ok && t != "" {
+		title = t
+	} else {
+		title = strings.ReplaceAll(templateID, "_", " ")
+	}
+	if b, ok := data["body"].(string); ok && b != "" {
+		return title, b
+	}
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		if k != "title" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %v", k, data[k]))
+	}
+	return title, strings.Join(parts, ", ")
+}
+
+func errorMessage(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Message()
+	}
+	return err.Error()
+}

@@ -1,0 +1,78 @@
+// Package testenv connects integration tests to the PostgreSQL and Temporal servers
+// that `make test` starts. A missing service fails the test with the command that
+// starts it; integration tests never skip silently.
+package testenv
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/schema"
+)
+
+const howToStart = "start the test services with `make test` (or `scripts/test-services.sh start` and export the variables it prints)"
+
+var migrateOnce sync.Once
+var migrateErr error
+
+// DatabaseURL returns HERALD_TEST_DATABASE_URL, migrated to the latest schema.
+func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv("HERALD_TEST_DATABASE_URL")
+	if url == "" {
+		t.Fatalf("HERALD_TEST_DATABASE_URL is not set: %s", howToStart)
+	}
+	migrateOnce.Do(func() { _, migrateErr = schema.Up(url) })
+	if migrateErr != nil {
+		t.Fatalf("migrating %s: %v (%s)", url, migrateErr, howToStart)
+	}
+	return url
+}
+
+// Pool opens a pool on the test database, closed when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := store.Connect(ctx, DatabaseURL(t))
+	if err != nil {
+		t.Fatalf("%v (%s)", err, howToStart)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TemporalAddress returns HERALD_TEST_TEMPORAL_ADDRESS.
+func TemporalAddress(t testing.TB) string {
+	t.Helper()
+	addr := os.Getenv("HERALD_TEST_TEMPORAL_ADDRESS")
+	if addr == "" {
+		t.Fatalf("HERALD_TEST_TEMPORAL_ADDRESS is not set: %s", howToStart)
+	}
+	return addr
+}
+
+// TemporalClient dials the test Temporal server, closed when the test ends.
+func TemporalClient(t testing.TB) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: TemporalAddress(t), Namespace: "default"})
+	if err != nil {
+		t.Fatalf("dial Temporal at %s: %v (%s)", TemporalAddress(t), err, howToStart)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// UniqueName returns a name unique to this test run, for tenants and task queues.
+func UniqueName(t testing.TB, prefix string) string {
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	return prefix + "-" + name + "-" + time.Now().UTC().Format("150405.000000000")
+}

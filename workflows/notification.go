@@ -36,6 +36,8 @@ type ChannelState struct {
 // NotificationState answers QueryStatus and is the workflow's result.
 type NotificationState struct {
 	NotificationID string
+	UserID         string
+	TemplateID     string
 	Status         string
 	AcceptedAt     time.Time
 	DedupUntil     time.Time
@@ -74,6 +76,8 @@ func newNotification(ctx workflow.Context, in NotificationInput) (*notification,
 	w := &notification{in: in, info: info, keyHex: key.String()}
 	w.state = NotificationState{
 		NotificationID: ids.NotificationID(key, info.WorkflowExecution.RunID),
+		UserID:         in.UserID,
+		TemplateID:     in.TemplateID,
 		Status:         store.NotificationQueued,
 		AcceptedAt:     info.WorkflowStartTime,
 		DedupUntil:     info.WorkflowStartTime.Add(in.DedupWindow),

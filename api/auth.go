@@ -1,0 +1,52 @@
+package api
+
+import (
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/herald-notify/herald/internal/store"
+)
+
+const tenantKey = "herald.tenant"
+
+// authenticate resolves "Authorization: Bearer <key>" to a tenant.
+func (s *Server) authenticate(c *gin.Context) {
+	h := c.GetHeader("Authorization")
+	key, ok := strings.CutPrefix(h, "Bearer ")
+	if h == "" || !ok || strings.TrimSpace(key) == "" {
+		c.Header("WWW-Authenticate", `Bearer realm="herald"`)
+		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "missing_api_key",
+			Message: "send your API key as 'Authorization: Bearer <key>'", Field: "Authorization"})
+		return
+	}
+	key = strings.TrimSpace(key)
+	cacheKey := hex.EncodeToString(store.HashAPIKey(key))
+	if s.tenants != nil {
+		if t, ok := s.tenants.Get(cacheKey); ok {
+			c.Set(tenantKey, t)
+			return
+		}
+	}
+	t, err := s.store.TenantByAPIKey(c.Request.Context(), key)
+	if errors.Is(err, store.ErrNotFound) {
+		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "the API key is not valid", Field: "Authorization"})
+		return
+	}
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if s.tenants != nil {
+		s.tenants.Add(cacheKey, t)
+	}
+	c.Set(tenantKey, t)
+}
+
+func tenantOf(c *gin.Context) store.Tenant {
+	return c.MustGet(tenantKey).(store.Tenant)
+}

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// MaxBodyBytes caps request bodies; larger ones get 413.
+const MaxBodyBytes = 64 << 10
+
+// Error is the JSON body of every error response:
+// {"error": {"code": "...", "message": "...", "field": "..."}}.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func badField(field, code, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(what string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
+}
+
+// abort writes err as the response. Anything that is not an *Error is logged and
+// answered with a generic 500 that leaks nothing.
+func (s *Server) abort(c *gin.Context, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		s.log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
+		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"}
+	}
+	c.AbortWithStatusJSON(e.Status, gin.H{"error": e})
+}
+
+// decodeJSON reads a bounded JSON object body into dst, rejecting unknown fields,
+// wrong types, trailing data and oversized bodies with errors that name the problem.
+func decodeJSON(c *gin.Context, dst any) error {
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Message: fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)}
+		}
+		return &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
+	}
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "request body is empty; expected a JSON object"}
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
+	}
+	return nil
+}
+
+func jsonError(err error) *Error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return &Error{Status: http.StatusBadRequest, Code: "malformed_json",
+			Message: fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax)}
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "request body must be a JSON object"}
+		}
+		return badField(field, "invalid_type", "%s must be %s, not %s", field, jsonTypeName(typ.Type.Kind().String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "malformed JSON: unexpected end of input"}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return badField(name, "unknown_field", "unknown field %q", name)
+	default:
+		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "malformed JSON: " + err.Error()}
+	}
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string", "ptr":
+		return "a string"
+	case "int", "int64", "int32", "uint", "uint64":
+		return "an integer"
+	case "slice":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "bool":
+		return "a boolean"
+	default:
+		return "a " + kind
+	}
+}

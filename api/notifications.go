@@ -1,0 +1,310 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/workflows"
+)
+
+// Dedup window bounds for dedup_ttl_sec.
+const (
+	MinDedupTTL = time.Second
+	MaxDedupTTL = 7 * 24 * time.Hour
+)
+
+// knownChannels are the channel names Herald defines; supportedChannels the ones
+// this build delivers. A known but unsupported channel is rejected, never dropped.
+var (
+	knownChannels     = []string{workflows.ChannelInApp, workflows.ChannelEmail, workflows.ChannelSMS, workflows.ChannelPush}
+	supportedChannels = map[string]bool{workflows.ChannelInApp: true}
+)
+
+type createNotificationRequest struct {
+	UserID         *string        `json:"user_id"`
+	TemplateID     *string        `json:"template_id"`
+	Channels       []string       `json:"channels"`
+	Data           map[string]any `json:"data"`
+	IdempotencyKey *string        `json:"idempotency_key"`
+	DedupTTLSec    *int64         `json:"dedup_ttl_sec"`
+}
+
+// acceptedNotification is a validated request, ready to start.
+type acceptedNotification struct {
+	input workflows.NotificationInput
+	key   ids.KeyHash
+}
+
+func (s *Server) validateNotification(c *gin.Context, req createNotificationRequest) (acceptedNotification, *Error) {
+	var out acceptedNotification
+	if req.UserID == nil {
+		return out, badField("user_id", "missing_field", "user_id is required")
+	}
+	if err := validID("user_id", *req.UserID); err != nil {
+		return out, err
+	}
+	if req.TemplateID == nil {
+		return out, badField("template_id", "missing_field", "template_id is required")
+	}
+	if err := validTemplateID(*req.TemplateID); err != nil {
+		return out, err
+	}
+	if len(req.Channels) == 0 {
+		return out, badField("channels", "missing_field", "channels must list at least one of %v", knownChannels)
+	}
+	seen := map[string]bool{}
+	for i, ch := range req.Channels {
+		field := "channels[" + itoa(i) + "]"
+		switch {
+		case !contains(knownChannels, ch):
+			return out, badField(field, "unknown_channel", "unknown channel %q; channels are %v", ch, knownChannels)
+		case !supportedChannels[ch]:
+			return out, badField(field, "channel_not_supported", "channel %q is not available yet; supported: %v", ch, supported())
+		case seen[ch]:
+			return out, badField(field, "duplicate_channel", "channel %q is listed twice", ch)
+		}
+		seen[ch] = true
+	}
+	window := s.cfg.DefaultDedupWindow
+	if req.DedupTTLSec != nil {
+		ttl := time.Duration(*req.DedupTTLSec) * time.Second
+		if *req.DedupTTLSec < int64(MinDedupTTL/time.Second) || *req.DedupTTLSec > int64(MaxDedupTTL/time.Second) {
+			return out, badField("dedup_ttl_sec", "invalid_field", "dedup_ttl_sec must be between 1 and %d seconds", int64(MaxDedupTTL/time.Second))
+		}
+		window = ttl
+	}
+	idemKey := c.GetHeader("Idempotency-Key")
+	if req.IdempotencyKey != nil {
+		if idemKey != "" && idemKey != *req.IdempotencyKey {
+			return out, badField("idempotency_key", "conflicting_idempotency_key", "the Idempotency-Key header and idempotency_key differ")
+		}
+		idemKey = *req.IdempotencyKey
+		if idemKey == "" {
+			return out, badField("idempotency_key", "invalid_field", "idempotency_key must not be empty when given")
+		}
+	}
+	if idemKey != "" {
+		if err := validID("idempotency_key", idemKey); err != nil {
+			return out, err
+		}
+		out.key = ids.IdempotencyKeyHash(idemKey)
+	} else {
+		k, err := ids.ContentKeyHash(*req.UserID, *req.TemplateID, req.Data)
+		if err != nil {
+			return out, badField("data", "invalid_field", "data cannot be encoded: %v", err)
+		}
+		out.key = k
+	}
+	if req.Data == nil {
+		req.Data = map[string]any{}
+	}
+	// Channels in a canonical order so a resubmission in another order is equal.
+	channels := append([]string(nil), req.Channels...)
+	sort.Strings(channels)
+	out.input = workflows.NotificationInput{
+		TenantID: tenantOf(c).ID, UserID: *req.UserID, TemplateID: *req.TemplateID,
+		Channels: channels, Data: req.Data, DedupWindow: window,
+	}
+	return out, nil
+}
+
+// createNotification accepts a notification by starting its workflow. A start that
+// returns is durable in Temporal, so 202 is only ever sent for work that cannot be
+// lost; a start rejected as "already started" is a duplicate inside the window.
+func (s *Server) createNotification(c *gin.Context) {
+	var req createNotificationRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.abort(c, err)
+		return
+	}
+	acc, verr := s.validateNotification(c, req)
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	in := acc.input
+	exists, err := s.userExists(c, in.TenantID, in.UserID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if !exists {
+		s.abort(c, &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_user", Field: "user_id",
+			Message: "user " + in.UserID + " does not exist; create it with PUT /v1/users/{user_id}"})
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
+	defer cancel()
+	workflowID := ids.NotificationWorkflowID(in.TenantID, acc.key)
+	run, err := s.temporal.ExecuteWorkflow(ctx, StartOptions(workflowID, s.cfg.TaskQueue, in), workflows.NotificationWorkflow, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case err == nil:
+		c.JSON(http.StatusAccepted, gin.H{
+			"notification_id": ids.NotificationID(acc.key, run.GetRunID()),
+			"status":          store.NotificationQueued,
+			"dedup":           "new",
+		})
+	case errors.As(err, &already):
+		s.duplicate(c, acc.key, workflowID, already.RunId)
+	default:
+		s.log.Error("starting notification workflow failed", "workflow_id", workflowID, "error", err)
+		c.Header("Retry-After", "1")
+		s.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+			Message: "the notification was not accepted; retry with the same idempotency_key"})
+	}
+}
+
+// StartOptions are the start options of a notification workflow. The ID conflict
+// policy FAIL (with the error surfaced) is the duplicate check while a run is open;
+// the reuse policy ALLOW_DUPLICATE makes the same key a new notification once the
+// run, and so its dedup window, has closed.
+func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                                       workflowID,
+		TaskQueue:                                taskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SearchAttrTenant.ValueSet(in.TenantID),
+			workflows.SearchAttrUser.ValueSet(in.UserID),
+			workflows.SearchAttrStatus.ValueSet(store.NotificationQueued),
+		),
+	}
+}
+
+// duplicate answers a submission that hit an open dedup window with the original id,
+// its current status and when it was accepted.
+func (s *Server) duplicate(c *gin.Context, key ids.KeyHash, workflowID, runID string) {
+	tenantID := tenantOf(c).ID
+	id := ids.NotificationID(key, runID)
+	status, acceptedAt, err := s.store.NotificationStatus(c.Request.Context(), tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// The original's first activity has not run yet: ask Temporal when it started.
+		status = store.NotificationQueued
+		desc, derr := s.temporal.DescribeWorkflowExecution(c.Request.Context(), workflowID, runID)
+		if derr != nil {
+			s.abort(c, derr)
+			return
+		}
+		acceptedAt = desc.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+	} else if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{
+		"notification_id":      id,
+		"status":               status,
+		"dedup":                "duplicate",
+		"original_accepted_at": acceptedAt.UTC(),
+	})
+}
+
+type channelView struct {
+	Channel           string     `json:"channel"`
+	Status            string     `json:"status"`
+	Provider          *string    `json:"provider"`
+	ProviderMessageID *string    `json:"provider_message_id"`
+	Attempts          int        `json:"attempts"`
+	LastError         *string    `json:"last_error"`
+	SentAt            *time.Time `json:"sent_at"`
+	DeliveredAt       *time.Time `json:"delivered_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+}
+
+type notificationView struct {
+	NotificationID string        `json:"notification_id"`
+	UserID         string        `json:"user_id"`
+	TemplateID     string        `json:"template_id"`
+	Status         string        `json:"status"`
+	AcceptedAt     time.Time     `json:"accepted_at"`
+	UpdatedAt      time.Time     `json:"updated_at"`
+	WorkflowID     string        `json:"workflow_id"`
+	RunID          string        `json:"run_id"`
+	Channels       []channelView `json:"channels"`
+}
+
+// getNotification reads the status from PostgreSQL; for a notification accepted a
+// moment ago whose first activity has not run yet, it asks the workflow instead, so
+// an id returned by a 202 is never a 404.
+func (s *Server) getNotification(c *gin.Context) {
+	id := c.Param("notification_id")
+	key, runID, err := ids.ParseNotificationID(id)
+	if err != nil {
+		s.abort(c, badField("notification_id", "invalid_field", "notification_id is not a Herald notification id"))
+		return
+	}
+	tenantID := tenantOf(c).ID
+	n, err := s.store.GetNotification(c.Request.Context(), tenantID, id)
+	if err == nil {
+		c.JSON(http.StatusOK, viewFromStore(n))
+		return
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		s.abort(c, err)
+		return
+	}
+	workflowID := ids.NotificationWorkflowID(tenantID, key)
+	view, err := s.viewFromWorkflow(c.Request.Context(), workflowID, runID, id)
+	var nf *serviceerror.NotFound
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &nf) || errors.As(err, &invalid) {
+		s.abort(c, notFound("notification"))
+		return
+	}
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, view)
+}
+
+func viewFromStore(n store.Notification) notificationView {
+	v := notificationView{
+		NotificationID: n.ID, UserID: n.UserID, TemplateID: n.TemplateID, Status: n.Status,
+		AcceptedAt: n.AcceptedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), WorkflowID: n.WorkflowID, RunID: n.RunID,
+		Channels: []channelView{},
+	}
+	for _, d := range n.Deliveries {
+		v.Channels = append(v.Channels, channelView(d))
+	}
+	return v
+}
+
+func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id string) (notificationView, error) {
+	desc, err := s.temporal.DescribeWorkflowExecution(ctx, workflowID, runID)
+	if err != nil {
+		return notificationView{}, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	v := notificationView{
+		NotificationID: id, Status: store.NotificationQueued, AcceptedAt: info.GetStartTime().AsTime().UTC(),
+		UpdatedAt: info.GetStartTime().AsTime().UTC(), WorkflowID: workflowID, RunID: runID, Channels: []channelView{},
+	}
+	// Ask the workflow for its state; until a worker answers, the start time and
+	// "queued" are all there is to say.
+	if val, qerr := s.temporal.QueryWorkflow(ctx, workflowID, runID, workflows.QueryStatus); qerr == nil {
+		var st workflows.NotificationState
+		if val.Get(&st) == nil {
+			v.Status, v.UserID, v.TemplateID = st.Status, st.UserID, st.TemplateID
+			for _, ch := range sortedKeys(st.Channels) {
+				cs := st.Channels[ch]
+				v.Channels = append(v.Channels, channelView{Channel: ch, Status: cs.Status, Attempts: cs.Attempts, UpdatedAt: cs.UpdatedAt.UTC()})
+			}
+		}
+	}
+	return v, nil
+}

@@ -1,0 +1,107 @@
+// Package api is Herald's REST API (gin). It authenticates the tenant from the API
+// key, validates input, and turns POST /v1/notifications into a workflow start: the
+// start is both the durable acceptance and the Layer-1 dedup check.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"go.temporal.io/sdk/client"
+
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// Config is what the API needs besides its dependencies.
+type Config struct {
+	TaskQueue          string
+	DefaultDedupWindow time.Duration
+	// AuthCacheTTL bounds how long a revoked key or a deleted user can still be
+	// honoured by one API process; 0 disables the caches.
+	AuthCacheTTL time.Duration
+}
+
+// Server holds the API's dependencies.
+type Server struct {
+	store    *store.Store
+	temporal client.Client
+	cfg      Config
+	log      *slog.Logger
+
+	tenants *expirable.LRU[string, store.Tenant] // API key hash → tenant
+	users   *expirable.LRU[string, struct{}]     // tenant/user known to exist
+}
+
+// New builds the API server.
+func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Server {
+	s := &Server{store: st, temporal: tc, cfg: cfg, log: log}
+	if cfg.AuthCacheTTL > 0 {
+		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)
+		s.users = expirable.NewLRU[string, struct{}](100_000, nil, cfg.AuthCacheTTL)
+	}
+	return s
+}
+
+// Handler returns the HTTP routes.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.recoverJSON)
+	r.NoRoute(func(c *gin.Context) { s.abort(c, notFound("route")) })
+	r.NoMethod(func(c *gin.Context) {
+		s.abort(c, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: c.Request.Method + " is not allowed here"})
+	})
+
+	r.GET("/healthz", s.healthz)
+	r.GET("/readyz", s.readyz)
+	r.GET("/openapi.yaml", serveOpenAPI)
+
+	v1 := r.Group("/v1", s.authenticate)
+	v1.POST("/notifications", s.createNotification)
+	v1.GET("/notifications/:notification_id", s.getNotification)
+	v1.PUT("/users/:user_id", s.putUser)
+	v1.GET("/users/:user_id", s.getUser)
+	v1.GET("/users/:user_id/inbox", s.listInbox)
+	v1.POST("/users/:user_id/inbox/:notification_id/read", s.markRead)
+	return r
+}
+
+func (s *Server) recoverJSON(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic in handler", "path", c.FullPath(), "panic", p)
+			s.abort(c, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"})
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// readyz reports whether PostgreSQL and Temporal answer.
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+	defer cancel()
+	checks := gin.H{"postgres": "ok", "temporal": "ok"}
+	status := http.StatusOK
+	if err := s.store.Ping(ctx); err != nil {
+		checks["postgres"] = "unreachable"
+		status = http.StatusServiceUnavailable
+	}
+	if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		checks["temporal"] = "unreachable"
+		status = http.StatusServiceUnavailable
+	}
+	word := "ready"
+	if status != http.StatusOK {
+		word = "not_ready"
+	}
+	c.JSON(status, gin.H{"status": word, "checks": checks})
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/schema"
+	"github.com/herald-notify/herald/worker"
+)
+
+const demoTenant = "demo"
+
+// runDev prepares a local stack (schema, search attributes, a demo tenant with a
+// fresh key) and runs the API and the worker in one process.
+func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) error {
+	if _, err := schema.Up(cfg.DatabaseURL); err != nil {
+		return err
+	}
+	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	err = worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace)
+	tc.Close()
+	if err != nil {
+		return err
+	}
+
+	pool, err := store.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	st := store.New(pool)
+	t, err := st.TenantByName(ctx, demoTenant)
+	var key string
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		t, key, err = st.CreateTenant(ctx, demoTenant)
+	case err == nil:
+		// Only key hashes are stored, so an earlier key cannot be shown again: mint one.
+		key, err = st.CreateAPIKey(ctx, t.ID)
+	}
+	pool.Close()
+	if err != nil {
+		return err
+	}
+	base := "http://" + strings.Replace(cfg.HTTPAddr, "0.0.0.0", "127.0.0.1", 1)
+	fmt.Fprintf(stdout, `
+Herald dev stack
+  tenant:      %s (%s)
+  API key:     %s
+  API:         %s   (OpenAPI: %s/openapi.yaml)
+  Temporal UI: http://127.0.0.1:8233/namespaces/%s/workflows
+
+Try it:
+  export HERALD_KEY=%s
+  curl -s -X PUT %s/v1/users/ada -H "Authorization: Bearer $HERALD_KEY" -d '{"email":"ada@example.com","locale":"en-GB","timezone":"Europe/London"}'
+  curl -s -X POST %s/v1/notifications -H "Authorization: Bearer $HERALD_KEY" -d '{"user_id":"ada","template_id":"welcome","channels":["in_app"],"data":{"title":"Hello","body":"Welcome to Herald"},"idempotency_key":"welcome-ada"}'
+  curl -s %s/v1/users/ada/inbox -H "Authorization: Bearer $HERALD_KEY"
+
+`, t.Name, t.ID, key, base, base, cfg.TemporalNamespace, key, base, base, base)
+	return runServices(ctx, cfg, logger, true, true)
+}

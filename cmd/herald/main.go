@@ -1,0 +1,81 @@
+// Command herald runs Herald: the REST API, the Temporal worker, or both (dev), and
+// administers it (migrations, tenants).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	_ "time/tzdata" // time zones work on minimal images too
+
+	"github.com/herald-notify/herald/internal/config"
+)
+
+const usage = `herald — multi-tenant notification service on Temporal
+
+Usage:
+  herald api                     serve the REST API
+  herald worker                  run the Temporal worker
+  herald dev                     migrate, ensure a demo tenant, print a fresh API key, run API + worker
+  herald migrate [up|down N]     apply (default) or roll back schema migrations
+  herald tenant create --name N  create a tenant and print its API key (shown once)
+  herald tenant list             list tenants
+
+Configuration comes from the environment; see README.md (HERALD_DATABASE_URL,
+HERALD_TEMPORAL_ADDRESS, HERALD_TEMPORAL_NAMESPACE, HERALD_HTTP_ADDR, ...).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := run(ctx, os.Args[1:], os.Stdout, log); err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprint(os.Stderr, usage)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "herald:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "api":
+		return runServices(ctx, cfg, log, true, false)
+	case "worker":
+		return runServices(ctx, cfg, log, false, true)
+	case "dev":
+		return runDev(ctx, cfg, stdout, log)
+	case "migrate":
+		return runMigrate(cfg, args[1:], stdout)
+	case "tenant":
+		return runTenant(ctx, cfg, args[1:], stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return errUsage
+	}
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	return fs
+}

@@ -1,0 +1,59 @@
+// Package worker builds the Temporal worker that runs Herald's workflows and
+// activities, and prepares a namespace for them.
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/workflows"
+)
+
+// New returns a worker for taskQueue with every Herald workflow and activity registered.
+func New(c client.Client, taskQueue string, acts *activities.Activities, opts sdkworker.Options) sdkworker.Worker {
+	w := sdkworker.New(c, taskQueue, opts)
+	Register(w, acts)
+	return w
+}
+
+// Register adds Herald's workflows and activities to any registry (a worker, a test
+// environment or a replayer).
+func Register(r interface {
+	RegisterWorkflow(any)
+	RegisterActivity(any)
+}, acts *activities.Activities) {
+	r.RegisterWorkflow(workflows.NotificationWorkflow)
+	r.RegisterActivity(acts)
+}
+
+// EnsureSearchAttributes registers Herald's Keyword search attributes in the
+// namespace when they are missing, so the Temporal UI can filter by tenant, user,
+// status and notification id.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	ops := c.OperatorService()
+	have, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for _, name := range workflows.SearchAttributeNames() {
+		if _, ok := have.GetCustomAttributes()[name]; !ok {
+			missing[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := ops.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing,
+	}); err != nil {
+		return fmt.Errorf("add search attributes: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+// Package apitest runs Herald end to end for tests: the real HTTP handler on an
+// httptest server, a real worker on a task queue of its own, the test PostgreSQL
+// and the test Temporal dev server (see internal/testenv). Every response it sees is
+// checked against the OpenAPI document (see openapi.go).
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/worker"
+)
+
+// Harness is one running Herald.
+type Harness struct {
+	T         testing.TB
+	URL       string
+	Store     *store.Store
+	Temporal  client.Client
+	TaskQueue string
+	HTTP      *http.Client
+}
+
+// Options tune a harness.
+type Options struct {
+	// NoWorker leaves the task queue without a worker (accepted but not delivered).
+	NoWorker bool
+}
+
+// Start brings up API + worker against the test services.
+func Start(t testing.TB, opts Options) *Harness {
+	t.Helper()
+	pool := testenv.Pool(t)
+	tc := testenv.TemporalClient(t)
+	st := store.New(pool)
+	h := &Harness{T: t, Store: st, Temporal: tc, TaskQueue: testenv.UniqueName(t, "tq"),
+		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if !opts.NoWorker {
+		w := worker.New(tc, h.TaskQueue, &activities.Activities{Store: st}, sdkworker.Options{})
+		if err := w.Start(); err != nil {
+			t.Fatalf("start worker: %v", err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	srv := httptest.NewServer(api.New(st, tc, api.Config{
+		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,
+	}, logger).Handler())
+	t.Cleanup(srv.Close)
+	h.URL = srv.URL
+	return h
+}
+
+// Tenant creates a tenant and returns its id and API key.
+func (h *Harness) Tenant(name string) (id, key string) {
+	h.T.Helper()
+	t, key, err := h.Store.CreateTenant(context.Background(), testenv.UniqueName(h.T, name))
+	if err != nil {
+		h.T.Fatalf("create tenant: %v", err)
+	}
+	return t.ID, key
+}
+
+// Response is a decoded API response.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	JSON   map[string]any
+}
+
+// Str returns a top-level string field ("" if absent).
+func (r Response) Str(field string) string {
+	s, _ := r.JSON[field].(string)
+	return s
+}
+
+// ErrorField returns error.field and error.code of an error response.
+func (r Response) ErrorField() (field, code string) {
+	e, _ := r.JSON["error"].(map[string]any)
+	field, _ = e["field"].(string)
+	code, _ = e["code"].(string)
+	return field, code
+}
+
+// Do sends a request (body: nil, a string sent verbatim, or a value encoded as JSON)
+// and checks the response against the OpenAPI document.
+func (h *Harness) Do(method, path, key string, body any, headers ...string) Response {
+	h.T.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			h.T.Fatalf("encode body: %v", err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, h.URL+path, rd)
+	if err != nil {
+		h.T.Fatalf("new request: %v", err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := h.HTTP.Do(req)
+	if err != nil {
+		h.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.T.Fatalf("read body: %v", err)
+	}
+	out := Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	if len(raw) > 0 && json.Valid(raw) {
+		_ = json.Unmarshal(raw, &out.JSON)
+	}
+	checkAgainstOpenAPI(h.T, req, resp, raw)
+	return out
+}
+
+// Eventually polls cond every 50 ms until it holds or timeout passes.
+func (h *Harness) Eventually(timeout time.Duration, what string, cond func() bool) {
+	h.T.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.T.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -294,9 +294,14 @@ func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id str
 		NotificationID: id, Status: store.NotificationQueued, AcceptedAt: info.GetStartTime().AsTime().UTC(),
 		UpdatedAt: info.GetStartTime().AsTime().UTC(), WorkflowID: workflowID, RunID: runID, Channels: []channelView{},
 	}
-	// Ask the workflow for its state; until a worker answers, the start time and
-	// "queued" are all there is to say.
-	if val, qerr := s.temporal.QueryWorkflow(ctx, workflowID, runID, workflows.QueryStatus); qerr == nil {
+	// Ask the workflow for its state once a worker has run its first task (a query
+	// before that would wait for a worker); until then, "queued" is all there is to say.
+	if info.GetHistoryLength() <= 3 {
+		return v, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if val, qerr := s.temporal.QueryWorkflow(qctx, workflowID, runID, workflows.QueryStatus); qerr == nil {
 		var st workflows.NotificationState
 		if val.Get(&st) == nil {
 			v.Status, v.UserID, v.TemplateID = st.Status, st.UserID, st.TemplateID

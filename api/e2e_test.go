@@ -1,0 +1,325 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+func createUser(t *testing.T, h *apitest.Harness, key, userID string) {
+	t.Helper()
+	r := h.Do(http.MethodPut, "/v1/users/"+userID, key, map[string]any{"email": userID + "@example.com", "locale": "en-GB", "timezone": "Europe/London"})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("PUT user: %d %s", r.Status, r.Body)
+	}
+}
+
+func submit(h *apitest.Harness, key string, body map[string]any) apitest.Response {
+	h.T.Helper()
+	return h.Do(http.MethodPost, "/v1/notifications", key, body)
+}
+
+func waitDelivered(t *testing.T, h *apitest.Harness, key, id string) apitest.Response {
+	t.Helper()
+	var last apitest.Response
+	h.Eventually(20*time.Second, "notification "+id+" delivered", func() bool {
+		last = h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)
+		return last.Status == http.StatusOK && last.Str("status") == store.NotificationDelivered
+	})
+	return last
+}
+
+func TestSubmitDeliversToInbox(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("shop")
+	createUser(t, h, key, "ada")
+
+	r := submit(h, key, map[string]any{
+		"user_id": "ada", "template_id": "order_shipped", "channels": []string{"in_app"},
+		"data": map[string]any{"title": "Order shipped", "body": "Order #1234 is on its way"}, "idempotency_key": "order-1234-shipped",
+	})
+	if r.Status != http.StatusAccepted || r.Str("dedup") != "new" || r.Str("status") != "queued" {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	id := r.Str("notification_id")
+
+	got := waitDelivered(t, h, key, id)
+	chans := got.JSON["channels"].([]any)
+	if len(chans) != 1 {
+		t.Fatalf("want one channel, got %s", got.Body)
+	}
+	ch := chans[0].(map[string]any)
+	if ch["channel"] != "in_app" || ch["status"] != "delivered" || ch["attempts"].(float64) != 1 || ch["delivered_at"] == nil {
+		t.Fatalf("unexpected channel state: %s", got.Body)
+	}
+	if got.Str("workflow_id") == "" || got.Str("run_id") == "" {
+		t.Fatalf("status must name the workflow for the Temporal UI: %s", got.Body)
+	}
+
+	inbox := h.Do(http.MethodGet, "/v1/users/ada/inbox", key, nil)
+	items := inbox.JSON["items"].([]any)
+	if inbox.Status != http.StatusOK || len(items) != 1 {
+		t.Fatalf("inbox: %d %s", inbox.Status, inbox.Body)
+	}
+	item := items[0].(map[string]any)
+	if item["notification_id"] != id || item["title"] != "Order shipped" || item["body"] != "Order #1234 is on its way" || item["read_at"] != nil {
+		t.Fatalf("inbox item: %s", inbox.Body)
+	}
+
+	read := h.Do(http.MethodPost, "/v1/users/ada/inbox/"+id+"/read", key, nil)
+	if read.Status != http.StatusOK || read.JSON["read_at"] == nil {
+		t.Fatalf("mark read: %d %s", read.Status, read.Body)
+	}
+	unread := h.Do(http.MethodGet, "/v1/users/ada/inbox?unread=true", key, nil)
+	if n := len(unread.JSON["items"].([]any)); n != 0 {
+		t.Fatalf("unread filter: want 0 items, got %d", n)
+	}
+
+	// The workflow is searchable by tenant, user and status in the Temporal UI.
+	tenantID := tenantOfKey(t, h, key)
+	query := fmt.Sprintf("HeraldTenant = '%s' AND HeraldUser = 'ada' AND HeraldStatus = 'delivered'", tenantID)
+	h.Eventually(15*time.Second, "visibility to index the workflow", func() bool {
+		n, err := h.Temporal.CountWorkflow(context.Background(), countRequest(query))
+		return err == nil && n.GetCount() == 1
+	})
+}
+
+func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.Tenant("social")
+	createUser(t, h, key, "bob")
+	body := map[string]any{"user_id": "bob", "template_id": "like", "channels": []string{"in_app"},
+		"data": map[string]any{"liker": "carol"}, "idempotency_key": "like-42"}
+
+	const n = 200
+	responses := make([]apitest.Response, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			responses[i] = submit(h, key, body)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	ids := map[string]int{}
+	news := 0
+	for _, r := range responses {
+		switch {
+		case r.Status == http.StatusAccepted && r.Str("dedup") == "new":
+			news++
+		case r.Status == http.StatusOK && r.Str("dedup") == "duplicate":
+			if r.Str("original_accepted_at") == "" {
+				t.Errorf("duplicate without original_accepted_at: %s", r.Body)
+			}
+		default:
+			t.Fatalf("unexpected response %d %s", r.Status, r.Body)
+		}
+		ids[r.Str("notification_id")]++
+	}
+	if news != 1 || len(ids) != 1 {
+		t.Fatalf("want exactly one new and one id, got %d new and ids %v", news, ids)
+	}
+	var id string
+	for k := range ids {
+		id = k
+	}
+	waitDelivered(t, h, key, id)
+	if c, err := h.Store.CountInbox(context.Background(), tenantID, "bob", id); err != nil || c != 1 {
+		t.Fatalf("want one inbox row, got %d (%v)", c, err)
+	}
+	inbox := h.Do(http.MethodGet, "/v1/users/bob/inbox", key, nil)
+	if n := len(inbox.JSON["items"].([]any)); n != 1 {
+		t.Fatalf("want one inbox item for the user, got %d", n)
+	}
+	// A retry after delivery still returns the original id, now with its status.
+	again := submit(h, key, body)
+	if again.Status != http.StatusOK || again.Str("notification_id") != id || again.Str("status") != store.NotificationDelivered {
+		t.Fatalf("late duplicate: %d %s", again.Status, again.Body)
+	}
+}
+
+func TestSameContentWithoutKeyDedups(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("saas")
+	createUser(t, h, key, "cy")
+	first := submit(h, key, map[string]any{"user_id": "cy", "template_id": "digest", "channels": []string{"in_app"},
+		"data": map[string]any{"a": 1, "nested": map[string]any{"x": "1", "y": []any{1, 2}}}})
+	// Same content, keys in another order at every depth.
+	second := h.Do(http.MethodPost, "/v1/notifications", key,
+		`{"channels":["in_app"],"data":{"nested":{"y":[1,2],"x":"1"},"a":1},"template_id":"digest","user_id":"cy"}`)
+	different := submit(h, key, map[string]any{"user_id": "cy", "template_id": "digest", "channels": []string{"in_app"},
+		"data": map[string]any{"a": 2, "nested": map[string]any{"x": "1", "y": []any{1, 2}}}})
+	if first.Status != http.StatusAccepted || second.Status != http.StatusOK || second.Str("dedup") != "duplicate" {
+		t.Fatalf("want new then duplicate, got %d %s / %d %s", first.Status, first.Body, second.Status, second.Body)
+	}
+	if first.Str("notification_id") != second.Str("notification_id") {
+		t.Fatal("duplicate must return the original id")
+	}
+	if different.Status != http.StatusAccepted || different.Str("notification_id") == first.Str("notification_id") {
+		t.Fatalf("different data must be a new notification: %d %s", different.Status, different.Body)
+	}
+}
+
+func TestShortDedupWindowExpires(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("shop")
+	createUser(t, h, key, "dee")
+	body := map[string]any{"user_id": "dee", "template_id": "otp", "channels": []string{"in_app"},
+		"data": map[string]any{"code": "123456"}, "idempotency_key": "otp-1", "dedup_ttl_sec": 2}
+	first := submit(h, key, body)
+	if first.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", first.Status, first.Body)
+	}
+	if dup := submit(h, key, body); dup.Status != http.StatusOK || dup.Str("notification_id") != first.Str("notification_id") {
+		t.Fatalf("inside the window: %d %s", dup.Status, dup.Body)
+	}
+	waitDelivered(t, h, key, first.Str("notification_id"))
+	var later apitest.Response
+	h.Eventually(20*time.Second, "the dedup window to pass", func() bool {
+		later = submit(h, key, body)
+		return later.Status == http.StatusAccepted
+	})
+	if later.Str("dedup") != "new" || later.Str("notification_id") == first.Str("notification_id") {
+		t.Fatalf("after the window: want a new id, got %s", later.Body)
+	}
+	waitDelivered(t, h, key, later.Str("notification_id"))
+	// The first notification's status is still readable after its run closed.
+	if old := h.Do(http.MethodGet, "/v1/notifications/"+first.Str("notification_id"), key, nil); old.Status != http.StatusOK {
+		t.Fatalf("old notification: %d %s", old.Status, old.Body)
+	}
+}
+
+func TestTenantsCannotSeeEachOther(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, keyA := h.Tenant("a")
+	_, keyB := h.Tenant("b")
+	createUser(t, h, keyA, "eve")
+	r := submit(h, keyA, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": "k"})
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	id := r.Str("notification_id")
+	waitDelivered(t, h, keyA, id)
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/notifications/" + id},
+		{http.MethodGet, "/v1/users/eve"},
+		{http.MethodGet, "/v1/users/eve/inbox"},
+		{http.MethodPost, "/v1/users/eve/inbox/" + id + "/read"},
+	} {
+		got := h.Do(c.method, c.path, keyB, nil)
+		if got.Status != http.StatusNotFound {
+			t.Errorf("tenant B %s %s: want 404, got %d %s", c.method, c.path, got.Status, got.Body)
+		}
+	}
+	// Tenant B submitting to A's user id: that user does not exist for B.
+	if got := submit(h, keyB, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}}); got.Status != http.StatusUnprocessableEntity {
+		t.Errorf("tenant B submit to A's user: want 422, got %d", got.Status)
+	}
+	// The same idempotency key in tenant B is a different notification.
+	createUser(t, h, keyB, "eve")
+	b := submit(h, keyB, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": "k"})
+	if b.Status != http.StatusAccepted || b.Str("notification_id") == id {
+		t.Fatalf("tenant B same key: %d %s", b.Status, b.Body)
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	_, key := h.Tenant("shop")
+	createUser(t, h, key, "fay")
+	valid := `"user_id":"fay","template_id":"t","channels":["in_app"]`
+	cases := []struct {
+		name      string
+		method    string
+		path      string
+		key       string
+		body      any
+		status    int
+		field     string
+		code      string
+		headerKey string
+	}{
+		{"no key", "POST", "/v1/notifications", "", "{" + valid + "}", 401, "Authorization", "missing_api_key", ""},
+		{"bad key", "POST", "/v1/notifications", "hk_nope", "{" + valid + "}", 401, "Authorization", "invalid_api_key", ""},
+		{"malformed json", "POST", "/v1/notifications", key, `{"user_id":`, 400, "", "malformed_json", ""},
+		{"empty body", "POST", "/v1/notifications", key, ``, 400, "", "malformed_json", ""},
+		{"array body", "POST", "/v1/notifications", key, `[1]`, 400, "", "malformed_json", ""},
+		{"missing user_id", "POST", "/v1/notifications", key, `{"template_id":"t","channels":["in_app"]}`, 400, "user_id", "missing_field", ""},
+		{"missing template_id", "POST", "/v1/notifications", key, `{"user_id":"fay","channels":["in_app"]}`, 400, "template_id", "missing_field", ""},
+		{"bad template_id", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"a b","channels":["in_app"]}`, 400, "template_id", "invalid_field", ""},
+		{"missing channels", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t"}`, 400, "channels", "missing_field", ""},
+		{"unknown channel", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["in_app","pigeon"]}`, 400, "channels[1]", "unknown_channel", ""},
+		{"channel not yet supported", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["email"]}`, 400, "channels[0]", "channel_not_supported", ""},
+		{"duplicate channel", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["in_app","in_app"]}`, 400, "channels[1]", "duplicate_channel", ""},
+		{"channels wrong type", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":"in_app"}`, 400, "channels", "invalid_type", ""},
+		{"data not object", "POST", "/v1/notifications", key, "{" + valid + `,"data":[1]}`, 400, "data", "invalid_type", ""},
+		{"unknown field", "POST", "/v1/notifications", key, "{" + valid + `,"colour":"red"}`, 400, "colour", "unknown_field", ""},
+		{"ttl too small", "POST", "/v1/notifications", key, "{" + valid + `,"dedup_ttl_sec":0}`, 400, "dedup_ttl_sec", "invalid_field", ""},
+		{"ttl too large", "POST", "/v1/notifications", key, "{" + valid + `,"dedup_ttl_sec":604801}`, 400, "dedup_ttl_sec", "invalid_field", ""},
+		{"ttl not integer", "POST", "/v1/notifications", key, "{" + valid + `,"dedup_ttl_sec":1.5}`, 400, "dedup_ttl_sec", "invalid_type", ""},
+		{"empty idempotency key", "POST", "/v1/notifications", key, "{" + valid + `,"idempotency_key":""}`, 400, "idempotency_key", "invalid_field", ""},
+		{"conflicting idempotency keys", "POST", "/v1/notifications", key, "{" + valid + `,"idempotency_key":"a"}`, 400, "idempotency_key", "conflicting_idempotency_key", "b"},
+		{"unknown user", "POST", "/v1/notifications", key, `{"user_id":"nobody","template_id":"t","channels":["in_app"]}`, 422, "user_id", "unknown_user", ""},
+		{"body too large", "POST", "/v1/notifications", key, "{" + valid + `,"data":{"x":"` + strings.Repeat("a", 70_000) + `"}}`, 413, "", "body_too_large", ""},
+		{"malformed notification id", "GET", "/v1/notifications/n_123", key, nil, 400, "notification_id", "invalid_field", ""},
+		{"unknown notification id", "GET", "/v1/notifications/n_" + strings.Repeat("ab", 32), key, nil, 404, "", "not_found", ""},
+		{"unknown user get", "GET", "/v1/users/nobody", key, nil, 404, "", "not_found", ""},
+		{"bad email", "PUT", "/v1/users/gus", key, `{"email":"not-an-address"}`, 400, "email", "invalid_field", ""},
+		{"bad phone", "PUT", "/v1/users/gus", key, `{"phone":"0155 123"}`, 400, "phone", "invalid_field", ""},
+		{"bad timezone", "PUT", "/v1/users/gus", key, `{"timezone":"Mars/Olympus"}`, 400, "timezone", "invalid_field", ""},
+		{"bad locale", "PUT", "/v1/users/gus", key, `{"locale":"not a locale!"}`, 400, "locale", "invalid_field", ""},
+		{"bad inbox limit", "GET", "/v1/users/fay/inbox?limit=0", key, nil, 400, "limit", "invalid_field", ""},
+		{"bad inbox cursor", "GET", "/v1/users/fay/inbox?cursor=zzz", key, nil, 400, "cursor", "invalid_field", ""},
+		{"bad unread", "GET", "/v1/users/fay/inbox?unread=maybe", key, nil, 400, "unread", "invalid_field", ""},
+		{"read unknown inbox item", "POST", "/v1/users/fay/inbox/n_" + strings.Repeat("cd", 32) + "/read", key, nil, 404, "", "not_found", ""},
+		{"unknown route", "GET", "/v1/nothing", key, nil, 404, "", "not_found", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var headers []string
+			if c.headerKey != "" {
+				headers = []string{"Idempotency-Key", c.headerKey}
+			}
+			r := h.Do(c.method, c.path, c.key, c.body, headers...)
+			field, code := r.ErrorField()
+			if r.Status != c.status || field != c.field || code != c.code {
+				t.Fatalf("want %d field=%q code=%q, got %d %s", c.status, c.field, c.code, r.Status, r.Body)
+			}
+			if strings.Contains(string(r.Body), "pgx") || strings.Contains(string(r.Body), "sql") {
+				t.Fatalf("error leaks internals: %s", r.Body)
+			}
+		})
+	}
+}
+
+func TestAcceptedWithoutWorkerIsVisibleAndQueued(t *testing.T) {
+	// No worker: the start is durable, so the id resolves at once (never a 404) and
+	// reports "queued" until a worker picks it up.
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	_, key := h.Tenant("shop")
+	createUser(t, h, key, "hal")
+	r := submit(h, key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	got := h.Do(http.MethodGet, "/v1/notifications/"+r.Str("notification_id"), key, nil)
+	if got.Status != http.StatusOK || got.Str("status") != "queued" || got.Str("workflow_id") == "" {
+		t.Fatalf("status of a queued notification: %d %s", got.Status, got.Body)
+	}
+	dup := submit(h, key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
+	if dup.Status != http.StatusOK || dup.Str("status") != "queued" || dup.Str("original_accepted_at") == "" {
+		t.Fatalf("duplicate of a queued notification: %d %s", dup.Status, dup.Body)
+	}
+}

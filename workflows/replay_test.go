@@ -1,0 +1,50 @@
+package workflows_test
+
+import (
+	"os"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/herald-notify/herald/workflows"
+)
+
+// recordedHistories are histories of real runs of the notification workflow,
+// exported with `temporal workflow show -w ID -o json`. The workflow derives its
+// notification id from its workflow and run IDs, so each replay uses the original ones.
+var recordedHistories = []struct {
+	file, workflowID, runID string
+}{
+	{
+		file:       "testdata/notification_in_app_v1.json",
+		workflowID: "notification/t_74e08cee9a0ef6ff/fde62ba72df450c4dcc67353ec509869",
+		runID:      "01a22e7c-5b4b-760d-accb-b1177d1bd5b4",
+	},
+}
+
+// TestReplayRecordedHistories fails on a change that would break determinism for
+// workflows already running; gate such changes with workflow.GetVersion.
+func TestReplayRecordedHistories(t *testing.T) {
+	for _, h := range recordedHistories {
+		t.Run(h.file, func(t *testing.T) {
+			f, err := os.Open(h.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatalf("parse %s: %v", h.file, err)
+			}
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(workflows.NotificationWorkflow)
+			if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+				OriginalExecution: workflow.Execution{ID: h.workflowID, RunID: h.runID},
+			}); err != nil {
+				t.Fatalf("replay %s: %v", h.file, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,269 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Channel names, equal to the workflow's channel constants.
+const (
+	ChannelEmail = "email"
+	ChannelSMS   = "sms"
+	ChannelPush  = "push"
+)
+
+// Tags name the notification a provider call belongs to. Every provider carries them
+// along with the message (SendGrid custom_args, the Twilio StatusCallback URL, FCM
+// data) so that a delivery receipt names the notification even when Herald never
+// got to record the provider's message id (a crash after the provider accepted).
+type Tags struct {
+	TenantID       string
+	NotificationID string
+	Channel        string
+}
+
+// Validate reports a missing tag.
+func (t Tags) Validate() error {
+	switch {
+	case t.TenantID == "":
+		return errors.New("providers: tags: tenant id is empty")
+	case t.NotificationID == "":
+		return errors.New("providers: tags: notification id is empty")
+	case t.Channel == "":
+		return errors.New("providers: tags: channel is empty")
+	}
+	return nil
+}
+
+// IdempotencyKey is the provider-side key for one (notification, channel):
+// "notification_id:channel". Pass it wherever a provider honours one.
+func (t Tags) IdempotencyKey() string { return IdempotencyKey(t.NotificationID, t.Channel) }
+
+// IdempotencyKey returns "notificationID:channel".
+func IdempotencyKey(notificationID, channel string) string {
+	return notificationID + ":" + channel
+}
+
+// Result is what a provider returns when it accepted a message.
+type Result struct {
+	// Provider is the provider's name ("sendgrid", "twilio", "fcm", "sandbox").
+	Provider string
+	// ProviderMessageID is the provider's id for the message: SendGrid's X-Message-Id,
+	// Twilio's MessageSid, FCM's message name, or the sandbox row id.
+	ProviderMessageID string
+}
+
+// EmailMessage is one rendered email to one recipient.
+type EmailMessage struct {
+	To     string
+	ToName string
+	// From and FromName override the sender's configured default when set.
+	From     string
+	FromName string
+	ReplyTo  string
+	Subject  string
+	// At least one of HTML and Text is required.
+	HTML string
+	Text string
+	// Headers are extra MIME headers (not Message-ID: SendGrid sets its own).
+	Headers map[string]string
+	// Categories group messages in the provider's statistics (SendGrid: at most 10).
+	Categories []string
+}
+
+// SMSMessage is one rendered SMS.
+type SMSMessage struct {
+	// To is the recipient in E.164 form (+14155552671).
+	To string
+	// From is the sender number; MessagingServiceSID (MG...) is used instead when set.
+	// Both empty means the sender's configured default.
+	From                string
+	MessagingServiceSID string
+	Body                string
+	// StatusCallback overrides the URL the provider posts delivery status to. Empty
+	// means the sender builds one from its configured public base URL and the Tags.
+	StatusCallback string
+}
+
+// PushMessage is one rendered push notification to one device token.
+type PushMessage struct {
+	Token string
+	Title string
+	Body  string
+	// Data is delivered to the app as key/value strings. The sender adds
+	// herald_notification_id, herald_channel and herald_tenant.
+	Data map[string]string
+}
+
+// EmailSender sends email. idempotencyKey is normally tags.IdempotencyKey(); it is
+// passed to the provider wherever the provider honours one.
+type EmailSender interface {
+	SendEmail(ctx context.Context, msg EmailMessage, idempotencyKey string, tags Tags) (Result, error)
+}
+
+// SMSSender sends SMS; see EmailSender for idempotencyKey.
+type SMSSender interface {
+	SendSMS(ctx context.Context, msg SMSMessage, idempotencyKey string, tags Tags) (Result, error)
+}
+
+// PushSender sends push notifications; see EmailSender for idempotencyKey.
+type PushSender interface {
+	SendPush(ctx context.Context, msg PushMessage, idempotencyKey string, tags Tags) (Result, error)
+}
+
+// Error is the one error type every provider returns for a failed send. Anything a
+// sender returns that is not an *Error (wrapped or not) is a programming or
+// configuration error; treat it as retryable.
+type Error struct {
+	// Provider is the provider's name.
+	Provider string
+	// Code is the provider's error code when it gave one ("21211", "UNREGISTERED",
+	// "http_500"), or "timeout", "connection", "canceled".
+	Code string
+	// Reason is a human-readable explanation, safe to store and show (no secrets).
+	Reason string
+	// StatusCode is the HTTP status, 0 when there was no response.
+	StatusCode int
+	// Permanent means retrying the same message cannot succeed: invalid address or
+	// number, unsubscribed recipient, dead push token, rejected credentials.
+	Permanent bool
+	// RetryAfter is how long the provider asked us to wait (429/503 Retry-After), 0
+	// when it did not say.
+	RetryAfter time.Duration
+	// DeadToken means the push token will never work again: remove it from the user.
+	DeadToken bool
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Provider)
+	if e.Permanent {
+		b.WriteString(": permanent")
+	} else {
+		b.WriteString(": retryable")
+	}
+	if e.Code != "" {
+		b.WriteString(" [" + e.Code + "]")
+	}
+	if e.Reason != "" {
+		b.WriteString(": " + e.Reason)
+	}
+	if e.RetryAfter > 0 {
+		b.WriteString(" (retry after " + e.RetryAfter.String() + ")")
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// AsError finds the *Error in err's chain.
+func AsError(err error) (*Error, bool) {
+	var pe *Error
+	ok := errors.As(err, &pe)
+	return pe, ok
+}
+
+// IsPermanent reports whether err is a provider error that retrying cannot fix.
+func IsPermanent(err error) bool {
+	pe, ok := AsError(err)
+	return ok && pe.Permanent
+}
+
+// IsDeadToken reports whether err says the push token is dead.
+func IsDeadToken(err error) bool {
+	pe, ok := AsError(err)
+	return ok && pe.DeadToken
+}
+
+// RetryAfter returns the delay the provider asked for, or 0.
+func RetryAfter(err error) time.Duration {
+	if pe, ok := AsError(err); ok {
+		return pe.RetryAfter
+	}
+	return 0
+}
+
+// ParseRetryAfter reads a Retry-After header value: delay-seconds or an HTTP-date
+// (RFC 9110 §10.2.3). A date in the past gives 0 and true.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// TransportError classifies an error that happened before any HTTP response:
+// timeouts, refused or reset connections and cancellations are all retryable.
+// The request may or may not have reached the provider.
+func TransportError(provider string, err error) *Error {
+	pe := &Error{Provider: provider, Code: "connection", Reason: err.Error(), Err: err}
+	var ne net.Error
+	var ue *url.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		pe.Code = "canceled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		pe.Code = "timeout"
+	case errors.As(err, &ue) && ue.Timeout():
+		pe.Code = "timeout"
+	}
+	return pe
+}
+
+// HTTPError classifies an HTTP error response by status alone: 408, 409, 425, 429
+// and 5xx are retryable (honouring Retry-After), other 4xx permanent. Providers
+// refine the result with their own error codes.
+func HTTPError(provider string, status int, header http.Header, code, reason string) *Error {
+	if code == "" {
+		code = "http_" + strconv.Itoa(status)
+	}
+	if reason == "" {
+		reason = http.StatusText(status)
+	}
+	pe := &Error{Provider: provider, Code: code, Reason: reason, StatusCode: status}
+	switch {
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooEarly, status == http.StatusTooManyRequests, status >= 500:
+		pe.Permanent = false
+	case status >= 400:
+		pe.Permanent = true
+	default:
+		// A non-2xx, non-4xx, non-5xx answer (a redirect): not something a retry
+		// of the same request will change, but not the recipient's fault either.
+		pe.Permanent = false
+	}
+	if header != nil {
+		if d, ok := ParseRetryAfter(header.Get("Retry-After"), time.Now()); ok {
+			pe.RetryAfter = d
+		}
+	}
+	return pe
+}
+
+// Errorf builds a permanent error for a message the sender refuses before calling
+// the provider (a missing recipient, an invalid configuration).
+func Errorf(provider, code, format string, args ...any) *Error {
+	return &Error{Provider: provider, Code: code, Reason: fmt.Sprintf(format, args...), Permanent: true}
+}

@@ -1,0 +1,124 @@
+package providertest
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// SendGridFake speaks SendGrid v3 mail send: POST /v3/mail/send with a Bearer API
+// key → 202, empty body, X-Message-Id header.
+type SendGridFake struct {
+	*Fake
+	// APIKey, when set, is the only key accepted (others get 401).
+	APIKey string
+}
+
+// NewSendGrid starts a SendGrid fake; Close it when done.
+func NewSendGrid() *SendGridFake {
+	sg := &SendGridFake{}
+	sg.Fake = newFake(sgProto{sg})
+	return sg
+}
+
+// SendGridError is SendGrid's error body: {"errors":[{message, field, help}]}.
+func SendGridError(message, field string) string {
+	b, _ := json.Marshal(map[string]any{"errors": []map[string]any{{"message": message, "field": field, "help": nil}}})
+	return string(b)
+}
+
+// InvalidAddress answers 400 as SendGrid does for a malformed recipient.
+func (*SendGridFake) InvalidAddress() Behavior {
+	return Behavior{Status: http.StatusBadRequest,
+		Body: SendGridError("Does not contain a valid address.", "personalizations.0.to.0.email")}
+}
+
+// Unauthorized answers 401 as SendGrid does for a revoked key.
+func (*SendGridFake) Unauthorized() Behavior {
+	return Behavior{Status: http.StatusUnauthorized,
+		Body: SendGridError("The provided authorization grant is invalid, expired, or revoked", "")}
+}
+
+// SendGridMail is the part of a mail send body the tests look at.
+type SendGridMail struct {
+	From struct {
+		Email string `json:"email"`
+		Name  string `json:"name"`
+	} `json:"from"`
+	Subject          string `json:"subject"`
+	Personalizations []struct {
+		To []struct {
+			Email string `json:"email"`
+			Name  string `json:"name"`
+		} `json:"to"`
+		Subject    string            `json:"subject"`
+		CustomArgs map[string]string `json:"custom_args"`
+	} `json:"personalizations"`
+	Content []struct {
+		Type  string `json:"type"`
+		Value string `json:"value"`
+	} `json:"content"`
+	Headers    map[string]string `json:"headers"`
+	Categories []string          `json:"categories"`
+	CustomArgs json.RawMessage   `json:"custom_args"`
+}
+
+// DecodeMail parses a recorded mail send body.
+func DecodeMail(req Request) (SendGridMail, error) {
+	var m SendGridMail
+	err := json.Unmarshal(req.Body, &m)
+	return m, err
+}
+
+type sgProto struct{ sg *SendGridFake }
+
+func (p sgProto) route(r *http.Request) *response {
+	if r.Method != http.MethodPost || r.URL.Path != "/v3/mail/send" {
+		return &response{status: http.StatusNotFound, body: SendGridError("not found", "")}
+	}
+	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || auth == "" || (p.sg.APIKey != "" && auth != p.sg.APIKey) {
+		b := p.sg.Unauthorized()
+		return &response{status: b.Status, body: b.Body}
+	}
+	return nil
+}
+
+func (sgProto) validate(req *Request) *response {
+	bad := func(msg, field string) *response {
+		return &response{status: http.StatusBadRequest, body: SendGridError(msg, field)}
+	}
+	m, err := DecodeMail(*req)
+	switch {
+	case err != nil:
+		return bad("Bad Request", "")
+	case len(m.Personalizations) == 0 || len(m.Personalizations[0].To) == 0:
+		return bad("The personalizations field is required and must have at least one personalization.", "personalizations")
+	case !strings.Contains(m.Personalizations[0].To[0].Email, "@"):
+		return bad("Does not contain a valid address.", "personalizations.0.to.0.email")
+	case !strings.Contains(m.From.Email, "@"):
+		return bad("The from object must be provided for every email send. It is an object that requires the email parameter, but may also contain a name parameter.", "from.email")
+	case len(m.Content) == 0:
+		return bad("Unless a valid template_id is provided, the content parameter is required.", "content")
+	case m.Subject == "" && m.Personalizations[0].Subject == "":
+		return bad("The subject is required. You can get around this requirement if you use a template with a subject defined or if every personalization has a subject defined.", "subject")
+	}
+	return nil
+}
+
+func (sgProto) accept(_ *Request, id string) response {
+	return response{status: http.StatusAccepted, header: http.Header{"X-Message-Id": {id}}}
+}
+
+func (sgProto) newID(seq int) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s%04d", base64.RawURLEncoding.EncodeToString(b[:]), seq%10000)
+}
+
+func (sgProto) errorBody(status int) string {
+	return SendGridError(strings.ToLower(http.StatusText(status)), "")
+}

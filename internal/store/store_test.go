@@ -1,0 +1,213 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
+)
+
+// txStore runs a test inside a transaction that is rolled back at the end, so tests
+// leave nothing behind and can run against a shared database.
+func txStore(t *testing.T) (*store.Store, context.Context) {
+	st, _, ctx := txStoreWithTx(t)
+	return st, ctx
+}
+
+func txStoreWithTx(t *testing.T) (*store.Store, pgx.Tx, context.Context) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := testenv.Pool(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return store.New(tx), tx, ctx
+}
+
+func mustTenant(t *testing.T, st *store.Store, ctx context.Context) (store.Tenant, string) {
+	t.Helper()
+	tn, key, err := st.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn, key
+}
+
+func ptr(s string) *string { return &s }
+
+func TestAPIKeysAreStoredHashedAndResolveToTheirTenant(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, key := mustTenant(t, st, ctx)
+	got, err := st.TenantByAPIKey(ctx, key)
+	if err != nil || got.ID != tn.ID {
+		t.Fatalf("TenantByAPIKey = %v, %v", got, err)
+	}
+	if _, err := st.TenantByAPIKey(ctx, key+"x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("wrong key: want ErrNotFound, got %v", err)
+	}
+	// The raw key is nowhere in the table.
+	var n, total int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE key_hash = $1 OR prefix = $2), count(*) FROM api_keys WHERE tenant_id = $3`,
+		[]byte(key), key, tn.ID).Scan(&n, &total); err != nil || n != 0 || total != 1 {
+		t.Fatalf("raw key stored: %d of %d rows, %v", n, total, err)
+	}
+	second, err := st.CreateAPIKey(ctx, tn.ID)
+	if err != nil || second == key {
+		t.Fatalf("second key: %v", err)
+	}
+	if got, err := st.TenantByAPIKey(ctx, second); err != nil || got.ID != tn.ID {
+		t.Fatalf("second key resolves: %v %v", got, err)
+	}
+}
+
+func TestUsersAreTenantScoped(t *testing.T) {
+	st, ctx := txStore(t)
+	a, _ := mustTenant(t, st, ctx)
+	b, _ := mustTenant(t, st, ctx)
+	u, created, err := st.UpsertUser(ctx, store.User{TenantID: a.ID, UserID: "u1", Email: ptr("u1@example.com")})
+	if err != nil || !created || *u.Email != "u1@example.com" {
+		t.Fatalf("create: %v %v %v", u, created, err)
+	}
+	u, created, err = st.UpsertUser(ctx, store.User{TenantID: a.ID, UserID: "u1", Phone: ptr("+14155550100")})
+	if err != nil || created || u.Email != nil || *u.Phone != "+14155550100" {
+		t.Fatalf("replace: %+v %v %v", u, created, err)
+	}
+	if _, err := st.GetUser(ctx, b.ID, "u1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("tenant b sees tenant a's user: %v", err)
+	}
+	if ok, _ := st.UserExists(ctx, b.ID, "u1"); ok {
+		t.Fatal("UserExists across tenants")
+	}
+	if ok, _ := st.UserExists(ctx, a.ID, "u1"); !ok {
+		t.Fatal("UserExists misses the user")
+	}
+}
+
+func newNotification(t *testing.T, st *store.Store, ctx context.Context, tenantID, userID, id string) {
+	t.Helper()
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tenantID, UserID: userID}); err != nil {
+		t.Fatal(err)
+	}
+	n := store.Notification{TenantID: tenantID, ID: id, UserID: userID, TemplateID: "tpl", Channels: []string{"in_app"},
+		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: store.NotificationQueued, AcceptedAt: time.Now()}
+	if err := st.InsertNotification(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	// An activity retry inserts again: nothing changes.
+	if err := st.InsertNotification(ctx, n); err != nil {
+		t.Fatalf("second insert: %v", err)
+	}
+}
+
+func TestInboxDeliveryIsIdempotent(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	newNotification(t, st, ctx, tn.ID, "u1", "n1")
+
+	at := time.Now()
+	inserted, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", at)
+	if err != nil || !inserted {
+		t.Fatalf("first delivery: %v %v", inserted, err)
+	}
+	inserted, err = st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", at)
+	if err != nil || inserted {
+		t.Fatalf("second delivery must be a no-op: %v %v", inserted, err)
+	}
+	if c, _ := st.CountInbox(ctx, tn.ID, "u1", "n1"); c != 1 {
+		t.Fatalf("inbox rows = %d, want 1", c)
+	}
+	n, err := st.GetNotification(ctx, tn.ID, "n1")
+	if err != nil || len(n.Deliveries) != 1 {
+		t.Fatalf("GetNotification: %+v %v", n, err)
+	}
+	d := n.Deliveries[0]
+	if d.Status != store.DeliveryDelivered || d.Attempts != 1 || d.DeliveredAt == nil || *d.Provider != "inbox" {
+		t.Fatalf("delivery row: %+v", d)
+	}
+}
+
+func TestDeliveryStatusNeverMovesBackwards(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	newNotification(t, st, ctx, tn.ID, "u1", "n1")
+	steps := []struct {
+		status  string
+		applied bool
+	}{
+		{store.DeliverySending, true},
+		{store.DeliverySent, true},
+		{store.DeliveryDelivered, true},
+		{store.DeliverySent, false},    // a late "sent" receipt
+		{store.DeliveryPending, false}, // never back to pending
+		{store.DeliveryDelivered, true},
+	}
+	for _, s := range steps {
+		applied, err := st.UpdateDelivery(ctx, tn.ID, "n1", "in_app", store.DeliveryUpdate{Status: s.status})
+		if err != nil || applied != s.applied {
+			t.Fatalf("update to %s: applied=%v err=%v, want applied=%v", s.status, applied, err, s.applied)
+		}
+	}
+	d, err := st.GetDelivery(ctx, tn.ID, "n1", "in_app")
+	if err != nil || d.Status != store.DeliveryDelivered || d.SentAt == nil {
+		t.Fatalf("final: %+v %v", d, err)
+	}
+}
+
+func TestInboxPagesNewestFirstAndFiltersUnread(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ids := []string{"n1", "n2", "n3", "n4", "n5"}
+	for i, id := range ids {
+		newNotification(t, st, ctx, tn.ID, "u1", id)
+		if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", id, "T"+id, "B", base.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	q := store.InboxQuery{TenantID: tn.ID, UserID: "u1", Limit: 2}
+	for page := 0; page < 5; page++ {
+		items, more, err := st.ListInbox(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			got = append(got, it.NotificationID)
+		}
+		if !more {
+			break
+		}
+		last := items[len(items)-1]
+		q.After = &store.InboxCursor{CreatedAt: last.CreatedAt, NotificationID: last.NotificationID}
+	}
+	want := []string{"n5", "n4", "n3", "n2", "n1"}
+	if len(got) != len(want) {
+		t.Fatalf("pages = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("pages = %v, want %v", got, want)
+		}
+	}
+	if _, err := st.MarkInboxRead(ctx, tn.ID, "u1", "n4"); err != nil {
+		t.Fatal(err)
+	}
+	unread, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: "u1", Limit: 10, UnreadOnly: true})
+	if err != nil || len(unread) != 4 {
+		t.Fatalf("unread = %d items, %v", len(unread), err)
+	}
+	for _, it := range unread {
+		if it.NotificationID == "n4" {
+			t.Fatal("read item listed as unread")
+		}
+	}
+	if _, err := st.MarkInboxRead(ctx, "other-tenant", "u1", "n4"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("mark read across tenants: %v", err)
+	}
+}

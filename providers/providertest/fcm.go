@@ -135,7 +135,9 @@ func (fcmProto) accept(req *Request, id string) response {
 	return response{status: http.StatusOK, body: string(b)}
 }
 
-func (fcmProto) newID(seq int) string { return fmt.Sprintf("0:%d%%fake%08d", 1700000000000000+seq, seq) }
+func (fcmProto) newID(seq int) string {
+	return fmt.Sprintf("0:%d%%fake%08d", 1700000000000000+seq, seq)
+}
 
 func (fcmProto) errorBody(status int) string {
 	gs := map[int]string{429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}[status]

@@ -32,8 +32,8 @@ import (
 	"strings"
 	"time"
 
-	sendgridgo "github.com/sendgrid/sendgrid-go"
 	"github.com/sendgrid/rest"
+	sendgridgo "github.com/sendgrid/sendgrid-go"
 	"github.com/sendgrid/sendgrid-go/helpers/mail"
 
 	"github.com/herald-notify/herald/providers"

@@ -76,7 +76,7 @@ func (p fcmProto) route(r *http.Request) *response {
 
 // FCMSend is the part of a messages:send body the tests look at.
 type FCMSend struct {
-	ValidateOnly bool `json:"validate_only"`
+	ValidateOnly bool `json:"validateOnly"`
 	Message      struct {
 		Token        string            `json:"token"`
 		Topic        string            `json:"topic"`

@@ -16,8 +16,8 @@ const tenantKey = "herald.tenant"
 // authenticate resolves "Authorization: Bearer <key>" to a tenant.
 func (s *Server) authenticate(c *gin.Context) {
 	h := c.GetHeader("Authorization")
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	if h == "" || !ok || strings.TrimSpace(key) == "" {
+	scheme, key, ok := strings.Cut(h, " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="herald"`)
 		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "missing_api_key",
 			Message: "send your API key as 'Authorization: Bearer <key>'", Field: "Authorization"})

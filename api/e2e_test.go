@@ -252,6 +252,7 @@ func TestBadInputs(t *testing.T) {
 		headerKey string
 	}{
 		{"no key", "POST", "/v1/notifications", "", "{" + valid + "}", 401, "Authorization", "missing_api_key", ""},
+		{"basic auth", "POST", "/v1/notifications", "", "{" + valid + "}", 401, "Authorization", "missing_api_key", "basic"},
 		{"bad key", "POST", "/v1/notifications", "hk_nope", "{" + valid + "}", 401, "Authorization", "invalid_api_key", ""},
 		{"malformed json", "POST", "/v1/notifications", key, `{"user_id":`, 400, "", "malformed_json", ""},
 		{"empty body", "POST", "/v1/notifications", key, ``, 400, "", "malformed_json", ""},
@@ -289,7 +290,11 @@ func TestBadInputs(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var headers []string
-			if c.headerKey != "" {
+			switch c.headerKey {
+			case "":
+			case "basic":
+				headers = []string{"Authorization", "Basic dXNlcjpwYXNz"}
+			default:
 				headers = []string{"Idempotency-Key", c.headerKey}
 			}
 			r := h.Do(c.method, c.path, c.key, c.body, headers...)
@@ -315,8 +320,12 @@ func TestAcceptedWithoutWorkerIsVisibleAndQueued(t *testing.T) {
 		t.Fatalf("submit: %d %s", r.Status, r.Body)
 	}
 	got := h.Do(http.MethodGet, "/v1/notifications/"+r.Str("notification_id"), key, nil)
-	if got.Status != http.StatusOK || got.Str("status") != "queued" || got.Str("workflow_id") == "" {
+	if got.Status != http.StatusOK || got.Str("status") != "queued" || got.Str("workflow_id") == "" ||
+		got.Str("user_id") != "hal" || got.Str("template_id") != "t" {
 		t.Fatalf("status of a queued notification: %d %s", got.Status, got.Body)
+	}
+	if chans := got.JSON["channels"].([]any); len(chans) != 1 || chans[0].(map[string]any)["status"] != "pending" {
+		t.Fatalf("a queued notification lists its channels as pending: %s", got.Body)
 	}
 	dup := submit(h, key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
 	if dup.Status != http.StatusOK || dup.Str("status") != "queued" || dup.Str("original_accepted_at") == "" {

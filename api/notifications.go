@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -11,6 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/internal/ids"
@@ -29,6 +31,13 @@ const (
 var (
 	knownChannels     = []string{workflows.ChannelInApp, workflows.ChannelEmail, workflows.ChannelSMS, workflows.ChannelPush}
 	supportedChannels = map[string]bool{workflows.ChannelInApp: true}
+)
+
+// Memo keys set at start.
+const (
+	memoUser     = "user_id"
+	memoTemplate = "template_id"
+	memoChannels = "channels"
 )
 
 type createNotificationRequest struct {
@@ -178,6 +187,8 @@ func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput) 
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		// The memo lets a status read answer before the first activity has run.
+		Memo: map[string]any{memoUser: in.UserID, memoTemplate: in.TemplateID, memoChannels: in.Channels},
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SearchAttrTenant.ValueSet(in.TenantID),
 			workflows.SearchAttrUser.ValueSet(in.UserID),
@@ -197,10 +208,11 @@ func (s *Server) duplicate(c *gin.Context, key ids.KeyHash, workflowID, runID st
 		status = store.NotificationQueued
 		desc, derr := s.temporal.DescribeWorkflowExecution(c.Request.Context(), workflowID, runID)
 		if derr != nil {
-			s.abort(c, derr)
+			s.abort(c, temporalError(c, derr))
 			return
 		}
-		acceptedAt = desc.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+		// PostgreSQL keeps microseconds; answer the same instant either way.
+		acceptedAt = desc.GetWorkflowExecutionInfo().GetStartTime().AsTime().Truncate(time.Microsecond)
 	} else if err != nil {
 		s.abort(c, err)
 		return
@@ -266,7 +278,7 @@ func (s *Server) getNotification(c *gin.Context) {
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		s.abort(c, temporalError(c, err))
 		return
 	}
 	c.JSON(http.StatusOK, view)
@@ -284,32 +296,42 @@ func viewFromStore(n store.Notification) notificationView {
 	return v
 }
 
+// viewFromWorkflow describes a notification whose first activity has not written
+// its row yet: it is queued, and the start's memo says for whom and on which channels.
 func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id string) (notificationView, error) {
 	desc, err := s.temporal.DescribeWorkflowExecution(ctx, workflowID, runID)
 	if err != nil {
 		return notificationView{}, err
 	}
 	info := desc.GetWorkflowExecutionInfo()
+	started := info.GetStartTime().AsTime().UTC().Truncate(time.Microsecond)
 	v := notificationView{
-		NotificationID: id, Status: store.NotificationQueued, AcceptedAt: info.GetStartTime().AsTime().UTC(),
-		UpdatedAt: info.GetStartTime().AsTime().UTC(), WorkflowID: workflowID, RunID: runID, Channels: []channelView{},
+		NotificationID: id, Status: store.NotificationQueued, AcceptedAt: started, UpdatedAt: started,
+		WorkflowID: workflowID, RunID: runID, Channels: []channelView{},
 	}
-	// Ask the workflow for its state once a worker has run its first task (a query
-	// before that would wait for a worker); until then, "queued" is all there is to say.
-	if info.GetHistoryLength() <= 3 {
-		return v, nil
+	dc := converter.GetDefaultDataConverter()
+	fields := info.GetMemo().GetFields()
+	var channels []string
+	if err := errors.Join(
+		dc.FromPayload(fields[memoUser], &v.UserID),
+		dc.FromPayload(fields[memoTemplate], &v.TemplateID),
+		dc.FromPayload(fields[memoChannels], &channels),
+	); err != nil {
+		return notificationView{}, fmt.Errorf("decode memo of %s: %w", workflowID, err)
 	}
-	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if val, qerr := s.temporal.QueryWorkflow(qctx, workflowID, runID, workflows.QueryStatus); qerr == nil {
-		var st workflows.NotificationState
-		if val.Get(&st) == nil {
-			v.Status, v.UserID, v.TemplateID = st.Status, st.UserID, st.TemplateID
-			for _, ch := range sortedKeys(st.Channels) {
-				cs := st.Channels[ch]
-				v.Channels = append(v.Channels, channelView{Channel: ch, Status: cs.Status, Attempts: cs.Attempts, UpdatedAt: cs.UpdatedAt.UTC()})
-			}
-		}
+	for _, ch := range channels {
+		v.Channels = append(v.Channels, channelView{Channel: ch, Status: store.DeliveryPending, UpdatedAt: started})
 	}
 	return v, nil
+}
+
+// temporalError turns "Temporal is unreachable" into a 503 the client can retry.
+func temporalError(c *gin.Context, err error) error {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	if errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.Is(err, context.DeadlineExceeded) {
+		c.Header("Retry-After", "1")
+		return &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Message: "Temporal is unreachable; retry shortly"}
+	}
+	return err
 }

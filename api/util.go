@@ -1,7 +1,6 @@
 package api
 
 import (
-	"sort"
 	"strconv"
 )
 
@@ -24,13 +23,4 @@ func supported() []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

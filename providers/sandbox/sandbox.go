@@ -1,0 +1,157 @@
+// Package sandbox is the provider for tenants that configured no credentials: it
+// records each message instead of sending it, so the dev stack runs end to end
+// with no accounts and GET /v1/sandbox/messages can show what would have been
+// sent. Every call is recorded, duplicates included, as a real provider without
+// idempotency would deliver them.
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/herald-notify/herald/providers"
+)
+
+// Name is the provider name in Results.
+const Name = "sandbox"
+
+// Message is one recorded send.
+type Message struct {
+	ID             int64  `json:"id"`
+	TenantID       string `json:"-"`
+	NotificationID string `json:"notification_id"`
+	Channel        string `json:"channel"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// Recipient is the email address, phone number or device token.
+	Recipient string `json:"recipient"`
+	// Subject is the email subject or push title ("" for SMS).
+	Subject string `json:"subject,omitempty"`
+	// Body is the email text (HTML when there is no text), SMS body or push body.
+	Body string `json:"body"`
+	// Payload is the whole message as the sender received it.
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// Recorder stores recorded messages.
+type Recorder interface {
+	// Record stores m and returns it with ID and CreatedAt set.
+	Record(ctx context.Context, m Message) (Message, error)
+	// List returns a tenant's messages, newest first, at most limit (1..500; other
+	// values mean DefaultLimit).
+	List(ctx context.Context, tenantID string, limit int) ([]Message, error)
+}
+
+// List limits.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// ClampLimit maps a requested limit to 1..MaxLimit (DefaultLimit when out of range).
+func ClampLimit(limit int) int {
+	if limit <= 0 || limit > MaxLimit {
+		return DefaultLimit
+	}
+	return limit
+}
+
+// Provider implements every channel's sender by recording.
+type Provider struct {
+	rec Recorder
+}
+
+var (
+	_ providers.EmailSender = (*Provider)(nil)
+	_ providers.SMSSender   = (*Provider)(nil)
+	_ providers.PushSender  = (*Provider)(nil)
+)
+
+// New returns a sandbox provider recording into rec.
+func New(rec Recorder) *Provider { return &Provider{rec: rec} }
+
+func (p *Provider) record(ctx context.Context, tags providers.Tags, key, recipient, subject, body string, payload any) (providers.Result, error) {
+	if err := tags.Validate(); err != nil {
+		return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
+	}
+	if key == "" {
+		key = tags.IdempotencyKey()
+	}
+	m, err := p.rec.Record(ctx, Message{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
+		IdempotencyKey: key, Recipient: recipient, Subject: subject, Body: body, Payload: raw})
+	if err != nil {
+		// The store being down is transient.
+		return providers.Result{}, &providers.Error{Provider: Name, Code: "record", Reason: err.Error(), Err: err}
+	}
+	return providers.Result{Provider: Name, ProviderMessageID: "sandbox-" + strconv.FormatInt(m.ID, 10)}, nil
+}
+
+// SendEmail records msg.
+func (p *Provider) SendEmail(ctx context.Context, msg providers.EmailMessage, key string, tags providers.Tags) (providers.Result, error) {
+	if msg.To == "" {
+		return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
+	}
+	body := msg.Text
+	if body == "" {
+		body = msg.HTML
+	}
+	return p.record(ctx, tags, key, msg.To, msg.Subject, body, msg)
+}
+
+// SendSMS records msg.
+func (p *Provider) SendSMS(ctx context.Context, msg providers.SMSMessage, key string, tags providers.Tags) (providers.Result, error) {
+	if msg.To == "" {
+		return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_number", Reason: "recipient has no phone number", Permanent: true}
+	}
+	return p.record(ctx, tags, key, msg.To, "", msg.Body, msg)
+}
+
+// SendPush records msg.
+func (p *Provider) SendPush(ctx context.Context, msg providers.PushMessage, key string, tags providers.Tags) (providers.Result, error) {
+	if msg.Token == "" {
+		return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_token", Reason: "device token is empty", Permanent: true, DeadToken: true}
+	}
+	return p.record(ctx, tags, key, msg.Token, msg.Title, msg.Body, msg)
+}
+
+// MemoryRecorder keeps messages in memory (tests, and a dev process without a
+// database). Safe for concurrent use.
+type MemoryRecorder struct {
+	mu   sync.Mutex
+	msgs []Message
+}
+
+// Record implements Recorder.
+func (r *MemoryRecorder) Record(_ context.Context, m Message) (Message, error) {
+	if m.TenantID == "" {
+		return m, errors.New("sandbox: message has no tenant")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m.ID = int64(len(r.msgs) + 1)
+	m.CreatedAt = time.Now().UTC()
+	r.msgs = append(r.msgs, m)
+	return m, nil
+}
+
+// List implements Recorder.
+func (r *MemoryRecorder) List(_ context.Context, tenantID string, limit int) ([]Message, error) {
+	limit = ClampLimit(limit)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Message
+	for i := len(r.msgs) - 1; i >= 0 && len(out) < limit; i-- {
+		if r.msgs[i].TenantID == tenantID {
+			out = append(out, r.msgs[i])
+		}
+	}
+	return out, nil
+}

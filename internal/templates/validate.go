@@ -1,0 +1,245 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	htmltemplate "html/template"
+	"regexp"
+	"strings"
+)
+
+// Size limits, enforced by Validate and again by Render.
+const (
+	// MaxFieldBytes caps the source of one field (subject, html, a push data
+	// value, ...).
+	MaxFieldBytes = 16 << 10
+	// MaxTemplateBytes caps the sum of all field sources of a template,
+	// locale variants and push data keys included.
+	MaxTemplateBytes = 64 << 10
+	// MaxRangeIterations caps the total {{range}} iterations of one Render
+	// call (all fields together).
+	MaxRangeIterations = 10_000
+	// MaxRenderedFieldBytes caps the rendered output of one field.
+	MaxRenderedFieldBytes = 256 << 10
+	// MaxCategoryLen caps the category name.
+	MaxCategoryLen = 64
+)
+
+// FieldError is one problem found by Validate. Channel and Field name the
+// template field ("email"/"subject", "push"/"data.order_id"); template-level
+// problems have an empty Channel and Field "category", "default_locale",
+// "locales" or "template". Locale is set for problems inside a locale variant.
+// Line is the 1-based line inside the field, 0 when not applicable.
+type FieldError struct {
+	Channel string `json:"channel,omitempty"`
+	Field   string `json:"field"`
+	Locale  string `json:"locale,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e FieldError) Error() string {
+	var b strings.Builder
+	if e.Locale != "" {
+		b.WriteString("locales." + e.Locale + ".")
+	}
+	if e.Channel != "" {
+		b.WriteString(e.Channel + ".")
+	}
+	b.WriteString(e.Field)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": " + e.Message)
+	return b.String()
+}
+
+var categoryRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// Validate checks a template before it is saved and returns every problem
+// found, in a deterministic order (nil when the template is valid):
+//
+//   - a category (letters, digits, "_", "-", "." — at most MaxCategoryLen);
+//   - at least one channel, each with its required parts (email: subject
+//     and html or text; sms: text; push: title or body; in_app: body);
+//   - every field parses (text/template, or html/template for email html,
+//     including html/template's context checks such as an action inside an
+//     unquoted attribute), uses only the allow-listed functions and no
+//     {{define}}/{{block}}/{{template}}; a syntax error names channel, field
+//     and line;
+//   - field sources ≤ MaxFieldBytes, all sources together ≤ MaxTemplateBytes;
+//   - push data keys are not FCM-reserved ("from", "notification",
+//     "message_type", "google…", "gcm…");
+//   - default_locale and variant keys are BCP 47 tags, variants are distinct
+//     from each other and from the base locale, and only carry channels the
+//     base has.
+func Validate(t Template) []FieldError {
+	var errs []FieldError
+	add := func(e FieldError) { errs = append(errs, e) }
+
+	switch {
+	case strings.TrimSpace(t.Category) == "":
+		add(FieldError{Field: "category", Message: "category is required"})
+	case len(t.Category) > MaxCategoryLen:
+		add(FieldError{Field: "category", Message: fmt.Sprintf("category is longer than %d characters", MaxCategoryLen)})
+	case !categoryRE.MatchString(t.Category):
+		add(FieldError{Field: "category", Message: "category may only contain letters, digits, '_', '-' and '.'"})
+	}
+	if t.DefaultLocale != "" {
+		if _, ok := parseLocale(t.DefaultLocale); !ok {
+			add(FieldError{Field: "default_locale", Message: fmt.Sprintf("%q is not a BCP 47 language tag", t.DefaultLocale)})
+		}
+	}
+	if len(t.Channels()) == 0 {
+		add(FieldError{Field: "template", Message: "a template needs content for at least one channel (email, sms, push, in_app)"})
+	}
+
+	total := 0
+	base := content{Email: t.Email, SMS: t.SMS, Push: t.Push, InApp: t.InApp}
+	for _, ch := range Channels {
+		for _, e := range requiredParts(ch, base) {
+			add(e)
+		}
+		for _, f := range base.fields(ch) {
+			total += len(f.src)
+			if e, ok := validateField(f, ""); !ok {
+				add(e)
+			}
+		}
+		if ch == ChannelPush && t.Push != nil {
+			for _, e := range checkPushKeys(t.Push.Data, "") {
+				add(e)
+			}
+			for k := range t.Push.Data {
+				total += len(k)
+			}
+		}
+	}
+
+	baseTag, baseOK := parseLocale(t.BaseLocale())
+	seen := map[string]string{} // canonical tag -> key
+	for _, loc := range sortedKeys(t.Locales) {
+		v := t.Locales[loc]
+		tag, ok := parseLocale(loc)
+		switch {
+		case !ok:
+			add(FieldError{Field: "locales", Locale: loc, Message: fmt.Sprintf("%q is not a BCP 47 language tag", loc)})
+		case baseOK && tag.String() == baseTag.String():
+			add(FieldError{Field: "locales", Locale: loc, Message: fmt.Sprintf("variant %q duplicates the base locale %q", loc, t.BaseLocale())})
+		case seen[tag.String()] != "":
+			add(FieldError{Field: "locales", Locale: loc, Message: fmt.Sprintf("variant %q duplicates variant %q", loc, seen[tag.String()])})
+		default:
+			seen[tag.String()] = loc
+		}
+		vc := content{Email: v.Email, SMS: v.SMS, Push: v.Push, InApp: v.InApp}
+		for _, ch := range Channels {
+			fs := vc.fields(ch)
+			if len(fs) > 0 && !t.hasChannel(ch) {
+				add(FieldError{Channel: ch, Field: "template", Locale: loc, Message: "variant has content for a channel the base template lacks"})
+				continue
+			}
+			for _, f := range fs {
+				if f.src == "" {
+					continue // inherits the base field
+				}
+				total += len(f.src)
+				if e, ok := validateField(f, loc); !ok {
+					add(e)
+				}
+			}
+			if ch == ChannelPush && v.Push != nil {
+				for _, e := range checkPushKeys(v.Push.Data, loc) {
+					add(e)
+				}
+				for k := range v.Push.Data {
+					total += len(k)
+				}
+			}
+		}
+	}
+	if total > MaxTemplateBytes {
+		add(FieldError{Field: "template", Message: fmt.Sprintf("template is %d bytes; the limit is %d bytes (%d KiB) for all fields together", total, MaxTemplateBytes, MaxTemplateBytes>>10)})
+	}
+	return errs
+}
+
+func requiredParts(ch string, c content) []FieldError {
+	var errs []FieldError
+	req := func(field, msg string) { errs = append(errs, FieldError{Channel: ch, Field: field, Message: msg}) }
+	switch ch {
+	case ChannelEmail:
+		if c.Email != nil {
+			if strings.TrimSpace(c.Email.Subject) == "" {
+				req("subject", "email subject is required")
+			}
+			if strings.TrimSpace(c.Email.HTML) == "" && strings.TrimSpace(c.Email.Text) == "" {
+				req("html", "email needs an html or a text body")
+			}
+		}
+	case ChannelSMS:
+		if c.SMS != nil && strings.TrimSpace(c.SMS.Text) == "" {
+			req("text", "sms text is required")
+		}
+	case ChannelPush:
+		if c.Push != nil && strings.TrimSpace(c.Push.Title) == "" && strings.TrimSpace(c.Push.Body) == "" {
+			req("body", "push needs a title or a body")
+		}
+	case ChannelInApp:
+		if c.InApp != nil && strings.TrimSpace(c.InApp.Body) == "" {
+			req("body", "in_app body is required")
+		}
+	}
+	return errs
+}
+
+// validateField checks one field's size and syntax.
+func validateField(f field, locale string) (FieldError, bool) {
+	fe := FieldError{Channel: f.channel, Field: f.name, Locale: locale}
+	if len(f.src) > MaxFieldBytes {
+		fe.Message = fmt.Sprintf("field is %d bytes; the limit is %d bytes (%d KiB)", len(f.src), MaxFieldBytes, MaxFieldBytes>>10)
+		return fe, false
+	}
+	p, err := parseField(f, nil)
+	if err != nil {
+		var se *syntaxError
+		if errors.As(err, &se) {
+			fe.Line, fe.Message = se.line, se.msg
+		} else {
+			fe.Message = err.Error()
+		}
+		return fe, false
+	}
+	if p.html != nil {
+		// html/template checks contexts (e.g. an action in an unquoted
+		// attribute value) only when it escapes, which happens on the first
+		// Execute and before any output; run it against no data with the usual
+		// limits and keep only escaping errors.
+		err := p.execute(&limitedWriter{limit: MaxRenderedFieldBytes}, nil)
+		var he *htmltemplate.Error
+		if errors.As(err, &he) {
+			se := htmlSyntaxError(he, f.src)
+			fe.Line, fe.Message = se.line, se.msg
+			return fe, false
+		}
+	}
+	return fe, true
+}
+
+func checkPushKeys(data map[string]string, locale string) []FieldError {
+	var errs []FieldError
+	for _, k := range sortedKeys(data) {
+		lk := strings.ToLower(k)
+		var msg string
+		switch {
+		case strings.TrimSpace(k) == "":
+			msg = "push data keys must not be empty"
+		case lk == "from" || lk == "notification" || lk == "message_type" ||
+			strings.HasPrefix(lk, "google") || strings.HasPrefix(lk, "gcm"):
+			msg = fmt.Sprintf("push data key %q is reserved by FCM", k)
+		}
+		if msg != "" {
+			errs = append(errs, FieldError{Channel: ChannelPush, Field: "data." + k, Locale: locale, Message: msg})
+		}
+	}
+	return errs
+}

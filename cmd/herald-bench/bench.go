@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/schema"
+	"github.com/herald-notify/herald/worker"
+	"github.com/herald-notify/herald/workflows"
+)
+
+// benchWorkflowName is the empty workflow of phases (a) and (a').
+const benchWorkflowName = "HeraldBenchEmpty"
+
+// heraldBenchEmpty does nothing but hold its workflow ID open, as a notification
+// workflow holds its dedup window, so that (a') has running IDs to collide with.
+// It takes the same input a notification workflow takes, so (a) sends the same
+// payload. The bench terminates every run it started when it finishes.
+func heraldBenchEmpty(ctx workflow.Context, in workflows.NotificationInput) error {
+	return workflow.Sleep(ctx, in.DedupWindow)
+}
+
+// Self-host wiring, as cmd/herald's serve.go and internal/apitest do it.
+const (
+	selfHostAuthCacheTTL = 30 * time.Second
+	selfHostDedupWindow  = time.Hour
+)
+
+type bench struct {
+	o      options
+	out    io.Writer // progress
+	runID  string
+	cfg    config.Config
+	tc     client.Client
+	http   *http.Client
+	apiURL string
+	apiKey string
+	// tenantID is the bench tenant's id in self-host mode; against -api-url it is a
+	// synthetic id of the same shape, used only in (a)'s workflow IDs and attributes.
+	tenantID   string
+	selfHost   bool
+	benchQueue string
+	cpu        *cpuWatcher
+	rec        *recorder
+
+	bUsers, dUsers []string
+
+	mu sync.Mutex
+	// emptyIDs are the (a) workflow IDs started; notifKeys the idempotency keys
+	// accepted (their workflow IDs are derivable in self-host mode).
+	emptyIDs  []string
+	notifKeys []string
+
+	closers []func()
+}
+
+func (b *bench) logf(format string, args ...any) {
+	if !b.o.quiet {
+		fmt.Fprintf(b.out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+}
+
+func randomHex(n int) string {
+	p := make([]byte, n)
+	_, _ = rand.Read(p)
+	return hex.EncodeToString(p)
+}
+
+// run sets up, runs every phase and cleans up.
+func run(ctx context.Context, o options, rep *Report, progress io.Writer) (err error) {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, out: progress, cfg: cfg, runID: time.Now().UTC().Format("0102T150405") + "-" + randomHex(3),
+		http: newHTTPClient(o), selfHost: o.apiURL == "", cpu: newCPUWatcher(cfg.TemporalAddress, cfg.DatabaseURL)}
+	defer func() {
+		for i := len(b.closers) - 1; i >= 0; i-- {
+			b.closers[i]()
+		}
+	}()
+	b.benchQueue = "herald-bench-empty-" + b.runID
+	rep.BenchQueue = b.benchQueue
+	if err := b.setup(ctx, rep); err != nil {
+		return err
+	}
+	defer func() {
+		if o.cleanup {
+			rep.Cleanup = b.cleanupWorkflows()
+		} else {
+			rep.Cleanup = "skipped (-cleanup=false)"
+		}
+	}()
+	return b.phases(ctx, rep)
+}
+
+func (b *bench) setup(ctx context.Context, rep *Report) error {
+	logger := slog.New(slog.NewTextHandler(b.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tc, err := client.Dial(client.Options{
+		HostPort: b.cfg.TemporalAddress, Namespace: b.cfg.TemporalNamespace,
+		Logger: sdklog.NewStructuredLogger(logger.With("component", "temporal")),
+	})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", b.cfg.TemporalAddress, err)
+	}
+	b.tc = tc
+	b.closers = append(b.closers, tc.Close)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := worker.EnsureSearchAttributes(sctx, tc, b.cfg.TemporalNamespace); err != nil {
+		return err
+	}
+
+	// The empty workflow's worker, on its own task queue and the same client.
+	ew := sdkworker.New(tc, b.benchQueue, sdkworker.Options{})
+	ew.RegisterWorkflowWithOptions(heraldBenchEmpty, workflow.RegisterOptions{Name: benchWorkflowName})
+	if err := ew.Start(); err != nil {
+		return fmt.Errorf("start bench worker: %w", err)
+	}
+	b.closers = append(b.closers, ew.Stop)
+
+	if b.selfHost {
+		if err := b.selfHostHerald(ctx, rep, logger); err != nil {
+			return err
+		}
+		rep.Mode = "self-host"
+	} else {
+		b.apiURL, b.apiKey = b.o.apiURL, b.o.apiKey
+		b.tenantID = "t_" + randomHex(8) // same shape as a real tenant id
+		rep.Mode = "api-url"
+	}
+	rep.APIURL = b.apiURL
+	b.logf("mode %s, API %s, Temporal %s (namespace %s), bench queue %s", rep.Mode, b.apiURL, b.cfg.TemporalAddress, b.cfg.TemporalNamespace, b.benchQueue)
+
+	for i := range b.o.users {
+		b.bUsers = append(b.bUsers, fmt.Sprintf("bench-%s-u%d", b.runID, i))
+	}
+	for i := range b.o.dUsers {
+		b.dUsers = append(b.dUsers, fmt.Sprintf("bench-%s-d%d", b.runID, i))
+	}
+	return b.createUsers(ctx, append(append([]string(nil), b.bUsers...), b.dUsers...))
+}
+
+// selfHostHerald migrates, creates a fresh tenant and runs Herald's real API (over
+// HTTP on loopback) and worker in this process, wired like cmd/herald.
+func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Logger) error {
+	if _, err := schema.Up(b.cfg.DatabaseURL); err != nil {
+		return err
+	}
+	pool, err := store.Connect(ctx, b.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	b.closers = append(b.closers, pool.Close)
+	st := store.New(pool)
+	t, key, err := st.CreateTenant(ctx, "bench-"+b.runID)
+	if err != nil {
+		return fmt.Errorf("create bench tenant: %w", err)
+	}
+	b.tenantID, b.apiKey = t.ID, key
+
+	taskQueue := "herald-bench-" + b.runID
+	rep.TaskQueue = taskQueue
+	w := worker.New(b.tc, taskQueue, &activities.Activities{Store: st}, sdkworker.Options{})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	b.closers = append(b.closers, w.Stop)
+
+	var tc client.Client = b.tc
+	if b.o.breakdown {
+		b.rec = &recorder{}
+		tc = timedClient{Client: b.tc, rec: b.rec}
+	}
+	var handler http.Handler = api.New(st, tc, api.Config{
+		TaskQueue: taskQueue, DefaultDedupWindow: selfHostDedupWindow, AuthCacheTTL: selfHostAuthCacheTTL,
+	}, logger).Handler()
+	if b.rec != nil {
+		handler = b.rec.middleware(handler)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	b.closers = append(b.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	b.apiURL = "http://" + ln.Addr().String()
+	return nil
+}
+
+func (b *bench) createUsers(ctx context.Context, users []string) error {
+	b.logf("creating %d users via PUT /v1/users/{id}", len(users))
+	body := []byte(`{"name":"Herald bench user","locale":"en-GB","timezone":"Europe/London"}`)
+	r := closedLoop(ctx, len(users), min(16, b.o.concurrency), b.o.reqTimeout, func(ctx context.Context, i int) (outcome, error) {
+		status, raw, err := b.do(ctx, http.MethodPut, "/v1/users/"+users[i], body)
+		if err != nil {
+			return outcomeError, err
+		}
+		if status != http.StatusCreated && status != http.StatusOK {
+			return outcomeError, fmt.Errorf("PUT user: %d %s", status, raw)
+		}
+		return outcomeOK, nil
+	})
+	if r.ok != len(users) {
+		return fmt.Errorf("creating bench users: %d of %d failed (%v)", len(users)-r.ok, len(users), r.samples)
+	}
+	return nil
+}
+
+// do sends one request to the API.
+func (b *bench) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.apiURL+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+b.apiKey)
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, raw, err
+}
+
+func (b *bench) getJSON(ctx context.Context, path string, dst any) (int, error) {
+	status, raw, err := b.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return status, err
+	}
+	if status != http.StatusOK {
+		return status, fmt.Errorf("GET %s: %d %s", path, status, truncate(raw, 200))
+	}
+	return status, json.Unmarshal(raw, dst)
+}
+
+// accepted is the answer to POST /v1/notifications.
+type accepted struct {
+	NotificationID string `json:"notification_id"`
+	Status         string `json:"status"`
+	Dedup          string `json:"dedup"`
+}
+
+func (b *bench) postNotification(ctx context.Context, body []byte) (int, accepted, error) {
+	var a accepted
+	status, raw, err := b.do(ctx, http.MethodPost, "/v1/notifications", body)
+	if err != nil {
+		return status, a, err
+	}
+	if status != http.StatusAccepted && status != http.StatusOK {
+		return status, a, fmt.Errorf("POST /v1/notifications: %d %s", status, truncate(raw, 200))
+	}
+	return status, a, json.Unmarshal(raw, &a)
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// notification is one bench submission: its key, user and the exact request body.
+type notification struct {
+	key, user string
+	body      []byte
+	input     workflows.NotificationInput
+}
+
+const benchTemplate = "bench_ping"
+
+// newNotification builds submission i of a series. The body is what (b) posts; the
+// input is exactly the workflow input the API derives from that body, which (a)
+// passes to the empty workflow, so both start the same payload.
+func (b *bench) newNotification(series string, i int, users []string) notification {
+	n := notification{key: fmt.Sprintf("bench-%s-%s-%d", b.runID, series, i), user: users[i%len(users)]}
+	data := map[string]any{"title": "Herald bench", "body": fmt.Sprintf("bench message %s #%d", series, i)}
+	req := map[string]any{
+		"user_id": n.user, "template_id": benchTemplate, "channels": []string{workflows.ChannelInApp},
+		"data": data, "idempotency_key": n.key,
+	}
+	window := selfHostDedupWindow
+	if b.o.dedupTTL > 0 {
+		req["dedup_ttl_sec"] = int64(b.o.dedupTTL / time.Second)
+		window = b.o.dedupTTL
+	}
+	n.body, _ = json.Marshal(req)
+	n.input = workflows.NotificationInput{
+		TenantID: b.tenantID, UserID: n.user, TemplateID: benchTemplate,
+		Channels: []string{workflows.ChannelInApp}, Data: data, DedupWindow: window,
+	}
+	return n
+}
+
+func (b *bench) series(name string, count int, users []string) []notification {
+	out := make([]notification, count)
+	for i := range out {
+		out[i] = b.newNotification(name, i, users)
+	}
+	return out
+}
+
+func (b *bench) rememberEmpty(id string) {
+	b.mu.Lock()
+	b.emptyIDs = append(b.emptyIDs, id)
+	b.mu.Unlock()
+}
+
+func (b *bench) rememberKey(key string) {
+	b.mu.Lock()
+	b.notifKeys = append(b.notifKeys, key)
+	b.mu.Unlock()
+}

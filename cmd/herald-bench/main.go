@@ -1,0 +1,237 @@
+// Command herald-bench measures Herald's accept path against the bare Temporal
+// start it is built on, in one run against the same PostgreSQL and Temporal:
+//
+//	(a)  bare ExecuteWorkflow of an empty workflow, new IDs
+//	(a') the same bare start rejected as a duplicate (IDs already running)
+//	(b)  POST /v1/notifications, new (unique idempotency keys, in_app)
+//	(c)  POST /v1/notifications, duplicate (the keys accepted in (b))
+//	(d)  accept → inbox-visible throughput and latency
+//
+// and prints (b)/(a) and (c)/(a') against the goal (≥ 0.9). By default it hosts
+// Herald itself (API on 127.0.0.1:0 over real HTTP, worker on a unique task queue,
+// wired as cmd/herald does); -api-url/-api-key drive an already-running Herald
+// instead. See docs/bench.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	n, concurrency, warmup int
+	users                  int
+	dN, dUsers             int
+	pollRate, drainRate    float64
+	dRate                  float64
+	settleTimeout          time.Duration
+	pollers                int
+	apiURL, apiKey         string
+	jsonOut                bool
+	cpuProfile             string
+	breakdown              bool
+	dedupTTL               time.Duration
+	phaseTimeout           time.Duration
+	dTimeout               time.Duration
+	reqTimeout             time.Duration
+	cleanup                bool
+	cleanupTimeout         time.Duration
+	goal                   float64
+	failOnMiss             bool
+	quiet                  bool
+}
+
+// inboxPage is the inbox page the bench reads; it keeps every bench user's inbox
+// within one page (see perUserMax).
+const (
+	inboxPage  = 100
+	perUserMax = 90
+)
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("herald-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.n, "n", 2000, "operations per measured phase (a), (a'), (b), (c)")
+	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent operations in every phase")
+	fs.IntVar(&o.warmup, "warmup", 100, "unmeasured operations before each phase")
+	fs.IntVar(&o.users, "users", 64, "bench users for (a)/(b)/(c) (raised so no inbox exceeds one page)")
+	fs.IntVar(&o.dN, "d-n", 300, "notifications in phase (d)")
+	fs.IntVar(&o.dUsers, "d-users", 50, "bench users for (d) (raised so no inbox exceeds one page)")
+	fs.Float64Var(&o.pollRate, "poll-rate", 50, "max inbox polls per second in (d)")
+	fs.Float64Var(&o.drainRate, "drain-poll-rate", 25, "max inbox polls per second while waiting for (b)'s backlog before (c)")
+	fs.Float64Var(&o.dRate, "d-rate", 0, "pace (d) submissions at this many per second (0: as fast as -concurrency allows)")
+	fs.DurationVar(&o.settleTimeout, "settle-timeout", time.Minute, "upper bound on waiting for Temporal/PostgreSQL to go idle before each phase")
+	fs.IntVar(&o.pollers, "pollers", 8, "max inbox polls in flight")
+	fs.StringVar(&o.apiURL, "api-url", "", "drive an already-running Herald at this base URL (needs -api-key); default: host one in-process")
+	fs.StringVar(&o.apiKey, "api-key", "", "API key for -api-url (or env HERALD_BENCH_API_KEY)")
+	fs.BoolVar(&o.jsonOut, "json", false, "print a machine-readable JSON summary instead of the table")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process per phase to PREFIX.<phase>.pprof")
+	fs.BoolVar(&o.breakdown, "breakdown", false, "self-host: time the API handler and its Temporal calls per phase")
+	fs.DurationVar(&o.dedupTTL, "dedup-ttl", 0, "send dedup_ttl_sec with every POST (0: the server's default window)")
+	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 2*time.Minute, "upper bound on each phase")
+	fs.DurationVar(&o.dTimeout, "d-timeout", 2*time.Minute, "upper bound on waiting for inbox visibility")
+	fs.DurationVar(&o.reqTimeout, "req-timeout", 15*time.Second, "timeout of each request")
+	fs.BoolVar(&o.cleanup, "cleanup", true, "terminate the workflows the bench started when done")
+	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", 2*time.Minute, "upper bound on cleanup")
+	fs.Float64Var(&o.goal, "goal", 0.9, "goal for (b)/(a) and (c)/(a')")
+	fs.BoolVar(&o.failOnMiss, "fail-on-miss", false, "exit 3 when a ratio misses its goal")
+	fs.BoolVar(&o.quiet, "q", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.apiKey == "" {
+		o.apiKey = os.Getenv("HERALD_BENCH_API_KEY")
+	}
+	switch {
+	case o.n < 1 || o.n > 1_000_000:
+		return o, errors.New("-n must be between 1 and 1000000")
+	case o.dN < 1 || o.dN > 1_000_000:
+		return o, errors.New("-d-n must be between 1 and 1000000")
+	case o.concurrency < 1 || o.concurrency > 4096:
+		return o, errors.New("-concurrency must be between 1 and 4096")
+	case o.warmup < 0 || o.warmup > 100_000:
+		return o, errors.New("-warmup must be between 0 and 100000")
+	case o.users < 1 || o.dUsers < 1 || o.users > 100_000 || o.dUsers > 100_000:
+		return o, errors.New("-users and -d-users must be between 1 and 100000")
+	case o.pollRate <= 0 || o.pollRate > 10_000 || o.drainRate <= 0 || o.drainRate > 10_000:
+		return o, errors.New("-poll-rate and -drain-poll-rate must be in (0, 10000]")
+	case o.dRate < 0 || o.dRate > 100_000:
+		return o, errors.New("-d-rate must be in [0, 100000]")
+	case o.pollers < 1 || o.pollers > 256:
+		return o, errors.New("-pollers must be between 1 and 256")
+	case o.apiURL != "" && o.apiKey == "":
+		return o, errors.New("-api-url needs -api-key (or HERALD_BENCH_API_KEY)")
+	case o.apiURL == "" && o.apiKey != "":
+		return o, errors.New("-api-key is only used with -api-url")
+	case o.dedupTTL != 0 && (o.dedupTTL < time.Second || o.dedupTTL > 7*24*time.Hour):
+		return o, errors.New("-dedup-ttl must be between 1s and 168h")
+	case o.phaseTimeout <= 0 || o.dTimeout <= 0 || o.reqTimeout <= 0 || o.cleanupTimeout <= 0 || o.settleTimeout <= 0:
+		return o, errors.New("timeouts must be positive")
+	}
+	o.apiURL = strings.TrimRight(o.apiURL, "/")
+	// Keep every inbox within one page so a single GET sees all of a user's items.
+	o.users = max(o.users, ceilDiv(o.n+max(o.warmup, o.users), perUserMax))
+	o.dUsers = max(o.dUsers, ceilDiv(o.dN+o.dUsers, perUserMax))
+	return o, nil
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// Report is the whole run, as -json prints it.
+type Report struct {
+	Mode        string    `json:"mode"`
+	Command     string    `json:"command"`
+	StartedAt   time.Time `json:"started_at"`
+	DurationSec float64   `json:"duration_sec"`
+	GoVersion   string    `json:"go_version"`
+	CPUs        int       `json:"cpus"`
+	N           int       `json:"n"`
+	DN          int       `json:"d_n"`
+	Concurrency int       `json:"concurrency"`
+	Warmup      int       `json:"warmup"`
+	Users       int       `json:"users"`
+	DUsers      int       `json:"d_users"`
+	APIURL      string    `json:"api_url"`
+	TaskQueue   string    `json:"task_queue,omitempty"`
+	BenchQueue  string    `json:"bench_task_queue"`
+	Phases      []Phase   `json:"phases"`
+	Ratios      []Ratio   `json:"ratios"`
+	Notes       []string  `json:"notes,omitempty"`
+	Cleanup     string    `json:"cleanup,omitempty"`
+	Error       string    `json:"error,omitempty"`
+}
+
+func (r *Report) phase(key string) *Phase {
+	for i := range r.Phases {
+		if r.Phases[i].Key == key {
+			return &r.Phases[i]
+		}
+	}
+	return nil
+}
+
+// computeRatios evaluates (b)/(a) and (c)/(a') from the phases present.
+func computeRatios(r *Report, goal float64) {
+	per := func(k string) float64 {
+		if p := r.phase(k); p != nil {
+			return p.PerSec
+		}
+		return -1 // not run: the ratio is invalid
+	}
+	r.Ratios = []Ratio{
+		evalRatio("(b)/(a) new accepts vs bare starts", per("b"), per("a"), goal),
+		evalRatio("(c)/(a') duplicate submissions vs bare duplicate starts", per("c"), per("a-dup"), goal),
+	}
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "herald-bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rep := &Report{
+		Command: "herald-bench " + strings.Join(args, " "), StartedAt: time.Now().UTC(),
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		N: o.n, DN: o.dN, Concurrency: o.concurrency, Warmup: o.warmup, Users: o.users, DUsers: o.dUsers,
+	}
+	runErr := run(ctx, o, rep, stderr)
+	rep.DurationSec = roundTo(time.Since(rep.StartedAt).Seconds(), 1)
+	sortPhases(rep)
+	computeRatios(rep, o.goal)
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		printTable(stdout, rep)
+	}
+	if runErr != nil {
+		fmt.Fprintln(stderr, "herald-bench:", runErr)
+		return 1
+	}
+	if o.failOnMiss {
+		for _, r := range rep.Ratios {
+			if !r.Pass {
+				return 3
+			}
+		}
+	}
+	return 0
+}
+
+// newHTTPClient keeps a warm connection per concurrent request (loopback, keep-alive).
+func newHTTPClient(o options) *http.Client {
+	conns := o.concurrency + o.pollers + 8
+	return &http.Client{Timeout: o.reqTimeout, Transport: &http.Transport{
+		Proxy: nil, MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: 90 * time.Second,
+	}}
+}

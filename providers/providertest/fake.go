@@ -264,8 +264,22 @@ func (f *Fake) notifyLocked() {
 	f.changed = make(chan struct{})
 }
 
+// sideRouter is implemented by protocols that serve requests that are not sends
+// (FCM's OAuth token endpoint); those are answered but not recorded.
+type sideRouter interface {
+	side(r *http.Request, body []byte) *response
+}
+
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if sr, ok := f.proto.(sideRouter); ok {
+		if resp := sr.side(r, body); resp != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(resp.status)
+			_, _ = w.Write([]byte(resp.body))
+			return
+		}
+	}
 	req := &Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body, At: time.Now()}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		req.Form, _ = url.ParseQuery(string(body))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 )
@@ -14,6 +15,8 @@ type FCMFake struct {
 	*Fake
 	// Token, when set, is the only bearer token accepted.
 	Token string
+
+	tokenRequests int
 }
 
 // NewFCM starts an FCM fake; Close it when done.
@@ -56,6 +59,36 @@ func (*FCMFake) QuotaExceeded(retryAfter string) Behavior {
 		b.Header = http.Header{"Retry-After": {retryAfter}}
 	}
 	return b
+}
+
+// TokenPath is the fake's OAuth2 token endpoint: point a service account key's
+// token_uri at URL+TokenPath and the fake issues Token (or "fake-access-token").
+const TokenPath = "/oauth2/token"
+
+// TokenRequests counts token endpoint calls.
+func (f *FCMFake) TokenRequests() int {
+	f.Fake.mu.Lock()
+	defer f.Fake.mu.Unlock()
+	return f.tokenRequests
+}
+
+func (p fcmProto) side(r *http.Request, body []byte) *response {
+	if r.URL.Path != TokenPath {
+		return nil
+	}
+	form, _ := url.ParseQuery(string(body))
+	if r.Method != http.MethodPost || form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" || form.Get("assertion") == "" {
+		return &response{status: http.StatusBadRequest, body: `{"error":"invalid_grant"}`}
+	}
+	p.f.Fake.mu.Lock()
+	p.f.tokenRequests++
+	p.f.Fake.mu.Unlock()
+	tok := p.f.Token
+	if tok == "" {
+		tok = "fake-access-token"
+	}
+	b, _ := json.Marshal(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 3600})
+	return &response{status: http.StatusOK, body: string(b)}
 }
 
 var fcmPath = regexp.MustCompile(`^/v1/projects/([^/]+)/messages:send$`)

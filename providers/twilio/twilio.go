@@ -33,8 +33,10 @@
 package twilio
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -336,15 +338,24 @@ func rebase(raw string, base *url.URL) (string, error) {
 	return u.String(), nil
 }
 
-// boundTransport sends with the caller's context and records the response.
+// boundTransport sends with the caller's context (as well as the http.Client's
+// own timeout) and records the response. It reads the (small, JSON) body into
+// memory and closes the connection's body itself: twilio-go does not close the
+// body of an error response.
 type boundTransport struct {
 	ctx    context.Context
 	base   http.RoundTripper
 	record func(int, http.Header)
 }
 
+const maxResponseBody = 4 << 20
+
 func (t *boundTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(r.WithContext(t.ctx))
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(t.ctx, func() { cancel(context.Cause(t.ctx)) })
+	defer stop()
+	resp, err := t.base.RoundTrip(r.WithContext(ctx))
 	if err != nil {
 		if ctxErr := t.ctx.Err(); ctxErr != nil {
 			return nil, errors.Join(ctxErr, err)
@@ -352,5 +363,19 @@ func (t *boundTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	t.record(resp.StatusCode, resp.Header.Clone())
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	_ = resp.Body.Close()
+	if err != nil {
+		if ctxErr := t.ctx.Err(); ctxErr != nil {
+			err = errors.Join(ctxErr, err)
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			// Accepted, but the body was lost: SendSMS still reports success.
+			body = nil
+		} else {
+			return nil, err
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
 }

@@ -204,3 +204,14 @@ func TestConfigValidation(t *testing.T) {
 		t.Error("relative base URL accepted")
 	}
 }
+
+func TestAcceptedWithUnreadableBodyIsStillSuccess(t *testing.T) {
+	// A 2xx means Twilio has the message: reporting an error would send it again.
+	fake := newFake()
+	defer fake.Close()
+	fake.Next(providertest.Behavior{Status: http.StatusCreated, Body: "not json"})
+	res, err := send(t, newClient(t, fake.URL, nil))
+	if err != nil || res.Provider != "twilio" || res.ProviderMessageID != "" {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}

@@ -388,3 +388,18 @@ func TestRenderIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderEmailHTMLRangeBudgetAndLists(t *testing.T) {
+	tpl := Template{Category: "c", Email: &EmailContent{Subject: "s", HTML: `<ul>{{range .items}}<li>{{.}}</li>{{end}}</ul>`}}
+	r, err := Render(tpl, ChannelEmail, "en", map[string]any{"items": []any{"a<b", 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Email.HTML, "<ul><li>a&lt;b</li><li>2</li></ul>"; got != want {
+		t.Errorf("html = %q, want %q", got, want)
+	}
+	many := make([]any, MaxRangeIterations+1)
+	if _, err := Render(tpl, ChannelEmail, "en", map[string]any{"items": many}); !errors.Is(err, ErrRenderBudget) {
+		t.Errorf("err = %v, want ErrRenderBudget", err)
+	}
+}

@@ -51,8 +51,9 @@
 //
 // FCM (HTTP v1 projects.messages.send): no idempotency key; each call is a new
 // message with a new name. Herald derives collapse ids from the key
-// (android.collapse_key and notification.tag, apns-collapse-id, webpush Topic) so a
-// duplicate replaces the first on the device, and adds herald_notification_id to
+// (android.notification.tag, apns-collapse-id, webpush Topic) so a duplicate
+// replaces the first on the device (not android.collapse_key: FCM keeps at most
+// four per device, so one per notification could drop messages), and adds herald_notification_id to
 // the data so the app can drop one. FCM sends no delivery receipts back. The
 // Firebase Admin SDK (firebase.google.com/go/v4) retries network errors and 503s
 // inside Send (up to 4 times, Retry-After up to 2 min), which can itself

@@ -17,8 +17,9 @@
 // FCM v1 messages:send has no idempotency key: a repeated request is a second
 // message with a new message name. What Herald uses instead, all derived from the
 // provider-side key notification_id:channel:
-//   - android.collapse_key and android.notification.tag: a duplicate replaces the
-//     first in the notification drawer, and an offline device gets only one;
+//   - android.notification.tag: a duplicate replaces the first in the notification
+//     drawer. (Not android.collapse_key: FCM keeps at most four collapse keys per
+//     device, so a key per notification could drop messages for an offline device.)
 //   - apns-collapse-id: iOS shows notifications with the same collapse id as one;
 //   - the webpush Topic header: a push service replaces an undelivered message
 //     with the same topic;
@@ -140,12 +141,9 @@ func (c *Client) SendPush(ctx context.Context, msg providers.PushMessage, idempo
 	data[DataNotificationID], data[DataChannel], data[DataTenant] = tags.NotificationID, tags.Channel, tags.TenantID
 	collapse := CollapseID(idempotencyKey)
 	m := &fcmapi.Message{
-		Token: msg.Token,
-		Data:  data,
-		Android: &fcmapi.AndroidConfig{
-			CollapseKey:  collapse,
-			Notification: &fcmapi.AndroidNotification{Tag: collapse},
-		},
+		Token:   msg.Token,
+		Data:    data,
+		Android: &fcmapi.AndroidConfig{Notification: &fcmapi.AndroidNotification{Tag: collapse}},
 		Apns:    &fcmapi.ApnsConfig{Headers: map[string]string{"apns-collapse-id": collapse}},
 		Webpush: &fcmapi.WebpushConfig{Headers: map[string]string{"Topic": collapse}},
 	}

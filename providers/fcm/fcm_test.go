@@ -68,7 +68,7 @@ func TestSendReturnsMessageNameAndTagsTheMessage(t *testing.T) {
 		t.Fatalf("data %v", m.Data)
 	}
 	collapse := fcm.CollapseID(tags.IdempotencyKey())
-	if len(collapse) != 32 || m.Android == nil || m.Android.CollapseKey != collapse || m.Android.Notification.Tag != collapse ||
+	if len(collapse) != 32 || m.Android == nil || m.Android.CollapseKey != "" || m.Android.Notification.Tag != collapse ||
 		m.APNS.Headers["apns-collapse-id"] != collapse || m.Webpush.Headers["Topic"] != collapse {
 		t.Fatalf("collapse ids: android %+v apns %+v webpush %+v", m.Android, m.APNS, m.Webpush)
 	}

@@ -1,0 +1,42 @@
+# Herald — `make help` lists the targets.
+#
+#   make run                 PostgreSQL :55432 + Temporal dev server :7233 (UI :8233) + bin/herald dev
+#   make test                the whole suite against throwaway services (PostgreSQL :55433, Temporal :7243)
+#   make test ARGS='-run TestX ./api/...'   extra `go test` arguments (packages default to ./...)
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ARGS ?=
+
+.PHONY: help run test build tools services-up services-down bench clean
+
+help: ## List the targets
+	@echo "Herald make targets:"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: ## Run the dev stack in the foreground: PostgreSQL, Temporal (UI http://127.0.0.1:8233), herald dev; Ctrl-C stops it
+	@bash scripts/dev.sh
+
+test: ## Vet, gofmt, workflowcheck and go test against throwaway services (ARGS='...' goes to go test)
+	@bash scripts/test.sh $(ARGS)
+
+build: ## Build bin/herald
+	go build -o bin/herald ./cmd/herald
+
+tools: ## Install the project-local tools (bin/temporal, bin/workflowcheck, PostgreSQL, node_modules)
+	@bash scripts/ensure-tools.sh
+
+services-up: ## Start the test services for running go test by hand (prints the exports)
+	@bash scripts/test-services.sh start
+
+services-down: ## Stop the test services
+	@bash scripts/test-services.sh stop
+
+bench: ## Run cmd/herald-bench against the dev stack started by `make run` (ARGS='...' goes to herald-bench)
+	@test -d cmd/herald-bench || { echo "ERROR: cmd/herald-bench does not exist" >&2; exit 1; }
+	go build -o bin/herald-bench ./cmd/herald-bench
+	bin/herald-bench $(ARGS)
+
+clean: ## Stop the test services, remove .herald/test and the built binaries (keeps bin/temporal and make-run data)
+	@bash scripts/test-services.sh stop
+	rm -rf .herald/test bin/herald bin/herald-bench

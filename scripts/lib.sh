@@ -94,7 +94,7 @@ ensure_temporal_cli() {
 	ensure_go
 	mkdir -p "$BIN_DIR"
 	log "building the Temporal CLI $TEMPORAL_CLI_VERSION into bin/temporal (takes about 8 minutes the first time)"
-	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS= go install "$TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_VERSION"); then
+	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_VERSION"); then
 		die "could not build the Temporal CLI ($TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_VERSION)"
 	fi
 }
@@ -107,7 +107,7 @@ ensure_workflowcheck() {
 	ensure_go
 	mkdir -p "$BIN_DIR"
 	log "building workflowcheck $WORKFLOWCHECK_VERSION into bin/workflowcheck"
-	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS= go install "$WORKFLOWCHECK_MODULE@$WORKFLOWCHECK_VERSION"); then
+	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$WORKFLOWCHECK_MODULE@$WORKFLOWCHECK_VERSION"); then
 		warn "could not build workflowcheck; the determinism check will be skipped"
 		return 0
 	fi

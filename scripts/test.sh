@@ -88,7 +88,8 @@ fi
 
 elapsed=$((SECONDS - started_at))
 if ((${#failed[@]} > 0)); then
-	printf '\nFAILED after %ss: %s\n' "$elapsed" "$(IFS=,; echo "${failed[*]}" | sed 's/,/, /g')" >&2
+	summary="$(printf '%s, ' "${failed[@]}")"
+	printf '\nFAILED after %ss: %s\n' "$elapsed" "${summary%, }" >&2
 	if ((test_rc != 0)); then
 		exit "$test_rc"
 	fi

@@ -18,11 +18,13 @@ const (
 	DeliveryCancelled  = "cancelled"
 )
 
-// deliveryRankSQL orders statuses so that an update never moves a channel backwards
-// (a late 'sent' must not overwrite 'delivered').
+// deliveryRankSQL orders statuses so that an update never moves a channel backwards:
+// a late 'sent' never overwrites 'delivered', and a bounce receipt may turn 'sent'
+// into 'failed'. 'failed' is terminal for the workflow; a delivery receipt that
+// proves the provider accepted after all still moves it to 'delivered'.
 const deliveryRankSQL = `CASE %s
-	WHEN 'pending' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'sending' THEN 2 WHEN 'failed' THEN 3
-	WHEN 'sent' THEN 4 ELSE 5 END`
+	WHEN 'pending' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'sending' THEN 2 WHEN 'sent' THEN 3
+	WHEN 'failed' THEN 4 ELSE 5 END`
 
 // Delivery is the durable (notification_id, channel) record.
 type Delivery struct {

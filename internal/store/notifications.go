@@ -84,3 +84,29 @@ func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id, status 
 	}
 	return err
 }
+
+// RecomputeNotificationStatus derives the overall status from the deliveries, for
+// changes that arrive after the workflow recorded it (delivery receipts). It uses the
+// same rules as the workflow: all delivered → delivered; all at least sent → sent;
+// all failed → failed; some failed → partially_failed; any still in flight → sending.
+func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id string) (string, error) {
+	var status string
+	err := s.db.QueryRow(ctx, `
+		WITH d AS (
+			SELECT count(*) AS n,
+				count(*) FILTER (WHERE status = 'delivered') AS delivered,
+				count(*) FILTER (WHERE status = 'sent') AS sent,
+				count(*) FILTER (WHERE status = 'failed') AS failed,
+				count(*) FILTER (WHERE status IN ('suppressed', 'cancelled')) AS suppressed
+			FROM deliveries WHERE tenant_id = $1 AND notification_id = $2)
+		UPDATE notifications SET updated_at = now(), status = CASE
+				WHEN d.delivered + d.sent + d.failed + d.suppressed < d.n THEN 'sending'
+				WHEN d.failed = d.n THEN 'failed'
+				WHEN d.failed > 0 THEN 'partially_failed'
+				WHEN d.suppressed = d.n THEN 'suppressed'
+				WHEN d.sent = 0 THEN 'delivered'
+				ELSE 'sent' END
+		FROM d WHERE tenant_id = $1 AND id = $2 AND d.n > 0
+		RETURNING status`, tenantID, id).Scan(&status)
+	return status, notFound(err)
+}

@@ -146,6 +146,7 @@ func TestDeliveryStatusNeverMovesBackwards(t *testing.T) {
 		{store.DeliverySent, false},    // a late "sent" receipt
 		{store.DeliveryPending, false}, // never back to pending
 		{store.DeliveryDelivered, true},
+		{store.DeliveryFailed, false}, // a bounce never undoes a confirmed delivery
 	}
 	for _, s := range steps {
 		applied, err := st.UpdateDelivery(ctx, tn.ID, "n1", "in_app", store.DeliveryUpdate{Status: s.status})
@@ -209,5 +210,43 @@ func TestInboxPagesNewestFirstAndFiltersUnread(t *testing.T) {
 	}
 	if _, err := st.MarkInboxRead(ctx, "other-tenant", "u1", "n4"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("mark read across tenants: %v", err)
+	}
+}
+
+func TestBounceAfterSentFailsAndRecomputesTheOverallStatus(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	newNotification(t, st, ctx, tn.ID, "u1", "n1")
+	if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != store.NotificationDelivered {
+		t.Fatalf("all delivered: %q %v", got, err)
+	}
+	// Add an email channel that was sent and then bounced.
+	addChannel(t, st, ctx, tn.ID, "n1", "email")
+	for _, s := range []string{store.DeliverySent, store.DeliveryFailed} {
+		if ok, err := st.UpdateDelivery(ctx, tn.ID, "n1", "email", store.DeliveryUpdate{Status: s}); err != nil || !ok {
+			t.Fatalf("email -> %s: %v %v", s, ok, err)
+		}
+	}
+	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != store.NotificationPartiallyFailed {
+		t.Fatalf("one bounced: %q %v", got, err)
+	}
+	if _, err := st.RecomputeNotificationStatus(ctx, "other", "n1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("other tenant: %v", err)
+	}
+}
+// addChannel adds a pending delivery row for channel to an existing notification
+// through the store's (idempotent) insert path.
+func addChannel(t *testing.T, st *store.Store, ctx context.Context, tenantID, id, channel string) {
+	t.Helper()
+	n, err := st.GetNotification(ctx, tenantID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Channels = append(n.Channels, channel)
+	if err := st.InsertNotification(ctx, n); err != nil {
+		t.Fatal(err)
 	}
 }

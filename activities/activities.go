@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/providers"
 )
 
 // ErrTypeUnknownUser marks a recipient that no longer exists: retrying cannot help.
@@ -19,7 +20,9 @@ const ErrTypeUnknownUser = "UnknownUser"
 // Activities is registered with the worker; workflows reference its methods through
 // a nil *Activities.
 type Activities struct {
-	Store *store.Store
+	Store     *store.Store
+	Providers *providers.Store
+	Senders   SenderResolver
 }
 
 // RecordAcceptedInput describes the accepted notification.
@@ -102,13 +105,14 @@ func (a *Activities) DeliverInApp(ctx context.Context, in DeliverInAppInput) (De
 }
 
 // RecordChannelStatusInput records a channel outcome decided by the workflow itself
-// (for example a failure after retries were exhausted).
+// (a failure after retries were exhausted, a suppression and its reason).
 type RecordChannelStatusInput struct {
 	TenantID       string
 	NotificationID string
 	Channel        string
 	Status         string
 	Error          string
+	Reason         string
 }
 
 // RecordChannelStatus moves a delivery row forward.
@@ -117,20 +121,29 @@ func (a *Activities) RecordChannelStatus(ctx context.Context, in RecordChannelSt
 	if in.Error != "" {
 		u.LastError = &in.Error
 	}
+	if in.Reason != "" {
+		u.Reason = &in.Reason
+	}
 	_, err := a.Store.UpdateDelivery(ctx, in.TenantID, in.NotificationID, in.Channel, u)
 	return err
 }
 
-// RecordStatusInput is the overall status the workflow computed.
+// RecordStatusInput names the notification whose overall status to record. Status
+// is the workflow's own view, used only if the deliveries cannot say.
 type RecordStatusInput struct {
 	TenantID       string
 	NotificationID string
 	Status         string
 }
 
-// RecordStatus stores the overall status.
-func (a *Activities) RecordStatus(ctx context.Context, in RecordStatusInput) error {
-	return a.Store.SetNotificationStatus(ctx, in.TenantID, in.NotificationID, in.Status)
+// RecordStatus derives the overall status from the deliveries table, which also
+// reflects receipts that arrived while the workflow ran, stores and returns it.
+func (a *Activities) RecordStatus(ctx context.Context, in RecordStatusInput) (string, error) {
+	status, err := a.Store.RecomputeNotificationStatus(ctx, in.TenantID, in.NotificationID)
+	if errors.Is(err, store.ErrNotFound) {
+		return in.Status, a.Store.SetNotificationStatus(ctx, in.TenantID, in.NotificationID, in.Status)
+	}
+	return status, err
 }
 
 func deref(s *string) string {

@@ -262,7 +262,6 @@ func TestBadInputs(t *testing.T) {
 		{"bad template_id", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"a b","channels":["in_app"]}`, 400, "template_id", "invalid_field", ""},
 		{"missing channels", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t"}`, 400, "channels", "missing_field", ""},
 		{"unknown channel", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["in_app","pigeon"]}`, 400, "channels[1]", "unknown_channel", ""},
-		{"channel not yet supported", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["email"]}`, 400, "channels[0]", "channel_not_supported", ""},
 		{"duplicate channel", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["in_app","in_app"]}`, 400, "channels[1]", "duplicate_channel", ""},
 		{"channels wrong type", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":"in_app"}`, 400, "channels", "invalid_type", ""},
 		{"data not object", "POST", "/v1/notifications", key, "{" + valid + `,"data":[1]}`, 400, "data", "invalid_type", ""},

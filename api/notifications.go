@@ -26,12 +26,8 @@ const (
 	MaxDedupTTL = 7 * 24 * time.Hour
 )
 
-// knownChannels are the channel names Herald defines; supportedChannels the ones
-// this build delivers. A known but unsupported channel is rejected, never dropped.
-var (
-	knownChannels     = []string{workflows.ChannelInApp, workflows.ChannelEmail, workflows.ChannelSMS, workflows.ChannelPush}
-	supportedChannels = map[string]bool{workflows.ChannelInApp: true}
-)
+// knownChannels are the channels Herald delivers; anything else is rejected, never dropped.
+var knownChannels = []string{workflows.ChannelInApp, workflows.ChannelEmail, workflows.ChannelSMS, workflows.ChannelPush}
 
 // Memo keys set at start.
 const (
@@ -78,8 +74,6 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 		switch {
 		case !contains(knownChannels, ch):
 			return out, badField(field, "unknown_channel", "unknown channel %q; channels are %v", ch, knownChannels)
-		case !supportedChannels[ch]:
-			return out, badField(field, "channel_not_supported", "channel %q is not available yet; supported: %v", ch, supported())
 		case seen[ch]:
 			return out, badField(field, "duplicate_channel", "channel %q is listed twice", ch)
 		}
@@ -232,6 +226,7 @@ type channelView struct {
 	ProviderMessageID *string    `json:"provider_message_id"`
 	Attempts          int        `json:"attempts"`
 	LastError         *string    `json:"last_error"`
+	Reason            *string    `json:"reason"`
 	SentAt            *time.Time `json:"sent_at"`
 	DeliveredAt       *time.Time `json:"delivered_at"`
 	UpdatedAt         time.Time  `json:"updated_at"`

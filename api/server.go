@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/sandbox"
 )
 
 // Config is what the API needs besides its dependencies.
@@ -23,6 +25,15 @@ type Config struct {
 	// AuthCacheTTL bounds how long a revoked key or a deleted user can still be
 	// honoured by one API process; 0 disables the caches.
 	AuthCacheTTL time.Duration
+
+	// Providers stores provider configs, push tokens and receipts.
+	Providers *providers.Store
+	// PublicBaseURL is how providers reach this API (Twilio signs the full URL).
+	PublicBaseURL string
+	// WebhookTolerance bounds the age of a signed SendGrid webhook timestamp.
+	WebhookTolerance time.Duration
+	// Sandbox, when set, serves GET /v1/sandbox/messages from this recorder (dev only).
+	Sandbox sandbox.Recorder
 }
 
 // Server holds the API's dependencies.

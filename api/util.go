@@ -14,13 +14,3 @@ func contains(list []string, v string) bool {
 	}
 	return false
 }
-
-func supported() []string {
-	var out []string
-	for _, ch := range knownChannels {
-		if supportedChannels[ch] {
-			out = append(out, ch)
-		}
-	}
-	return out
-}

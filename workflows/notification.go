@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"html"
 	"sort"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ type ChannelState struct {
 	Status    string
 	Attempts  int
 	LastError string
+	Reason    string
 	UpdatedAt time.Time
 }
 
@@ -60,10 +62,11 @@ func NotificationWorkflow(ctx workflow.Context, in NotificationInput) (Notificat
 }
 
 type notification struct {
-	in     NotificationInput
-	info   *workflow.Info
-	state  NotificationState
-	keyHex string
+	in        NotificationInput
+	info      *workflow.Info
+	state     NotificationState
+	keyHex    string
+	recipient activities.Recipient
 }
 
 // setup derives the notification id and registers the status query.
@@ -108,25 +111,37 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	}
 	w.setStatus(ctx, store.NotificationSending)
 
-	var recipient activities.Recipient
 	err := workflow.ExecuteActivity(dbCtx, a.LoadRecipient, activities.LoadRecipientInput{
 		TenantID: w.in.TenantID, UserID: w.in.UserID,
-	}).Get(ctx, &recipient)
+	}).Get(ctx, &w.recipient)
 	if err != nil {
 		// The user was deleted after acceptance: every channel fails with the reason.
 		for _, ch := range w.in.Channels {
-			w.finishChannel(ctx, ch, store.DeliveryFailed, err)
+			w.finishChannel(ctx, ch, store.DeliveryFailed, err, "")
 		}
 	} else {
 		title, body := renderSimple(w.in.TemplateID, w.in.Data)
 		w.deliverAll(ctx, title, body)
 	}
 
-	w.setStatus(ctx, overallStatus(w.state.Channels))
-	if err := workflow.ExecuteActivity(dbCtx, a.RecordStatus, activities.RecordStatusInput{
-		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: w.state.Status,
-	}).Get(ctx, nil); err != nil {
-		return w.state, err
+	status := overallStatus(w.state.Channels)
+	record := workflow.ExecuteActivity
+	if workflow.GetVersion(ctx, changeStatusFromDeliveries, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// Runs started before provider channels: search attribute first, status as computed.
+		w.setStatus(ctx, status)
+		if err := record(dbCtx, a.RecordStatus, activities.RecordStatusInput{
+			TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
+		}).Get(ctx, nil); err != nil {
+			return w.state, err
+		}
+	} else {
+		// The deliveries table has the last word: receipts may have arrived meanwhile.
+		if err := record(dbCtx, a.RecordStatus, activities.RecordStatusInput{
+			TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
+		}).Get(ctx, &status); err != nil {
+			return w.state, err
+		}
+		w.setStatus(ctx, status)
 	}
 
 	// Hold the workflow ID for the rest of the dedup window: while this run is open a
@@ -154,34 +169,80 @@ func (w *notification) deliverAll(ctx workflow.Context, title, body string) {
 
 func (w *notification) deliverChannel(ctx workflow.Context, channel, title, body string) {
 	w.state.Channels[channel].Status = store.DeliverySending
+	tenant, id := w.in.TenantID, w.state.NotificationID
+	var fut workflow.Future
 	switch channel {
 	case ChannelInApp:
-		actx := workflow.WithActivityOptions(ctx, inAppActivityOptions)
-		var res activities.DeliverResult
-		err := workflow.ExecuteActivity(actx, a.DeliverInApp, activities.DeliverInAppInput{
-			TenantID: w.in.TenantID, UserID: w.in.UserID, NotificationID: w.state.NotificationID,
-			Title: title, Body: body, AcceptedAt: w.state.AcceptedAt,
-		}).Get(ctx, &res)
-		if err != nil {
-			w.finishChannel(ctx, channel, store.DeliveryFailed, err)
+		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, inAppActivityOptions), a.DeliverInApp, activities.DeliverInAppInput{
+			TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: title, Body: body, AcceptedAt: w.state.AcceptedAt,
+		})
+	case ChannelEmail:
+		if w.recipient.Email == "" {
+			w.suppress(ctx, channel, ReasonNoAddress)
 			return
 		}
-		w.setChannel(ctx, channel, res.Status, "")
+		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, emailActivityOptions), a.DeliverEmail, activities.DeliverEmailInput{
+			TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: title,
+			Text: body, HTML: "<p>" + html.EscapeString(body) + "</p>",
+		})
+	case ChannelSMS:
+		if w.recipient.Phone == "" {
+			w.suppress(ctx, channel, ReasonNoAddress)
+			return
+		}
+		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, smsActivityOptions), a.DeliverSMS, activities.DeliverSMSInput{
+			TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: body,
+		})
+	case ChannelPush:
+		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, pushActivityOptions), a.DeliverPush, activities.DeliverPushInput{
+			TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: title, Body: body,
+		})
 	default:
-		// The API rejects channels that have no delivery yet; a history from a newer
-		// binary must not silently drop one, so record it as failed with the reason.
-		w.finishChannel(ctx, channel, store.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel))
+		// The API rejects unknown channels; a history from a newer binary must not
+		// silently drop one, so record it as failed with the reason.
+		w.finishChannel(ctx, channel, store.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel), "")
+		return
 	}
+	var res activities.DeliverResult
+	if err := fut.Get(ctx, &res); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeNoDevice {
+			w.suppress(ctx, channel, ReasonNoAddress)
+			return
+		}
+		w.finishChannel(ctx, channel, store.DeliveryFailed, err, "")
+		return
+	}
+	w.setChannel(ctx, channel, res.Status, "")
+}
+
+// changeStatusFromDeliveries: the overall status is read back from the deliveries
+// table (receipts included) before the search attribute is set.
+const changeStatusFromDeliveries = "status-from-deliveries"
+
+// Suppression reasons, visible in the status API and the workflow's query.
+const (
+	ReasonNoAddress = "no_address"
+)
+
+// suppress records that a channel was not attempted, and why.
+func (w *notification) suppress(ctx workflow.Context, channel, reason string) {
+	w.finishChannel(ctx, channel, store.DeliverySuppressed, nil, reason)
 }
 
 // finishChannel records a channel outcome the workflow decided (the activity that
-// would have recorded it failed), in PostgreSQL as well as in the query state.
-func (w *notification) finishChannel(ctx workflow.Context, channel, status string, cause error) {
-	msg := errorMessage(cause)
+// would have recorded it failed, or the channel was suppressed), in PostgreSQL as
+// well as in the query state.
+func (w *notification) finishChannel(ctx workflow.Context, channel, status string, cause error, reason string) {
+	msg := ""
+	if cause != nil {
+		msg = errorMessage(cause)
+	}
 	w.setChannel(ctx, channel, status, msg)
+	w.state.Channels[channel].Reason = reason
 	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
 	if err := workflow.ExecuteActivity(dbCtx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
-		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, Status: status, Error: msg,
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, Status: status, Error: msg, Reason: reason,
 	}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording channel status failed", "channel", channel, "error", err)
 	}

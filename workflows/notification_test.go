@@ -60,7 +60,7 @@ func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 	})).Return(activities.DeliverResult{Status: store.DeliveryDelivered}, nil).Once()
 	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in activities.RecordStatusInput) bool {
 		return in.Status == store.NotificationDelivered
-	})).Return(nil).Once()
+	})).Return(store.NotificationDelivered, nil).Once()
 
 	// While the window is open the query answers "delivered".
 	s.env.RegisterDelayedCallback(func() {
@@ -94,7 +94,7 @@ func (s *notificationSuite) TestRetriesATransientInboxFailure() {
 		Return(activities.DeliverResult{Status: store.DeliveryDelivered}, nil).Once()
 	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in activities.RecordStatusInput) bool {
 		return in.Status == store.NotificationDelivered
-	})).Return(nil).Once()
+	})).Return(store.NotificationDelivered, nil).Once()
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute))
 	s.Require().NoError(s.env.GetWorkflowError())
@@ -109,7 +109,7 @@ func (s *notificationSuite) TestDeletedUserFailsEveryChannelWithTheReason() {
 	})).Return(nil)
 	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in activities.RecordStatusInput) bool {
 		return in.Status == store.NotificationFailed
-	})).Return(nil).Once()
+	})).Return(store.NotificationFailed, nil).Once()
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute))
 	s.Require().NoError(s.env.GetWorkflowError())

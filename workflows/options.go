@@ -24,3 +24,22 @@ var databaseActivityOptions = workflow.ActivityOptions{
 
 // inAppActivityOptions: the inbox is PostgreSQL too; same policy.
 var inAppActivityOptions = databaseActivityOptions
+
+// providerRetryPolicy retries a provider send with exponential backoff (1 s, 2 s,
+// 4 s … capped at 5 min) for up to 12 attempts; a provider's Retry-After overrides
+// the next delay. Permanent refusals are not retried.
+var providerRetryPolicy = &temporal.RetryPolicy{
+	InitialInterval:        time.Second,
+	BackoffCoefficient:     2,
+	MaximumInterval:        5 * time.Minute,
+	MaximumAttempts:        12,
+	NonRetryableErrorTypes: []string{activities.ErrTypeProviderPermanent, activities.ErrTypeNoDevice},
+}
+
+// One option set per provider channel, so each can be tuned on its own; a slow
+// email provider never holds up SMS or push: each channel is its own activity.
+var (
+	emailActivityOptions = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: providerRetryPolicy}
+	smsActivityOptions   = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: providerRetryPolicy}
+	pushActivityOptions  = workflow.ActivityOptions{StartToCloseTimeout: 60 * time.Second, RetryPolicy: providerRetryPolicy}
+)

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/schema"
 	"github.com/herald-notify/herald/worker"
@@ -24,6 +27,11 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	if _, err := schema.Up(cfg.DatabaseURL); err != nil {
 		return err
 	}
+	if err := ensureDevSecretsKey(); err != nil {
+		return err
+	}
+	// The dev stack shows what the sandbox provider "sent".
+	cfg.SandboxAPI = true
 	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
@@ -65,7 +73,38 @@ Try it:
   curl -s -X PUT %s/v1/users/ada -H "Authorization: Bearer $HERALD_KEY" -d '{"email":"ada@example.com","locale":"en-GB","timezone":"Europe/London"}'
   curl -s -X POST %s/v1/notifications -H "Authorization: Bearer $HERALD_KEY" -d '{"user_id":"ada","template_id":"welcome","channels":["in_app"],"data":{"title":"Hello","body":"Welcome to Herald"},"idempotency_key":"welcome-ada"}'
   curl -s %s/v1/users/ada/inbox -H "Authorization: Bearer $HERALD_KEY"
+  curl -s -X POST %s/v1/notifications -H "Authorization: Bearer $HERALD_KEY" -d '{"user_id":"ada","template_id":"welcome","channels":["email","sms","in_app"],"data":{"title":"Hello","body":"Welcome to Herald"}}'
+  curl -s %s/v1/sandbox/messages -H "Authorization: Bearer $HERALD_KEY"   # what the sandbox provider "sent"
 
-`, t.Name, t.ID, key, base, base, cfg.TemporalNamespace, key, base, base, base)
+`, t.Name, t.ID, key, base, base, cfg.TemporalNamespace, key, base, base, base, base, base)
 	return runServices(ctx, cfg, logger, true, true)
+}
+
+// devSecretsKeyFile keeps the dev stack's provider-secrets key across restarts
+// (git-ignored), so credentials stored with PUT /v1/providers stay readable.
+const devSecretsKeyFile = ".herald/secrets.key"
+
+// ensureDevSecretsKey sets HERALD_SECRETS_KEY for a dev stack that has none,
+// creating the key file on first use. Production sets the variable itself.
+func ensureDevSecretsKey() error {
+	if os.Getenv(secrets.EnvKey) != "" {
+		return nil
+	}
+	raw, err := os.ReadFile(devSecretsKeyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		key, gerr := secrets.GenerateKey()
+		if gerr != nil {
+			return gerr
+		}
+		if err := os.MkdirAll(filepath.Dir(devSecretsKeyFile), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(devSecretsKeyFile, []byte(key+"\n"), 0o600); err != nil {
+			return err
+		}
+		raw = []byte(key)
+	} else if err != nil {
+		return err
+	}
+	return os.Setenv(secrets.EnvKey, strings.TrimSpace(string(raw)))
 }

@@ -20,7 +20,11 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/resolver"
+	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/schema"
 	"github.com/herald-notify/herald/worker"
 )
@@ -33,6 +37,12 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 	}
 	defer pool.Close()
 	st := store.New(pool)
+	keys, err := secrets.FromEnv()
+	if err != nil {
+		return err
+	}
+	provStore := providers.NewStore(pool, keys)
+	sandboxRec := sandbox.NewPGRecorder(pool)
 
 	tc, err := client.Dial(client.Options{
 		HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
@@ -45,7 +55,11 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 
 	g, ctx := errgroup.WithContext(ctx)
 	if withWorker {
-		w := worker.New(tc, cfg.TaskQueue, &activities.Activities{Store: st}, sdkworker.Options{})
+		acts := &activities.Activities{Store: st, Providers: provStore, Senders: resolver.New(provStore, resolver.Process{
+			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
+			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
+		}, sandboxRec)}
+		w := worker.New(tc, cfg.TaskQueue, acts, sdkworker.Options{})
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker: %w", err)
 		}
@@ -57,11 +71,16 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		})
 	}
 	if withAPI {
+		apiCfg := api.Config{
+			TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: 30 * time.Second,
+			Providers: provStore, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
+		}
+		if cfg.SandboxAPI {
+			apiCfg.Sandbox = sandboxRec
+		}
 		srv := &http.Server{
-			Addr: cfg.HTTPAddr,
-			Handler: api.New(st, tc, api.Config{
-				TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: 30 * time.Second,
-			}, logger).Handler(),
+			Addr:              cfg.HTTPAddr,
+			Handler:           api.New(st, tc, apiCfg, logger).Handler(),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)

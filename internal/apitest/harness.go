@@ -7,6 +7,7 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -21,8 +22,12 @@ import (
 
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/resolver"
+	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/worker"
 )
 
@@ -31,6 +36,8 @@ type Harness struct {
 	T         testing.TB
 	URL       string
 	Store     *store.Store
+	Providers *providers.Store
+	Sandbox   sandbox.Recorder
 	Temporal  client.Client
 	TaskQueue string
 	HTTP      *http.Client
@@ -40,6 +47,10 @@ type Harness struct {
 type Options struct {
 	// NoWorker leaves the task queue without a worker (accepted but not delivered).
 	NoWorker bool
+	// Process points the provider clients at local fakes (base URLs).
+	Process resolver.Process
+	// NoSandboxAPI turns GET /v1/sandbox/messages off, as in production.
+	NoSandboxAPI bool
 }
 
 // Start brings up API + worker against the test services.
@@ -48,19 +59,36 @@ func Start(t testing.TB, opts Options) *Harness {
 	pool := testenv.Pool(t)
 	tc := testenv.TemporalClient(t)
 	st := store.New(pool)
+	key, err := secrets.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(key)
+	keys, err := secrets.New(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &Harness{T: t, Store: st, Temporal: tc, TaskQueue: testenv.UniqueName(t, "tq"),
+		Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
 		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if !opts.NoWorker {
-		w := worker.New(tc, h.TaskQueue, &activities.Activities{Store: st}, sdkworker.Options{})
+		acts := &activities.Activities{Store: st, Providers: h.Providers,
+			Senders: resolver.New(h.Providers, opts.Process, h.Sandbox)}
+		w := worker.New(tc, h.TaskQueue, acts, sdkworker.Options{})
 		if err := w.Start(); err != nil {
 			t.Fatalf("start worker: %v", err)
 		}
 		t.Cleanup(w.Stop)
 	}
-	srv := httptest.NewServer(api.New(st, tc, api.Config{
+	cfg := api.Config{
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,
-	}, logger).Handler())
+		Providers: h.Providers, PublicBaseURL: opts.Process.PublicBaseURL, WebhookTolerance: 5 * time.Minute,
+	}
+	if !opts.NoSandboxAPI {
+		cfg.Sandbox = h.Sandbox
+	}
+	srv := httptest.NewServer(api.New(st, tc, cfg, logger).Handler())
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h

@@ -24,6 +24,18 @@ type Config struct {
 	DefaultDedupWindow time.Duration
 	// HERALD_SHUTDOWN_TIMEOUT: how long in-flight requests and activities get on SIGTERM.
 	ShutdownTimeout time.Duration
+	// HERALD_PUBLIC_BASE_URL: how providers reach this API from outside (webhook
+	// callbacks and their signatures use it; a proxy changes scheme and port).
+	PublicBaseURL string
+	// HERALD_SENDGRID_BASE_URL, HERALD_TWILIO_BASE_URL, HERALD_FCM_BASE_URL: provider
+	// API base URLs; empty means the real provider. Tests point them at local fakes.
+	SendGridBaseURL string
+	TwilioBaseURL   string
+	FCMBaseURL      string
+	// HERALD_SANDBOX_API: serve GET /v1/sandbox/messages (dev stacks only).
+	SandboxAPI bool
+	// HERALD_WEBHOOK_TOLERANCE: how old a signed SendGrid webhook timestamp may be.
+	WebhookTolerance time.Duration
 }
 
 // Defaults, as documented in the README's configuration table.
@@ -43,12 +55,26 @@ func FromEnv() (Config, error) {
 		TemporalNamespace: env("HERALD_TEMPORAL_NAMESPACE", DefaultTemporalNamespace),
 		HTTPAddr:          env("HERALD_HTTP_ADDR", DefaultHTTPAddr),
 		TaskQueue:         env("HERALD_TASK_QUEUE", DefaultTaskQueue),
+		PublicBaseURL:     env("HERALD_PUBLIC_BASE_URL", "http://"+DefaultHTTPAddr),
+		SendGridBaseURL:   os.Getenv("HERALD_SENDGRID_BASE_URL"),
+		TwilioBaseURL:     os.Getenv("HERALD_TWILIO_BASE_URL"),
+		FCMBaseURL:        os.Getenv("HERALD_FCM_BASE_URL"),
+	}
+	switch v := os.Getenv("HERALD_SANDBOX_API"); v {
+	case "", "false", "0":
+	case "true", "1":
+		c.SandboxAPI = true
+	default:
+		return c, fmt.Errorf("HERALD_SANDBOX_API=%q: want true or false", v)
 	}
 	var err error
 	if c.DefaultDedupWindow, err = duration("HERALD_DEFAULT_DEDUP_WINDOW", 24*time.Hour); err != nil {
 		return c, err
 	}
 	if c.ShutdownTimeout, err = duration("HERALD_SHUTDOWN_TIMEOUT", 15*time.Second); err != nil {
+		return c, err
+	}
+	if c.WebhookTolerance, err = duration("HERALD_WEBHOOK_TOLERANCE", 5*time.Minute); err != nil {
 		return c, err
 	}
 	return c, nil

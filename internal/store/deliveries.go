@@ -34,6 +34,7 @@ type Delivery struct {
 	ProviderMessageID *string    `json:"provider_message_id"`
 	Attempts          int        `json:"attempts"`
 	LastError         *string    `json:"last_error"`
+	Reason            *string    `json:"reason"`
 	SentAt            *time.Time `json:"sent_at"`
 	DeliveredAt       *time.Time `json:"delivered_at"`
 	UpdatedAt         time.Time  `json:"updated_at"`
@@ -42,7 +43,7 @@ type Delivery struct {
 // ListDeliveries returns a notification's deliveries in channel order.
 func (s *Store) ListDeliveries(ctx context.Context, tenantID, notificationID string) ([]Delivery, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT channel, status, provider, provider_message_id, attempts, last_error, sent_at, delivered_at, updated_at
+		SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
 		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 ORDER BY channel`, tenantID, notificationID)
 	if err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func (s *Store) ListDeliveries(ctx context.Context, tenantID, notificationID str
 	var out []Delivery
 	for rows.Next() {
 		var d Delivery
-		if err := rows.Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt); err != nil {
+		if err := rows.Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.Reason, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt); err != nil {
 			return nil, err
 		}
 		out = append(out, d)
@@ -63,9 +64,9 @@ func (s *Store) ListDeliveries(ctx context.Context, tenantID, notificationID str
 func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID, channel string) (Delivery, error) {
 	var d Delivery
 	err := s.db.QueryRow(ctx, `
-		SELECT channel, status, provider, provider_message_id, attempts, last_error, sent_at, delivered_at, updated_at
+		SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
 		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`, tenantID, notificationID, channel).
-		Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
+		Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.Reason, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
 	return d, notFound(err)
 }
 
@@ -75,6 +76,7 @@ type DeliveryUpdate struct {
 	Provider          *string
 	ProviderMessageID *string
 	LastError         *string
+	Reason            *string
 	CountAttempt      bool
 }
 
@@ -88,12 +90,13 @@ func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID, ch
 			provider_message_id = COALESCE($6, provider_message_id),
 			last_error = COALESCE($7, last_error),
 			attempts = attempts + CASE WHEN $8 THEN 1 ELSE 0 END,
+			reason = COALESCE($9, reason),
 			sent_at = CASE WHEN $4 IN ('sent', 'delivered') THEN COALESCE(sent_at, now()) ELSE sent_at END,
 			delivered_at = CASE WHEN $4 = 'delivered' THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
 			updated_at = now()
 		WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3
 		  AND `+rank("$4::text")+` >= `+rank("status"),
-		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt)
+		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt, u.Reason)
 	if err != nil {
 		return false, err
 	}

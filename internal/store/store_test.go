@@ -237,6 +237,7 @@ func TestBounceAfterSentFailsAndRecomputesTheOverallStatus(t *testing.T) {
 		t.Fatalf("other tenant: %v", err)
 	}
 }
+
 // addChannel adds a pending delivery row for channel to an existing notification
 // through the store's (idempotent) insert path.
 func addChannel(t *testing.T, st *store.Store, ctx context.Context, tenantID, id, channel string) {

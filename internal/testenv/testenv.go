@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/schema"
@@ -63,7 +65,8 @@ func TemporalAddress(t testing.TB) string {
 // TemporalClient dials the test Temporal server, closed when the test ends.
 func TemporalClient(t testing.TB) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: TemporalAddress(t), Namespace: "default"})
+	c, err := client.Dial(client.Options{HostPort: TemporalAddress(t), Namespace: "default",
+		Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	if err != nil {
 		t.Fatalf("dial Temporal at %s: %v (%s)", TemporalAddress(t), err, howToStart)
 	}

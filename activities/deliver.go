@@ -1,0 +1,248 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/resolver"
+)
+
+// Error types the workflow's retry policies treat as final.
+const (
+	// ErrTypeProviderPermanent: the provider refused the message for good (invalid
+	// address, unsubscribed recipient, dead token, rejected credentials).
+	ErrTypeProviderPermanent = "ProviderPermanent"
+	// ErrTypeNoDevice: the user has no push token left.
+	ErrTypeNoDevice = "NoDevice"
+)
+
+// SenderResolver picks the provider for a tenant's channel.
+type SenderResolver interface {
+	Resolve(ctx context.Context, tenantID, channel string) (resolver.Sender, error)
+}
+
+// DeliverEmailInput is one rendered email.
+type DeliverEmailInput struct {
+	TenantID       string
+	NotificationID string
+	To             string
+	Subject        string
+	HTML           string
+	Text           string
+	Headers        map[string]string
+	Category       string
+}
+
+// DeliverSMSInput is one rendered SMS.
+type DeliverSMSInput struct {
+	TenantID       string
+	NotificationID string
+	To             string
+	Body           string
+}
+
+// DeliverPushInput is one rendered push notification, sent to each of the user's
+// registered device tokens.
+type DeliverPushInput struct {
+	TenantID       string
+	NotificationID string
+	UserID         string
+	Title          string
+	Body           string
+	Data           map[string]string
+}
+
+// DeliverEmail sends the email behind the delivery guard.
+func (a *Activities) DeliverEmail(ctx context.Context, in DeliverEmailInput) (DeliverResult, error) {
+	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelEmail}
+	return a.guardedSend(ctx, tags, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+		if s.Email == nil {
+			return providers.Result{}, fmt.Errorf("provider %s cannot send email", s.Provider)
+		}
+		var cats []string
+		if in.Category != "" {
+			cats = []string{in.Category}
+		}
+		return s.Email.SendEmail(ctx, providers.EmailMessage{To: in.To, Subject: in.Subject, HTML: in.HTML, Text: in.Text,
+			Headers: in.Headers, Categories: cats}, tags.IdempotencyKey(), tags)
+	})
+}
+
+// DeliverSMS sends the SMS behind the delivery guard.
+func (a *Activities) DeliverSMS(ctx context.Context, in DeliverSMSInput) (DeliverResult, error) {
+	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelSMS}
+	return a.guardedSend(ctx, tags, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+		if s.SMS == nil {
+			return providers.Result{}, fmt.Errorf("provider %s cannot send SMS", s.Provider)
+		}
+		return s.SMS.SendSMS(ctx, providers.SMSMessage{To: in.To, Body: in.Body}, tags.IdempotencyKey(), tags)
+	})
+}
+
+// DeliverPush sends to every device token of the user behind the delivery guard.
+// Tokens already accepted in an earlier attempt are kept in the activity's heartbeat
+// details, so a retry sends only to the rest; a token the provider says is dead is
+// removed from the user. The channel counts as sent once any device accepted.
+func (a *Activities) DeliverPush(ctx context.Context, in DeliverPushInput) (DeliverResult, error) {
+	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelPush}
+	return a.guardedSend(ctx, tags, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+		if s.Push == nil {
+			return providers.Result{}, fmt.Errorf("provider %s cannot send push", s.Provider)
+		}
+		tokens, err := a.Providers.PushTokens(ctx, in.TenantID, in.UserID)
+		if err != nil {
+			return providers.Result{}, err
+		}
+		done := map[string]string{} // token → provider message id
+		if activity.HasHeartbeatDetails(ctx) {
+			_ = activity.GetHeartbeatDetails(ctx, &done)
+		}
+		var firstID string
+		var lastErr error
+		for _, t := range tokens {
+			if id, ok := done[t.Token]; ok {
+				firstID = orFirst(firstID, id)
+				continue
+			}
+			res, err := s.Push.SendPush(ctx, providers.PushMessage{Token: t.Token, Title: in.Title, Body: in.Body, Data: in.Data},
+				tags.IdempotencyKey(), tags)
+			if err != nil {
+				if providers.IsDeadToken(err) {
+					if _, rerr := a.Providers.RemoveDeadPushToken(ctx, in.TenantID, t.Token); rerr != nil {
+						return providers.Result{}, rerr
+					}
+					activity.GetLogger(ctx).Info("removed dead push token", "user", in.UserID)
+					continue
+				}
+				lastErr = err
+				continue
+			}
+			done[t.Token] = res.ProviderMessageID
+			firstID = orFirst(firstID, res.ProviderMessageID)
+			activity.RecordHeartbeat(ctx, done)
+		}
+		switch {
+		case lastErr != nil && len(done) < len(tokens):
+			// Some devices are still to be reached: retry them (the others are remembered).
+			return providers.Result{}, lastErr
+		case len(done) == 0:
+			return providers.Result{}, temporal.NewNonRetryableApplicationError("the user has no registered device that accepts push", ErrTypeNoDevice, nil)
+		}
+		return providers.Result{ProviderMessageID: firstID}, nil
+	})
+}
+
+func orFirst(cur, id string) string {
+	if cur == "" {
+		return id
+	}
+	return cur
+}
+
+// guardedSend is the Layer-2 delivery guard for one (notification, channel):
+//  1. if the durable record says sent (or delivered), return without calling the provider;
+//  2. if a provider receipt already names this notification, the provider accepted in an
+//     earlier attempt whose record was lost: record it and return;
+//  3. call the provider with the provider-side key "notification_id:channel";
+//  4. record sent + provider message id only after the provider accepted.
+//
+// The residual window is a crash between 3 and 4 with no receipt yet: the retry calls
+// the provider again. Providers without idempotency keys (all three) may then send twice.
+func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, send func(context.Context, resolver.Sender) (providers.Result, error)) (DeliverResult, error) {
+	d, err := a.Store.GetDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel)
+	if err != nil {
+		return DeliverResult{}, fmt.Errorf("read delivery guard: %w", err)
+	}
+	if d.Status == store.DeliverySent || d.Status == store.DeliveryDelivered {
+		return DeliverResult{Status: d.Status, Duplicate: true}, nil
+	}
+	if r, ok, err := a.Providers.LatestReceipt(ctx, tags.TenantID, tags.NotificationID, tags.Channel); err != nil {
+		return DeliverResult{}, fmt.Errorf("read receipts: %w", err)
+	} else if ok {
+		status := r.DeliveryStatus()
+		if status == store.DeliveryFailed {
+			status = store.DeliverySent // it was accepted; the bounce is recorded by the webhook
+		}
+		if err := a.recordSent(ctx, tags, r.Provider, r.ProviderMessageID, status); err != nil {
+			return DeliverResult{}, err
+		}
+		return DeliverResult{Status: status, Duplicate: true}, nil
+	}
+
+	sender, err := a.Senders.Resolve(ctx, tags.TenantID, tags.Channel)
+	if err != nil {
+		return DeliverResult{}, err
+	}
+	provider := sender.Provider
+	if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
+		Status: store.DeliverySending, Provider: &provider, CountAttempt: true,
+	}); err != nil {
+		return DeliverResult{}, err
+	}
+	res, sendErr := send(ctx, sender)
+	if sendErr != nil {
+		return DeliverResult{}, a.sendFailed(ctx, tags, sendErr)
+	}
+	if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, store.DeliverySent); err != nil {
+		return DeliverResult{}, err
+	}
+	return DeliverResult{Status: store.DeliverySent}, nil
+}
+
+// recordSent writes the guard record, retrying briefly in place: every failed write
+// here widens the window in which a retry would call the provider again.
+func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provider, messageID, status string) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(attempt*200) * time.Millisecond):
+			}
+		}
+		var id *string
+		if messageID != "" {
+			id = &messageID
+		}
+		_, err = a.Store.UpdateDelivery(context.WithoutCancel(ctx), tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
+			Status: status, Provider: &provider, ProviderMessageID: id,
+		})
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("record %s as %s after the provider accepted: %w", tags.Channel, status, err)
+}
+
+// sendFailed records the attempt's error and turns it into the activity's error:
+// permanent → non-retryable; throttled → retry no sooner than the provider asked.
+func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendErr error) error {
+	msg := sendErr.Error()
+	if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
+		Status: store.DeliverySending, LastError: &msg,
+	}); err != nil {
+		activity.GetLogger(ctx).Warn("recording the send error failed", "error", err)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(sendErr, &appErr) {
+		return sendErr
+	}
+	pe, ok := providers.AsError(sendErr)
+	if !ok {
+		return sendErr
+	}
+	if pe.Permanent {
+		return temporal.NewNonRetryableApplicationError(pe.Error(), ErrTypeProviderPermanent, sendErr)
+	}
+	return temporal.NewApplicationErrorWithOptions(pe.Error(), "ProviderUnavailable", temporal.ApplicationErrorOptions{
+		Cause: sendErr, NextRetryDelay: pe.RetryAfter,
+	})
+}

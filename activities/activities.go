@@ -38,12 +38,13 @@ type RecordAcceptedInput struct {
 	AcceptedAt     time.Time
 }
 
-// RecordAccepted writes the notification row and one pending delivery row per channel.
+// RecordAccepted writes the notification row, now being worked on ("sending"), and
+// one pending delivery row per channel.
 func (a *Activities) RecordAccepted(ctx context.Context, in RecordAcceptedInput) error {
 	return a.Store.InsertNotification(ctx, store.Notification{
 		TenantID: in.TenantID, ID: in.NotificationID, UserID: in.UserID, TemplateID: in.TemplateID,
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
-		Status: store.NotificationQueued, AcceptedAt: in.AcceptedAt,
+		Status: store.NotificationSending, AcceptedAt: in.AcceptedAt,
 	})
 }
 

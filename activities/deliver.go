@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -62,7 +64,7 @@ type DeliverPushInput struct {
 // DeliverEmail sends the email behind the delivery guard.
 func (a *Activities) DeliverEmail(ctx context.Context, in DeliverEmailInput) (DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelEmail}
-	return a.guardedSend(ctx, tags, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
 		if s.Email == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send email", s.Provider)
 		}
@@ -78,7 +80,7 @@ func (a *Activities) DeliverEmail(ctx context.Context, in DeliverEmailInput) (De
 // DeliverSMS sends the SMS behind the delivery guard.
 func (a *Activities) DeliverSMS(ctx context.Context, in DeliverSMSInput) (DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelSMS}
-	return a.guardedSend(ctx, tags, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
 		if s.SMS == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send SMS", s.Provider)
 		}
@@ -92,7 +94,8 @@ func (a *Activities) DeliverSMS(ctx context.Context, in DeliverSMSInput) (Delive
 // removed from the user. The channel counts as sent once any device accepted.
 func (a *Activities) DeliverPush(ctx context.Context, in DeliverPushInput) (DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelPush}
-	return a.guardedSend(ctx, tags, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+	hb := &progress{}
+	return a.guardedSend(ctx, tags, hb, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
 		if s.Push == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send push", s.Provider)
 		}
@@ -100,12 +103,19 @@ func (a *Activities) DeliverPush(ctx context.Context, in DeliverPushInput) (Deli
 		if err != nil {
 			return providers.Result{}, err
 		}
+		if len(tokens) == 0 {
+			return providers.Result{}, temporal.NewNonRetryableApplicationError("the user has no registered device", ErrTypeNoDevice, nil)
+		}
 		done := map[string]string{} // token → provider message id
 		if activity.HasHeartbeatDetails(ctx) {
-			_ = activity.GetHeartbeatDetails(ctx, &done)
+			if err := activity.GetHeartbeatDetails(ctx, &done); err != nil || done == nil {
+				done = map[string]string{}
+			}
 		}
+		hb.set(done)
 		var firstID string
 		var lastErr error
+		dead := 0
 		for _, t := range tokens {
 			if id, ok := done[t.Token]; ok {
 				firstID = orFirst(firstID, id)
@@ -113,29 +123,33 @@ func (a *Activities) DeliverPush(ctx context.Context, in DeliverPushInput) (Deli
 			}
 			res, err := s.Push.SendPush(ctx, providers.PushMessage{Token: t.Token, Title: in.Title, Body: in.Body, Data: in.Data},
 				tags.IdempotencyKey(), tags)
-			if err != nil {
-				if providers.IsDeadToken(err) {
-					if _, rerr := a.Providers.RemoveDeadPushToken(ctx, in.TenantID, t.Token); rerr != nil {
-						return providers.Result{}, rerr
-					}
-					activity.GetLogger(ctx).Info("removed dead push token", "user", in.UserID)
-					continue
+			switch {
+			case providers.IsDeadToken(err):
+				if _, rerr := a.Providers.RemoveDeadPushToken(ctx, in.TenantID, t.Token); rerr != nil {
+					return providers.Result{}, rerr
 				}
+				activity.GetLogger(ctx).Info("removed dead push token", "user", in.UserID)
+				dead++
 				lastErr = err
-				continue
+			case err != nil:
+				lastErr = err
+			default:
+				done[t.Token] = res.ProviderMessageID
+				firstID = orFirst(firstID, res.ProviderMessageID)
+				hb.set(done)
+				activity.RecordHeartbeat(ctx, hb.get())
 			}
-			done[t.Token] = res.ProviderMessageID
-			firstID = orFirst(firstID, res.ProviderMessageID)
-			activity.RecordHeartbeat(ctx, done)
 		}
 		switch {
-		case lastErr != nil && len(done) < len(tokens):
+		case len(done) > 0 && len(done)+dead == len(tokens):
+			return providers.Result{ProviderMessageID: firstID}, nil
+		case dead == len(tokens):
+			return providers.Result{}, temporal.NewNonRetryableApplicationError(
+				"every registered device token was rejected as unregistered; they were removed", ErrTypeProviderPermanent, lastErr)
+		default:
 			// Some devices are still to be reached: retry them (the others are remembered).
 			return providers.Result{}, lastErr
-		case len(done) == 0:
-			return providers.Result{}, temporal.NewNonRetryableApplicationError("the user has no registered device that accepts push", ErrTypeNoDevice, nil)
 		}
-		return providers.Result{ProviderMessageID: firstID}, nil
 	})
 }
 
@@ -155,7 +169,7 @@ func orFirst(cur, id string) string {
 //
 // The residual window is a crash between 3 and 4 with no receipt yet: the retry calls
 // the provider again. Providers without idempotency keys (all three) may then send twice.
-func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, send func(context.Context, resolver.Sender) (providers.Result, error)) (DeliverResult, error) {
+func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *progress, send func(context.Context, resolver.Sender) (providers.Result, error)) (DeliverResult, error) {
 	d, err := a.Store.GetDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel)
 	if err != nil {
 		return DeliverResult{}, fmt.Errorf("read delivery guard: %w", err)
@@ -186,7 +200,9 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, send 
 	}); err != nil {
 		return DeliverResult{}, err
 	}
+	stop := keepHeartbeating(ctx, hb)
 	res, sendErr := send(ctx, sender)
+	stop()
 	if sendErr != nil {
 		return DeliverResult{}, a.sendFailed(ctx, tags, sendErr)
 	}
@@ -245,4 +261,54 @@ func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendEr
 	return temporal.NewApplicationErrorWithOptions(pe.Error(), "ProviderUnavailable", temporal.ApplicationErrorOptions{
 		Cause: sendErr, NextRetryDelay: pe.RetryAfter,
 	})
+}
+
+// progress is what a multi-part send has done so far (push: the tokens already
+// accepted), carried in every heartbeat so a retry can resume.
+type progress struct {
+	mu sync.Mutex
+	v  map[string]string
+}
+
+func (p *progress) set(v map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.v = maps.Clone(v)
+}
+
+func (p *progress) get() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.v)
+}
+
+// keepHeartbeating heartbeats while a provider call runs, so a worker that dies
+// mid-call is noticed within the heartbeat timeout (not the much longer
+// start-to-close timeout) and the call is retried elsewhere. A heartbeat replaces
+// the recorded details, so each one carries the current progress.
+func keepHeartbeating(ctx context.Context, hb *progress) (stop func()) {
+	timeout := activity.GetInfo(ctx).HeartbeatTimeout
+	if timeout <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(timeout / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if hb != nil {
+					activity.RecordHeartbeat(ctx, hb.get())
+				} else {
+					activity.RecordHeartbeat(ctx)
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }

@@ -38,8 +38,10 @@ var providerRetryPolicy = &temporal.RetryPolicy{
 
 // One option set per provider channel, so each can be tuned on its own; a slow
 // email provider never holds up SMS or push: each channel is its own activity.
+// The heartbeat timeout notices a worker that died mid-send within seconds; the
+// activity heartbeats while the provider call runs.
 var (
-	emailActivityOptions = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: providerRetryPolicy}
-	smsActivityOptions   = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: providerRetryPolicy}
-	pushActivityOptions  = workflow.ActivityOptions{StartToCloseTimeout: 60 * time.Second, RetryPolicy: providerRetryPolicy}
+	emailActivityOptions = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
+	smsActivityOptions   = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
+	pushActivityOptions  = workflow.ActivityOptions{StartToCloseTimeout: 60 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
 )

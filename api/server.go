@@ -79,6 +79,15 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/users/:user_id", s.getUser)
 	v1.GET("/users/:user_id/inbox", s.listInbox)
 	v1.POST("/users/:user_id/inbox/:notification_id/read", s.markRead)
+	v1.PUT("/providers/:channel", s.putProvider)
+	v1.GET("/providers", s.listProviders)
+	v1.DELETE("/providers/:channel/:provider", s.deleteProvider)
+	v1.PUT("/users/:user_id/push-tokens", s.putPushToken)
+	v1.GET("/users/:user_id/push-tokens", s.listPushTokens)
+	v1.DELETE("/users/:user_id/push-tokens/:token", s.deletePushToken)
+	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)
+	r.POST("/v1/webhooks/sendgrid", s.sendgridWebhook)
+	r.POST("/v1/webhooks/twilio", s.twilioWebhook)
 	return r
 }
 

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/herald-notify/herald/providers"
+)
+
+// MaxPushTokenBytes bounds a device token (FCM registration tokens are ~160–200
+// bytes; APNs tokens 64 hex digits; web push tokens are FCM tokens).
+const MaxPushTokenBytes = 4096
+
+type putPushTokenRequest struct {
+	Token    *string `json:"token"`
+	Platform *string `json:"platform"`
+}
+
+// validPushToken: 1 to 4096 bytes of printable ASCII without spaces or '/', so a
+// token is safe as the DELETE route's path segment.
+func validPushToken(field, v string) *Error {
+	if v == "" {
+		return badField(field, "missing_field", "%s is required", field)
+	}
+	if len(v) > MaxPushTokenBytes {
+		return badField(field, "invalid_field", "%s must be at most %d bytes", field, MaxPushTokenBytes)
+	}
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b <= ' ' || b >= 0x7f || b == '/' {
+			return badField(field, "invalid_field", "%s must be printable ASCII without spaces or '/'", field)
+		}
+	}
+	return nil
+}
+
+// putPushToken registers a device token for a user: 201 when the token is new for
+// this user (first registration, or moved here from another user of the tenant:
+// the device changed hands), 200 when it was already this user's (refreshes
+// last_seen_at and the platform).
+func (s *Server) putPushToken(c *gin.Context) {
+	if !s.haveProviders(c) {
+		return
+	}
+	tenantID, userID, ok := s.knownUser(c)
+	if !ok {
+		return
+	}
+	var req putPushTokenRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.abort(c, err)
+		return
+	}
+	token := ""
+	if req.Token != nil {
+		token = *req.Token
+	}
+	if err := validPushToken("token", token); err != nil {
+		s.abort(c, err)
+		return
+	}
+	if req.Platform == nil || *req.Platform == "" {
+		s.abort(c, badField("platform", "missing_field", "platform is required (android, ios or web)"))
+		return
+	}
+	switch *req.Platform {
+	case providers.PlatformAndroid, providers.PlatformIOS, providers.PlatformWeb:
+	default:
+		s.abort(c, badField("platform", "invalid_field", "platform must be android, ios or web"))
+		return
+	}
+	t, err := s.cfg.Providers.PutPushToken(c.Request.Context(), providers.PushToken{
+		TenantID: tenantID, UserID: userID, Token: token, Platform: *req.Platform,
+	})
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	// One statement sets both to now() for a new row or a moved token; a refresh
+	// keeps created_at.
+	status := http.StatusOK
+	if t.CreatedAt.Equal(t.LastSeenAt) {
+		status = http.StatusCreated
+	}
+	c.JSON(status, pushTokenView(t))
+}
+
+// listPushTokens lists a user's device tokens, oldest first. Tokens are returned in
+// full: the caller holds the tenant's server-side API key (which can already send
+// to every device) and needs the token to DELETE it.
+func (s *Server) listPushTokens(c *gin.Context) {
+	if !s.haveProviders(c) {
+		return
+	}
+	tenantID, userID, ok := s.knownUser(c)
+	if !ok {
+		return
+	}
+	tokens, err := s.cfg.Providers.PushTokens(c.Request.Context(), tenantID, userID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	items := make([]providers.PushToken, 0, len(tokens))
+	for _, t := range tokens {
+		items = append(items, pushTokenView(t))
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
+}
+
+// deletePushToken unregisters one of the user's tokens: 204, or 404 when the user
+// does not have it.
+func (s *Server) deletePushToken(c *gin.Context) {
+	if !s.haveProviders(c) {
+		return
+	}
+	tenantID, userID, ok := s.knownUser(c)
+	if !ok {
+		return
+	}
+	token := c.Param("token")
+	if err := validPushToken("token", token); err != nil {
+		s.abort(c, err)
+		return
+	}
+	deleted, err := s.cfg.Providers.DeletePushToken(c.Request.Context(), tenantID, userID, token)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if !deleted {
+		s.abort(c, notFound("push token"))
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func pushTokenView(t providers.PushToken) providers.PushToken {
+	t.CreatedAt = t.CreatedAt.UTC()
+	t.LastSeenAt = t.LastSeenAt.UTC()
+	return t
+}

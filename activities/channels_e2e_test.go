@@ -130,9 +130,9 @@ func waitChannel(t *testing.T, h *apitest.Harness, key, id, channel, status stri
 	}
 }
 
-func waitOverall(t *testing.T, h *apitest.Harness, key, id, status string) {
+func waitOverall(t *testing.T, h *apitest.Harness, key, id, status string, within time.Duration) {
 	t.Helper()
-	h.Eventually(10*time.Second, "overall status "+status, func() bool {
+	h.Eventually(within, "overall status "+status, func() bool {
 		overall, _ := channelStates(t, h, key, id)
 		return overall == status
 	})
@@ -148,7 +148,7 @@ func TestEveryChannelGoesThroughItsRealSDK(t *testing.T) {
 		}
 	}
 	waitChannel(t, h, key, id, "in_app", "delivered", 5*time.Second)
-	waitOverall(t, h, key, id, "sent")
+	waitOverall(t, h, key, id, "sent", 10*time.Second)
 	if f.sendgrid.Accepted() != 1 || f.twilio.Accepted() != 1 || f.fcm.Accepted() != 1 {
 		t.Fatalf("accepted calls: sendgrid %d twilio %d fcm %d, want 1 each", f.sendgrid.Accepted(), f.twilio.Accepted(), f.fcm.Accepted())
 	}
@@ -217,7 +217,7 @@ func TestPermanentFailureIsNotRetried(t *testing.T) {
 	if msg, _ := st["last_error"].(string); !strings.Contains(msg, "21211") {
 		t.Fatalf("failed without the provider's reason: %v", st)
 	}
-	waitOverall(t, h, key, id, "failed")
+	waitOverall(t, h, key, id, "failed", 10*time.Second)
 }
 
 func TestDeadPushTokenIsRemoved(t *testing.T) {

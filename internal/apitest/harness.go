@@ -38,9 +38,12 @@ type Harness struct {
 	Store     *store.Store
 	Providers *providers.Store
 	Sandbox   sandbox.Recorder
-	Temporal  client.Client
-	TaskQueue string
-	HTTP      *http.Client
+	// SecretsKey is HERALD_SECRETS_KEY for this harness, so a worker process started
+	// by a test opens the same provider credentials.
+	SecretsKey string
+	Temporal   client.Client
+	TaskQueue  string
+	HTTP       *http.Client
 }
 
 // Options tune a harness.
@@ -68,7 +71,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Harness{T: t, Store: st, Temporal: tc, TaskQueue: testenv.UniqueName(t, "tq"),
+	h := &Harness{T: t, Store: st, Temporal: tc, TaskQueue: testenv.UniqueName(t, "tq"), SecretsKey: key,
 		Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
 		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -30,6 +30,10 @@ type Notification struct {
 	AcceptedAt   time.Time
 	UpdatedAt    time.Time
 	Deliveries   []Delivery
+	// TemplateVersion is the template version the notification renders with (0 for
+	// notifications accepted before templates existed); Category is the template's.
+	TemplateVersion int
+	Category        string
 }
 
 // InsertNotification records an accepted notification and a pending delivery row per
@@ -37,10 +41,12 @@ type Notification struct {
 func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 	return s.InTx(ctx, func(tx *Store) error {
 		if _, err := tx.db.Exec(ctx, `
-			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
+				template_version, category)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
 			ON CONFLICT (tenant_id, id) DO NOTHING`,
-			n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt); err != nil {
+			n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt,
+			n.TemplateVersion, n.Category); err != nil {
 			return err
 		}
 		for _, ch := range n.Channels {
@@ -59,9 +65,11 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notification, error) {
 	var n Notification
 	err := s.db.QueryRow(ctx, `
-		SELECT tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, updated_at
+		SELECT tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, updated_at,
+			COALESCE(template_version, 0), COALESCE(category, '')
 		FROM notifications WHERE tenant_id = $1 AND id = $2`, tenantID, id).
-		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt)
+		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt,
+			&n.TemplateVersion, &n.Category)
 	if err != nil {
 		return Notification{}, notFound(err)
 	}

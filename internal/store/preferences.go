@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/herald-notify/herald/internal/preferences"
+)
+
+// GetPreferences returns a user's own preferences (not merged with the tenant's
+// defaults); a user who never set any has the zero Preferences.
+func (s *Store) GetPreferences(ctx context.Context, tenantID, userID string) (preferences.Preferences, error) {
+	var raw []byte
+	var p preferences.Preferences
+	err := s.db.QueryRow(ctx, `SELECT preferences FROM user_preferences WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID).Scan(&raw)
+	if err = notFound(err); errors.Is(err, ErrNotFound) {
+		return p, nil
+	} else if err != nil {
+		return p, err
+	}
+	return p, json.Unmarshal(raw, &p)
+}
+
+// PutPreferences replaces a user's preferences.
+func (s *Store) PutPreferences(ctx context.Context, tenantID, userID string, p preferences.Preferences) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.Exec(ctx, `
+		INSERT INTO user_preferences (tenant_id, user_id, preferences) VALUES ($1, $2, $3)
+		ON CONFLICT (tenant_id, user_id) DO UPDATE SET preferences = EXCLUDED.preferences, updated_at = now()`,
+		tenantID, userID, raw)
+	return err
+}
+
+// SetCategoryEnabled flips one category for a user, keeping the rest of their
+// preferences (one-click unsubscribe).
+func (s *Store) SetCategoryEnabled(ctx context.Context, tenantID, userID, category string, enabled bool) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		var one int
+		if err := tx.db.QueryRow(ctx, `SELECT 1 FROM users WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`, tenantID, userID).Scan(&one); err != nil {
+			return notFound(err)
+		}
+		p, err := tx.GetPreferences(ctx, tenantID, userID)
+		if err != nil {
+			return err
+		}
+		if p.Categories == nil {
+			p.Categories = map[string]preferences.CategoryPref{}
+		}
+		c := p.Categories[category]
+		c.Enabled = &enabled
+		p.Categories[category] = c
+		return tx.PutPreferences(ctx, tenantID, userID, p)
+	})
+}
+
+// TenantSettings are a tenant's defaults.
+type TenantSettings struct {
+	PreferenceDefaults preferences.Preferences `json:"preference_defaults"`
+	// CategoryCaps: category → at most this many notifications per user per rolling 24 h.
+	CategoryCaps  map[string]int `json:"category_caps"`
+	DefaultLocale string         `json:"default_locale"`
+}
+
+// GetTenantSettings returns the tenant's settings (defaults when never set).
+func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
+	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}}
+	var prefs, caps []byte
+	err := s.db.QueryRow(ctx, `SELECT preference_defaults, category_caps, default_locale FROM tenant_settings WHERE tenant_id = $1`, tenantID).
+		Scan(&prefs, &caps, &ts.DefaultLocale)
+	if err = notFound(err); errors.Is(err, ErrNotFound) {
+		return ts, nil
+	} else if err != nil {
+		return ts, err
+	}
+	if err := json.Unmarshal(prefs, &ts.PreferenceDefaults); err != nil {
+		return ts, err
+	}
+	return ts, json.Unmarshal(caps, &ts.CategoryCaps)
+}
+
+// PutTenantSettings replaces the tenant's settings.
+func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts TenantSettings) error {
+	prefs, err := json.Marshal(ts.PreferenceDefaults)
+	if err != nil {
+		return err
+	}
+	if ts.CategoryCaps == nil {
+		ts.CategoryCaps = map[string]int{}
+	}
+	caps, err := json.Marshal(ts.CategoryCaps)
+	if err != nil {
+		return err
+	}
+	if ts.DefaultLocale == "" {
+		ts.DefaultLocale = "en"
+	}
+	_, err = s.db.Exec(ctx, `
+		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (tenant_id) DO UPDATE SET preference_defaults = EXCLUDED.preference_defaults,
+			category_caps = EXCLUDED.category_caps, default_locale = EXCLUDED.default_locale, updated_at = now()`,
+		tenantID, prefs, caps, ts.DefaultLocale)
+	return err
+}
+
+// CapWindow is the rolling window of per-user category caps.
+const CapWindow = 24 * time.Hour
+
+// ClaimCap counts a notification against the user's cap for its category: it is
+// allowed while fewer than limit notifications of that category were claimed in the
+// window before at. Claims for one (tenant, user, category) serialize on an advisory
+// lock, so concurrent notifications never exceed the cap; a retried claim for the
+// same notification returns its first answer.
+func (s *Store) ClaimCap(ctx context.Context, tenantID, userID, category, notificationID string, limit int, at time.Time) (allowed bool, err error) {
+	err = s.InTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 1))`,
+			tenantID, userID, category); err != nil {
+			return err
+		}
+		var already bool
+		if err := tx.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cap_ledger WHERE tenant_id = $1 AND notification_id = $2)`,
+			tenantID, notificationID).Scan(&already); err != nil {
+			return err
+		}
+		if already {
+			allowed = true
+			return nil
+		}
+		var used int
+		if err := tx.db.QueryRow(ctx, `
+			SELECT count(*) FROM cap_ledger
+			WHERE tenant_id = $1 AND user_id = $2 AND category = $3 AND claimed_at > $4`,
+			tenantID, userID, category, at.Add(-CapWindow)).Scan(&used); err != nil {
+			return err
+		}
+		if used >= limit {
+			allowed = false
+			return nil
+		}
+		allowed = true
+		_, err := tx.db.Exec(ctx, `INSERT INTO cap_ledger (tenant_id, user_id, category, notification_id, claimed_at) VALUES ($1, $2, $3, $4, $5)`,
+			tenantID, userID, category, notificationID, at)
+		return err
+	})
+	return allowed, err
+}

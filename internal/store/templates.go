@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/herald-notify/herald/internal/templates"
+)
+
+// TemplateRecord is one stored version of a template.
+type TemplateRecord struct {
+	Template  templates.Template
+	CreatedAt time.Time
+}
+
+// PutTemplate stores t as the template's next version and returns it with its
+// version number. Concurrent saves of one template serialize on a row lock.
+func (s *Store) PutTemplate(ctx context.Context, tenantID string, t templates.Template) (TemplateRecord, error) {
+	var rec TemplateRecord
+	err := s.InTx(ctx, func(tx *Store) error {
+		// Serialize versions of this template (advisory lock on tenant + id).
+		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))`, tenantID, t.ID); err != nil {
+			return err
+		}
+		var next int
+		if err := tx.db.QueryRow(ctx, `SELECT COALESCE(max(version), 0) + 1 FROM templates WHERE tenant_id = $1 AND template_id = $2`,
+			tenantID, t.ID).Scan(&next); err != nil {
+			return err
+		}
+		t.Version = next
+		body, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		rec.Template = t
+		return tx.db.QueryRow(ctx, `
+			INSERT INTO templates (tenant_id, template_id, version, category, critical, body) VALUES ($1, $2, $3, $4, $5, $6)
+			RETURNING created_at`, tenantID, t.ID, next, t.Category, t.Critical, body).Scan(&rec.CreatedAt)
+	})
+	return rec, err
+}
+
+// GetTemplate returns a version of a template (version 0: the latest). Deleted
+// templates are not found by latest, but a given version always is, because
+// notifications accepted before the delete still render with it.
+func (s *Store) GetTemplate(ctx context.Context, tenantID, templateID string, version int) (TemplateRecord, error) {
+	var body []byte
+	var rec TemplateRecord
+	var err error
+	if version == 0 {
+		err = s.db.QueryRow(ctx, `
+			SELECT body, created_at FROM templates WHERE tenant_id = $1 AND template_id = $2 AND deleted_at IS NULL
+			ORDER BY version DESC LIMIT 1`, tenantID, templateID).Scan(&body, &rec.CreatedAt)
+	} else {
+		err = s.db.QueryRow(ctx, `SELECT body, created_at FROM templates WHERE tenant_id = $1 AND template_id = $2 AND version = $3`,
+			tenantID, templateID, version).Scan(&body, &rec.CreatedAt)
+	}
+	if err != nil {
+		return TemplateRecord{}, notFound(err)
+	}
+	if err := json.Unmarshal(body, &rec.Template); err != nil {
+		return TemplateRecord{}, fmt.Errorf("decode template %s: %w", templateID, err)
+	}
+	return rec, nil
+}
+
+// ListTemplates returns the latest version of each live template, by id.
+func (s *Store) ListTemplates(ctx context.Context, tenantID string) ([]TemplateRecord, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT DISTINCT ON (template_id) body, created_at FROM templates
+		WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY template_id, version DESC`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TemplateRecord
+	for rows.Next() {
+		var body []byte
+		var rec TemplateRecord
+		if err := rows.Scan(&body, &rec.CreatedAt); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(body, &rec.Template); err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, rows.Err()
+}
+
+// DeleteTemplate marks every version deleted; it reports whether a live one existed.
+func (s *Store) DeleteTemplate(ctx context.Context, tenantID, templateID string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE templates SET deleted_at = now() WHERE tenant_id = $1 AND template_id = $2 AND deleted_at IS NULL`,
+		tenantID, templateID)
+	return tag.RowsAffected() > 0, err
+}

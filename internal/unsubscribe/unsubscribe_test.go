@@ -1,0 +1,35 @@
+package unsubscribe
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestTokenRoundTripAndTampering(t *testing.T) {
+	s := NewSigner([]byte("master-secret-0123456789abcdef01"))
+	c := Claims{TenantID: "t_1", UserID: "ada", Category: "marketing"}
+	tok := s.Token(c)
+	got, err := s.Verify(tok)
+	if err != nil || got != c {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	// Another user's claims with this user's signature.
+	forged := s.Token(Claims{TenantID: "t_1", UserID: "bob", Category: "marketing"})
+	mixed := strings.Split(forged, ".")[0] + "." + strings.Split(tok, ".")[1]
+	other := NewSigner([]byte("another-secret-0123456789abcdef0")).Token(c)
+	for name, bad := range map[string]string{"mixed": mixed, "other key": other, "no dot": "abc", "empty": "",
+		"flipped": tok[:len(tok)-2] + "AA", "bad payload": "e30." + strings.Split(s.Token(Claims{}), ".")[1]} {
+		if _, err := s.Verify(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: want ErrInvalid, got %v", name, err)
+		}
+	}
+	u, err := url.Parse(s.URL("https://h.example/", c))
+	if err != nil || u.Path != Path {
+		t.Fatalf("url: %v %v", u, err)
+	}
+	if back, err := s.Verify(u.Query().Get("token")); err != nil || back != c {
+		t.Fatalf("url token: %+v %v", back, err)
+	}
+}

@@ -269,6 +269,8 @@ func (w *notification) setStatus(ctx workflow.Context, status string) {
 // sent → sent; all failed → failed; some failed → partially_failed.
 func overallStatus(chs map[string]*ChannelState) string {
 	var delivered, sent, failed, suppressed, other int
+	// Counting is independent of map order.
+	//workflowcheck:ignore
 	for _, cs := range chs {
 		switch cs.Status {
 		case store.DeliveryDelivered:
@@ -312,6 +314,8 @@ func renderSimple(templateID string, data map[string]any) (title, body string) {
 		return title, b
 	}
 	keys := make([]string, 0, len(data))
+	// The keys are sorted below.
+	//workflowcheck:ignore
 	for k := range data {
 		if k != "title" {
 			keys = append(keys, k)

@@ -32,10 +32,8 @@ services-up: ## Start the test services for running go test by hand (prints the 
 services-down: ## Stop the test services
 	@bash scripts/test-services.sh stop
 
-bench: ## Run cmd/herald-bench against the dev stack started by `make run` (ARGS='...' goes to herald-bench)
-	@test -d cmd/herald-bench || { echo "ERROR: cmd/herald-bench does not exist" >&2; exit 1; }
-	go build -o bin/herald-bench ./cmd/herald-bench
-	bin/herald-bench $(ARGS)
+bench: ## Run cmd/herald-bench against the dev PostgreSQL + Temporal (reused if `make run` is up; ARGS='...' goes to herald-bench)
+	@bash scripts/bench.sh $(ARGS)
 
 clean: ## Stop the test services, remove .herald/test and the built binaries (keeps bin/temporal and make-run data)
 	@bash scripts/test-services.sh stop

@@ -15,11 +15,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$HERALD_ROOT"
 
-DEV_PG_DIR="$STATE_DIR/pg"
-DEV_PG_PORT="${HERALD_DEV_PG_PORT:-55432}"
-DEV_PG_DB="herald"
-DEV_TEMPORAL_PORT="${HERALD_DEV_TEMPORAL_PORT:-7233}"
-DEV_TEMPORAL_UI_PORT="${HERALD_DEV_TEMPORAL_UI_PORT:-8233}"
 HERALD_STOP_TIMEOUT="${HERALD_STOP_TIMEOUT:-40}"
 
 # Set by pg_start / temporal_start as soon as they have started something.
@@ -55,15 +50,7 @@ cleanup() {
 	trap '' INT TERM HUP PIPE
 	set +e
 	stop_herald TERM
-	if ((TEMPORAL_STARTED)); then
-		temporal_stop "$STATE_DIR" || true
-	fi
-	if ((PG_STARTED)); then
-		pg_stop "$DEV_PG_DIR" || true
-	fi
-	if ((PG_STARTED || TEMPORAL_STARTED)); then
-		log "stopped the services this run started"
-	fi
+	dev_services_stop_started
 	exit "$rc"
 }
 
@@ -88,30 +75,10 @@ trap 'on_signal HUP 129' HUP
 # default SIGPIPE behaviour.
 trap 'on_signal PIPE 141' PIPE
 
-mkdir -p "$STATE_DIR"
 ensure_go
-
-# PostgreSQL
-if [[ -n "${HERALD_DATABASE_URL:-}" ]]; then
-	log "HERALD_DATABASE_URL is set: using it, not starting PostgreSQL"
-else
-	pg_start "$DEV_PG_DIR" "$DEV_PG_PORT" "$DEV_PG_DB"
-	export HERALD_DATABASE_URL="postgres://herald@127.0.0.1:$DEV_PG_PORT/$DEV_PG_DB?sslmode=disable"
-fi
-
-# Temporal
-if [[ -n "${HERALD_TEMPORAL_ADDRESS:-}" ]]; then
-	log "HERALD_TEMPORAL_ADDRESS is set: using $HERALD_TEMPORAL_ADDRESS, not starting Temporal"
-else
-	temporal_start "$STATE_DIR" "$DEV_TEMPORAL_PORT" \
-		--ui-port "$DEV_TEMPORAL_UI_PORT" --db-filename "$STATE_DIR/temporal.db"
-	export HERALD_TEMPORAL_ADDRESS="127.0.0.1:$DEV_TEMPORAL_PORT"
-	note "Temporal UI: http://127.0.0.1:$DEV_TEMPORAL_UI_PORT"
-fi
+dev_services_start
 
 export HERALD_HTTP_ADDR="${HERALD_HTTP_ADDR:-127.0.0.1:8080}"
-
-ensure_node_modules
 
 # Herald
 if ! compgen -G "cmd/herald/*.go" >/dev/null; then

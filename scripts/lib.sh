@@ -502,3 +502,53 @@ test_services_exports() {
 	printf "export HERALD_TEST_DATABASE_URL='%s'\n" "$TEST_DATABASE_URL"
 	printf "export HERALD_TEST_TEMPORAL_ADDRESS='%s'\n" "$TEST_TEMPORAL_ADDRESS"
 }
+
+# ---------------------------------------------------------------------------
+# The dev services (make run, make bench)
+# ---------------------------------------------------------------------------
+
+DEV_PG_DIR="$STATE_DIR/pg"
+DEV_PG_PORT="${HERALD_DEV_PG_PORT:-55432}"
+DEV_PG_DB="herald"
+DEV_TEMPORAL_PORT="${HERALD_DEV_TEMPORAL_PORT:-7233}"
+DEV_TEMPORAL_UI_PORT="${HERALD_DEV_TEMPORAL_UI_PORT:-8233}"
+
+# dev_services_start: PostgreSQL (.herald/pg, 127.0.0.1:55432, database herald)
+# unless HERALD_DATABASE_URL is set, and the Temporal dev server (127.0.0.1:7233,
+# UI 8233, state in .herald/temporal.db) unless HERALD_TEMPORAL_ADDRESS is set;
+# each reused if already running. Exports HERALD_DATABASE_URL and
+# HERALD_TEMPORAL_ADDRESS. PG_STARTED / TEMPORAL_STARTED tell what it started.
+dev_services_start() {
+	PG_STARTED=0
+	TEMPORAL_STARTED=0
+	mkdir -p "$STATE_DIR"
+	if [[ -n "${HERALD_DATABASE_URL:-}" ]]; then
+		log "HERALD_DATABASE_URL is set: using it, not starting PostgreSQL"
+	else
+		pg_start "$DEV_PG_DIR" "$DEV_PG_PORT" "$DEV_PG_DB"
+		export HERALD_DATABASE_URL="postgres://herald@127.0.0.1:$DEV_PG_PORT/$DEV_PG_DB?sslmode=disable"
+	fi
+	if [[ -n "${HERALD_TEMPORAL_ADDRESS:-}" ]]; then
+		log "HERALD_TEMPORAL_ADDRESS is set: using $HERALD_TEMPORAL_ADDRESS, not starting Temporal"
+	else
+		temporal_start "$STATE_DIR" "$DEV_TEMPORAL_PORT" \
+			--ui-port "$DEV_TEMPORAL_UI_PORT" --db-filename "$STATE_DIR/temporal.db"
+		export HERALD_TEMPORAL_ADDRESS="127.0.0.1:$DEV_TEMPORAL_PORT"
+		note "Temporal UI: http://127.0.0.1:$DEV_TEMPORAL_UI_PORT"
+	fi
+}
+
+# dev_services_stop_started: stop what dev_services_start started (not what it reused).
+dev_services_stop_started() {
+	if ((${TEMPORAL_STARTED:-0})); then
+		temporal_stop "$STATE_DIR" || true
+	fi
+	if ((${PG_STARTED:-0})); then
+		pg_stop "$DEV_PG_DIR" || true
+	fi
+	if ((${PG_STARTED:-0} || ${TEMPORAL_STARTED:-0})); then
+		log "stopped the services this run started"
+	fi
+	PG_STARTED=0
+	TEMPORAL_STARTED=0
+}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -23,6 +24,10 @@ type Activities struct {
 	Store     *store.Store
 	Providers *providers.Store
 	Senders   SenderResolver
+	// Unsubscribe signs one-click unsubscribe links under PublicBaseURL; nil leaves
+	// them out.
+	Unsubscribe   *unsubscribe.Signer
+	PublicBaseURL string
 }
 
 // RecordAcceptedInput describes the accepted notification.
@@ -36,6 +41,9 @@ type RecordAcceptedInput struct {
 	RunID          string
 	DedupKeyHash   string
 	AcceptedAt     time.Time
+	// TemplateVersion and Category record what the notification renders with.
+	TemplateVersion int
+	Category        string
 }
 
 // RecordAccepted writes the notification row, now being worked on ("sending"), and
@@ -44,7 +52,7 @@ func (a *Activities) RecordAccepted(ctx context.Context, in RecordAcceptedInput)
 	return a.Store.InsertNotification(ctx, store.Notification{
 		TenantID: in.TenantID, ID: in.NotificationID, UserID: in.UserID, TemplateID: in.TemplateID,
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
-		Status: store.NotificationSending, AcceptedAt: in.AcceptedAt,
+		Status: store.NotificationSending, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 	})
 }
 
@@ -85,6 +93,7 @@ type DeliverInAppInput struct {
 	NotificationID string
 	Title          string
 	Body           string
+	ActionURL      string
 	AcceptedAt     time.Time
 }
 
@@ -98,7 +107,7 @@ type DeliverResult struct {
 // DeliverInApp stores the inbox row. The inbox's primary key is the delivery guard:
 // a retry after a crash inserts nothing and still reports delivered.
 func (a *Activities) DeliverInApp(ctx context.Context, in DeliverInAppInput) (DeliverResult, error) {
-	inserted, err := a.Store.DeliverToInbox(ctx, in.TenantID, in.UserID, in.NotificationID, in.Title, in.Body, in.AcceptedAt)
+	inserted, err := a.Store.DeliverToInbox(ctx, in.TenantID, in.UserID, in.NotificationID, in.Title, in.Body, in.ActionURL, in.AcceptedAt)
 	if err != nil {
 		return DeliverResult{}, err
 	}

@@ -75,6 +75,7 @@ func setup(t *testing.T) (*apitest.Harness, fakes, string, string) {
 	f := startFakes(t)
 	h := apitest.Start(t, apitest.Options{Process: f.process()})
 	tenantID, key := h.Tenant("shop")
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
 	configure(t, h, f, tenantID)
 	r := h.Do(http.MethodPut, "/v1/users/ada", key, map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
 	if r.Status != http.StatusCreated {
@@ -263,6 +264,7 @@ func TestNoAddressIsSuppressedNotFailed(t *testing.T) {
 	f := startFakes(t)
 	h := apitest.Start(t, apitest.Options{Process: f.process()})
 	tenantID, key := h.Tenant("shop")
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
 	configure(t, h, f, tenantID)
 	h.Do(http.MethodPut, "/v1/users/ada", key, map[string]any{"locale": "en"})
 	id := send(t, h, key, "email", "sms", "in_app")

@@ -86,6 +86,7 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 	f := startFakes(t)
 	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: f.process()})
 	tenantID, key := h.Tenant("crash")
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
 	configure(t, h, f, tenantID)
 	h.Do(http.MethodPut, "/v1/users/ada", key, map[string]any{"email": "ada@example.com"})
 

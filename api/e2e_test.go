@@ -11,6 +11,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
 )
 
 func createUser(t *testing.T, h *apitest.Harness, key, userID string) {
@@ -39,6 +40,12 @@ func waitDelivered(t *testing.T, h *apitest.Harness, key, id string) apitest.Res
 func TestSubmitDeliversToInbox(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("shop")
+	h.Template(key, apitest.SimpleTemplate("digest"))
+	h.Template(key, apitest.SimpleTemplate("hi"))
+	h.Template(key, apitest.SimpleTemplate("like"))
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("t"))
 	createUser(t, h, key, "ada")
 
 	r := submit(h, key, map[string]any{
@@ -94,6 +101,12 @@ func TestSubmitDeliversToInbox(t *testing.T) {
 func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	tenantID, key := h.Tenant("social")
+	h.Template(key, apitest.SimpleTemplate("digest"))
+	h.Template(key, apitest.SimpleTemplate("hi"))
+	h.Template(key, apitest.SimpleTemplate("like"))
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("t"))
 	createUser(t, h, key, "bob")
 	body := map[string]any{"user_id": "bob", "template_id": "like", "channels": []string{"in_app"},
 		"data": map[string]any{"liker": "carol"}, "idempotency_key": "like-42"}
@@ -153,6 +166,12 @@ func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 func TestSameContentWithoutKeyDedups(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("saas")
+	h.Template(key, apitest.SimpleTemplate("digest"))
+	h.Template(key, apitest.SimpleTemplate("hi"))
+	h.Template(key, apitest.SimpleTemplate("like"))
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("t"))
 	createUser(t, h, key, "cy")
 	first := submit(h, key, map[string]any{"user_id": "cy", "template_id": "digest", "channels": []string{"in_app"},
 		"data": map[string]any{"a": 1, "nested": map[string]any{"x": "1", "y": []any{1, 2}}}})
@@ -175,6 +194,12 @@ func TestSameContentWithoutKeyDedups(t *testing.T) {
 func TestShortDedupWindowExpires(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("shop")
+	h.Template(key, apitest.SimpleTemplate("digest"))
+	h.Template(key, apitest.SimpleTemplate("hi"))
+	h.Template(key, apitest.SimpleTemplate("like"))
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("t"))
 	createUser(t, h, key, "dee")
 	body := map[string]any{"user_id": "dee", "template_id": "otp", "channels": []string{"in_app"},
 		"data": map[string]any{"code": "123456"}, "idempotency_key": "otp-1", "dedup_ttl_sec": 2}
@@ -204,7 +229,19 @@ func TestShortDedupWindowExpires(t *testing.T) {
 func TestTenantsCannotSeeEachOther(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, keyA := h.Tenant("a")
+	h.Template(keyA, apitest.SimpleTemplate("digest"))
+	h.Template(keyA, apitest.SimpleTemplate("hi"))
+	h.Template(keyA, apitest.SimpleTemplate("like"))
+	h.Template(keyA, apitest.SimpleTemplate("order_shipped"))
+	h.Template(keyA, apitest.SimpleTemplate("otp"))
+	h.Template(keyA, apitest.SimpleTemplate("t"))
 	_, keyB := h.Tenant("b")
+	h.Template(keyB, apitest.SimpleTemplate("digest"))
+	h.Template(keyB, apitest.SimpleTemplate("hi"))
+	h.Template(keyB, apitest.SimpleTemplate("like"))
+	h.Template(keyB, apitest.SimpleTemplate("order_shipped"))
+	h.Template(keyB, apitest.SimpleTemplate("otp"))
+	h.Template(keyB, apitest.SimpleTemplate("t"))
 	createUser(t, h, keyA, "eve")
 	r := submit(h, keyA, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": "k"})
 	if r.Status != http.StatusAccepted {
@@ -238,6 +275,14 @@ func TestTenantsCannotSeeEachOther(t *testing.T) {
 func TestBadInputs(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	_, key := h.Tenant("shop")
+	h.Template(key, templates.Template{ID: "inbox_only", Category: "shipping",
+		InApp: &templates.InAppContent{Title: "Order {{.order.id}}", Body: "Hi {{.name}}"}})
+	h.Template(key, apitest.SimpleTemplate("digest"))
+	h.Template(key, apitest.SimpleTemplate("hi"))
+	h.Template(key, apitest.SimpleTemplate("like"))
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("t"))
 	createUser(t, h, key, "fay")
 	valid := `"user_id":"fay","template_id":"t","channels":["in_app"]`
 	cases := []struct {
@@ -260,7 +305,10 @@ func TestBadInputs(t *testing.T) {
 		{"missing user_id", "POST", "/v1/notifications", key, `{"template_id":"t","channels":["in_app"]}`, 400, "user_id", "missing_field", ""},
 		{"missing template_id", "POST", "/v1/notifications", key, `{"user_id":"fay","channels":["in_app"]}`, 400, "template_id", "missing_field", ""},
 		{"bad template_id", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"a b","channels":["in_app"]}`, 400, "template_id", "invalid_field", ""},
-		{"missing channels", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t"}`, 400, "channels", "missing_field", ""},
+		{"empty channels", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":[]}`, 400, "channels", "invalid_field", ""},
+		{"unknown template", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"nope","channels":["in_app"]}`, 422, "template_id", "unknown_template", ""},
+		{"channel not in template", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"inbox_only","channels":["sms"]}`, 422, "channels[0]", "channel_not_in_template", ""},
+		{"missing variables", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"inbox_only","data":{"order":{}}}`, 422, "data", "missing_variables", ""},
 		{"unknown channel", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["in_app","pigeon"]}`, 400, "channels[1]", "unknown_channel", ""},
 		{"duplicate channel", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":["in_app","in_app"]}`, 400, "channels[1]", "duplicate_channel", ""},
 		{"channels wrong type", "POST", "/v1/notifications", key, `{"user_id":"fay","template_id":"t","channels":"in_app"}`, 400, "channels", "invalid_type", ""},
@@ -313,6 +361,12 @@ func TestAcceptedWithoutWorkerIsVisibleAndQueued(t *testing.T) {
 	// reports "queued" until a worker picks it up.
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	_, key := h.Tenant("shop")
+	h.Template(key, apitest.SimpleTemplate("digest"))
+	h.Template(key, apitest.SimpleTemplate("hi"))
+	h.Template(key, apitest.SimpleTemplate("like"))
+	h.Template(key, apitest.SimpleTemplate("order_shipped"))
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("t"))
 	createUser(t, h, key, "hal")
 	r := submit(h, key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
 	if r.Status != http.StatusAccepted {

@@ -21,6 +21,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Missing lists the data variables a template needs but the request lacks.
+	Missing []string `json:"missing,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }

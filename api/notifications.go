@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/workflows"
 )
 
@@ -65,8 +67,8 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 	if err := validTemplateID(*req.TemplateID); err != nil {
 		return out, err
 	}
-	if len(req.Channels) == 0 {
-		return out, badField("channels", "missing_field", "channels must list at least one of %v", knownChannels)
+	if req.Channels != nil && len(req.Channels) == 0 {
+		return out, badField("channels", "invalid_field", "channels must list at least one of %v, or be left out for the template's channels", knownChannels)
 	}
 	seen := map[string]bool{}
 	for i, ch := range req.Channels {
@@ -147,6 +149,10 @@ func (s *Server) createNotification(c *gin.Context) {
 			Message: "user " + in.UserID + " does not exist; create it with PUT /v1/users/{user_id}"})
 		return
 	}
+	if err := s.applyTemplate(c, &in, req.Channels == nil); err != nil {
+		s.abort(c, err)
+		return
+	}
 
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
@@ -168,6 +174,37 @@ func (s *Server) createNotification(c *gin.Context) {
 		s.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
 			Message: "the notification was not accepted; retry with the same idempotency_key"})
 	}
+}
+
+// applyTemplate pins the template's latest version to the notification, fills in
+// its channels when the request named none, and rejects channels the template has
+// no content for and data that lacks a variable the template needs, at submit time
+// rather than at delivery.
+func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, defaultChannels bool) error {
+	rec, err := s.store.GetTemplate(c.Request.Context(), in.TenantID, in.TemplateID, 0)
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
+			Message: "template " + in.TemplateID + " does not exist; create it with PUT /v1/templates/{template_id}"}
+	}
+	if err != nil {
+		return err
+	}
+	t := rec.Template
+	if defaultChannels {
+		in.Channels = t.Channels()
+	}
+	for i, ch := range in.Channels {
+		if !t.HasChannel(ch) {
+			return &Error{Status: http.StatusUnprocessableEntity, Code: "channel_not_in_template", Field: "channels[" + itoa(i) + "]",
+				Message: fmt.Sprintf("template %s has no %s content; it has %v", t.ID, ch, t.Channels())}
+		}
+	}
+	if missing := templates.MissingVariables(t, "", in.Data, in.Channels...); len(missing) > 0 {
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "missing_variables", Field: "data",
+			Message: fmt.Sprintf("data lacks variables the template needs: %s", strings.Join(missing, ", ")), Missing: missing}
+	}
+	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical
+	return nil
 }
 
 // StartOptions are the start options of a notification workflow. The ID conflict

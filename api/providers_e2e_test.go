@@ -92,7 +92,9 @@ func serviceAccount(t *testing.T) (map[string]any, string) {
 func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	tenantID, key := h.Tenant("providers")
+	h.Template(key, apitest.SimpleTemplate("welcome"))
 	_, keyB := h.Tenant("other")
+	h.Template(keyB, apitest.SimpleTemplate("welcome"))
 	_, pub := newWebhookKey(t)
 	sa, pemKey := serviceAccount(t)
 	// The PEM body is the secret part of the service account key.
@@ -213,6 +215,7 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 func TestProviderConfigValidation(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	_, key := h.Tenant("providers")
+	h.Template(key, apitest.SimpleTemplate("welcome"))
 	w := &secretWatch{t: t, secrets: []string{sgAPIKey, "tok en-SECRET", twAuthToken}}
 	defer w.check()
 	// A twilio config that exists, with credentials, for the "credentials kept" cases.
@@ -289,7 +292,9 @@ func TestProviderConfigValidation(t *testing.T) {
 func TestPushTokens(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	_, key := h.Tenant("push")
+	h.Template(key, apitest.SimpleTemplate("welcome"))
 	_, keyB := h.Tenant("other")
+	h.Template(keyB, apitest.SimpleTemplate("welcome"))
 	createUser(t, h, key, "ada")
 	createUser(t, h, key, "bob")
 	const tok = "fcm:APA91bH-e2e_token.0123456789"
@@ -418,7 +423,9 @@ func channelOf(t *testing.T, r apitest.Response, channel string) map[string]any 
 func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("dev")
+	h.Template(key, apitest.SimpleTemplate("welcome"))
 	_, keyB := h.Tenant("other")
+	h.Template(keyB, apitest.SimpleTemplate("welcome"))
 	createContact(t, h, key, "ada", "+14155550100")
 	r := submit(h, key, map[string]any{"user_id": "ada", "template_id": "welcome", "channels": []string{"email", "sms"},
 		"data": map[string]any{"title": "Welcome", "body": "Hello Ada"}})
@@ -473,6 +480,7 @@ func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 func TestSandboxAPIOffIsAnUnknownRoute(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true, NoSandboxAPI: true})
 	_, key := h.Tenant("prod")
+	h.Template(key, apitest.SimpleTemplate("welcome"))
 	for _, k := range []string{key, ""} {
 		r := h.Do(http.MethodGet, "/v1/sandbox/messages", k, nil)
 		if _, code := r.ErrorField(); r.Status != http.StatusNotFound || code != "not_found" {

@@ -69,6 +69,8 @@ func TestSendGridWebhook(t *testing.T) {
 	fake.APIKey = sgAPIKey
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{SendGridBaseURL: fake.URL}})
 	tenantID, key := h.Tenant("mailer")
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("receipt"))
 	otherID, _ := h.Tenant("other")
 	signKey, pub := newWebhookKey(t)
 	forger, _ := newWebhookKey(t)
@@ -240,6 +242,8 @@ func TestTwilioWebhook(t *testing.T) {
 	const public = "https://herald.example.com:8443"
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{TwilioBaseURL: fake.URL, PublicBaseURL: public}})
 	tenantID, key := h.Tenant("texter")
+	h.Template(key, apitest.SimpleTemplate("otp"))
+	h.Template(key, apitest.SimpleTemplate("receipt"))
 	if r := h.Do(http.MethodPut, "/v1/providers/sms", key, map[string]any{
 		"provider": "twilio", "settings": map[string]any{"account_sid": twAccountSID, "from": "+15005550006"},
 		"credentials": map[string]any{"auth_token": twAuthToken},

@@ -24,6 +24,12 @@ type NotificationInput struct {
 	Channels    []string
 	Data        map[string]any
 	DedupWindow time.Duration
+	// TemplateVersion is the template version accepted with the notification; 0
+	// means a notification from before templates (rendered from data alone).
+	TemplateVersion int
+	// Category and Critical are the template's, for preferences and caps.
+	Category string
+	Critical bool
 }
 
 // ChannelState is one channel's progress as the workflow knows it.
@@ -106,6 +112,7 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
+		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category,
 	}).Get(ctx, nil); err != nil {
 		return w.state, err
 	}
@@ -119,9 +126,10 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		for _, ch := range w.in.Channels {
 			w.finishChannel(ctx, ch, store.DeliveryFailed, err, "")
 		}
-	} else {
-		title, body := renderSimple(w.in.TemplateID, w.in.Data)
-		w.deliverAll(ctx, title, body)
+	} else if w.in.TemplateVersion == 0 {
+		w.deliverAll(ctx, simpleContent(w.in.TemplateID, w.in.Data))
+	} else if err := w.gateAndDeliver(ctx); err != nil {
+		return w.state, err
 	}
 
 	status := overallStatus(w.state.Channels)
@@ -154,27 +162,50 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	return w.state, nil
 }
 
-// deliverAll runs each channel independently: one channel's retries never delay another.
-func (w *notification) deliverAll(ctx workflow.Context, title, body string) {
+// deliverAll delivers the same content on each channel, independently (a
+// notification accepted before templates existed).
+func (w *notification) deliverAll(ctx workflow.Context, c content) {
+	w.eachChannel(ctx, func(ctx workflow.Context, ch string) { w.deliverChannel(ctx, ch, c) })
+}
+
+// eachChannel runs fn for every channel concurrently and waits for all: one
+// channel's retries or quiet-hours wait never delay another.
+func (w *notification) eachChannel(ctx workflow.Context, fn func(ctx workflow.Context, channel string)) {
 	wg := workflow.NewWaitGroup(ctx)
 	for _, ch := range w.in.Channels {
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
-			w.deliverChannel(ctx, ch, title, body)
+			fn(ctx, ch)
 		})
 	}
 	wg.Wait(ctx)
 }
 
-func (w *notification) deliverChannel(ctx workflow.Context, channel, title, body string) {
+// content is one channel's rendered message.
+type content struct {
+	Title, Body, ActionURL string            // in-app and push
+	Subject, HTML, Text    string            // email
+	Headers                map[string]string // email
+	SMS                    string
+	PushData               map[string]string
+}
+
+// simpleContent renders every channel from data alone (before templates).
+func simpleContent(templateID string, data map[string]any) content {
+	title, body := renderSimple(templateID, data)
+	return content{Title: title, Body: body, Subject: title, Text: body, HTML: "<p>" + html.EscapeString(body) + "</p>", SMS: body}
+}
+
+func (w *notification) deliverChannel(ctx workflow.Context, channel string, c content) {
 	w.state.Channels[channel].Status = store.DeliverySending
 	tenant, id := w.in.TenantID, w.state.NotificationID
 	var fut workflow.Future
 	switch channel {
 	case ChannelInApp:
 		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, inAppActivityOptions), a.DeliverInApp, activities.DeliverInAppInput{
-			TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: title, Body: body, AcceptedAt: w.state.AcceptedAt,
+			TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.Title, Body: c.Body, ActionURL: c.ActionURL,
+			AcceptedAt: w.state.AcceptedAt,
 		})
 	case ChannelEmail:
 		if w.recipient.Email == "" {
@@ -182,8 +213,8 @@ func (w *notification) deliverChannel(ctx workflow.Context, channel, title, body
 			return
 		}
 		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, emailActivityOptions), a.DeliverEmail, activities.DeliverEmailInput{
-			TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: title,
-			Text: body, HTML: "<p>" + html.EscapeString(body) + "</p>",
+			TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: c.Subject, Text: c.Text, HTML: c.HTML,
+			Headers: c.Headers, Category: w.in.Category,
 		})
 	case ChannelSMS:
 		if w.recipient.Phone == "" {
@@ -191,11 +222,11 @@ func (w *notification) deliverChannel(ctx workflow.Context, channel, title, body
 			return
 		}
 		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, smsActivityOptions), a.DeliverSMS, activities.DeliverSMSInput{
-			TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: body,
+			TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: c.SMS,
 		})
 	case ChannelPush:
 		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, pushActivityOptions), a.DeliverPush, activities.DeliverPushInput{
-			TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: title, Body: body,
+			TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: c.Title, Body: c.Body, Data: c.PushData,
 		})
 	default:
 		// The API rejects unknown channels; a history from a newer binary must not

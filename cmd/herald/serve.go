@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
@@ -58,7 +60,9 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		acts := &activities.Activities{Store: st, Providers: provStore, Senders: resolver.New(provStore, resolver.Process{
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
-		}, sandboxRec)}
+		}, sandboxRec),
+			Unsubscribe: unsubscribe.NewSigner([]byte(os.Getenv(secrets.EnvKey))), PublicBaseURL: cfg.PublicBaseURL,
+		}
 		w := worker.New(tc, cfg.TaskQueue, acts, sdkworker.Options{})
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker: %w", err)

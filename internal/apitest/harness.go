@@ -24,7 +24,9 @@ import (
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
@@ -77,7 +79,8 @@ func Start(t testing.TB, opts Options) *Harness {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if !opts.NoWorker {
 		acts := &activities.Activities{Store: st, Providers: h.Providers,
-			Senders: resolver.New(h.Providers, opts.Process, h.Sandbox)}
+			Senders:     resolver.New(h.Providers, opts.Process, h.Sandbox),
+			Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL}
 		w := worker.New(tc, h.TaskQueue, acts, sdkworker.Options{})
 		if err := w.Start(); err != nil {
 			t.Fatalf("start worker: %v", err)
@@ -186,5 +189,33 @@ func (h *Harness) Eventually(timeout time.Duration, what string, cond func() boo
 			h.T.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SimpleTemplate is a template with content on every channel that shows data.title
+// and data.body (both optional), for tests about delivery rather than rendering.
+func SimpleTemplate(id string) templates.Template {
+	const title, body = `{{index . "title" | default "Notification"}}`, `{{index . "body" | default "You have a notification"}}`
+	return templates.Template{ID: id, Category: "general",
+		InApp: &templates.InAppContent{Title: title, Body: body},
+		Email: &templates.EmailContent{Subject: title, Text: body, HTML: "<p>" + body + "</p>"},
+		SMS:   &templates.SMSContent{Text: body},
+		Push:  &templates.PushContent{Title: title, Body: body},
+	}
+}
+
+// Template stores t for the tenant that owns key (as PUT /v1/templates would).
+func (h *Harness) Template(key string, t templates.Template) {
+	h.T.Helper()
+	ctx := context.Background()
+	tn, err := h.Store.TenantByAPIKey(ctx, key)
+	if err != nil {
+		h.T.Fatalf("tenant of key: %v", err)
+	}
+	if errs := templates.Validate(t); len(errs) > 0 {
+		h.T.Fatalf("template %s: %v", t.ID, errs)
+	}
+	if _, err := h.Store.PutTemplate(ctx, tn.ID, t); err != nil {
+		h.T.Fatalf("store template: %v", err)
 	}
 }

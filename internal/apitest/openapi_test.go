@@ -229,7 +229,7 @@ func TestOpenAPIGetNotification(t *testing.T) {
 func TestOpenAPIUsersAndInbox(t *testing.T) {
 	user := `{"user_id":"u1","name":null,"email":"ada@example.com","phone":null,"locale":"en-US","timezone":null,` +
 		`"created_at":"2026-05-01T10:00:00Z","updated_at":"2026-05-01T10:00:00Z"}`
-	item := `{"notification_id":"` + testNotificationID + `","title":"Hi","body":"Hello","created_at":"2026-05-01T10:00:00Z",` +
+	item := `{"notification_id":"` + testNotificationID + `","title":"Hi","body":"Hello","action_url":null,"created_at":"2026-05-01T10:00:00Z",` +
 		`"read_at":null,"seen_at":null,"archived_at":null}`
 	read := "/v1/users/u1/inbox/" + testNotificationID + "/read"
 	checkExchanges(t, []exchange{

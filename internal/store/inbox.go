@@ -10,6 +10,7 @@ type InboxItem struct {
 	NotificationID string     `json:"notification_id"`
 	Title          string     `json:"title"`
 	Body           string     `json:"body"`
+	ActionURL      *string    `json:"action_url"`
 	CreatedAt      time.Time  `json:"created_at"`
 	ReadAt         *time.Time `json:"read_at"`
 	SeenAt         *time.Time `json:"seen_at"`
@@ -19,12 +20,12 @@ type InboxItem struct {
 // DeliverToInbox stores the inbox row and marks the in_app channel delivered, in one
 // transaction. A second call for the same notification is a no-op that returns
 // inserted=false: the (tenant, user, notification) key is the in-app delivery guard.
-func (s *Store) DeliverToInbox(ctx context.Context, tenantID, userID, notificationID, title, body string, at time.Time) (inserted bool, err error) {
+func (s *Store) DeliverToInbox(ctx context.Context, tenantID, userID, notificationID, title, body, actionURL string, at time.Time) (inserted bool, err error) {
 	err = s.InTx(ctx, func(tx *Store) error {
 		tag, err := tx.db.Exec(ctx, `
-			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
-			tenantID, userID, notificationID, title, body, at)
+			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, created_at)
+			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7) ON CONFLICT DO NOTHING`,
+			tenantID, userID, notificationID, title, body, actionURL, at)
 		if err != nil {
 			return err
 		}
@@ -65,7 +66,7 @@ func (s *Store) ListInbox(ctx context.Context, q InboxQuery) (items []InboxItem,
 		where += " AND (created_at, notification_id) < ($4, $5)"
 	}
 	rows, err := s.db.Query(ctx, `
-		SELECT notification_id, title, body, created_at, read_at, seen_at, archived_at
+		SELECT notification_id, title, body, action_url, created_at, read_at, seen_at, archived_at
 		FROM inbox WHERE tenant_id = $1 AND user_id = $2 AND archived_at IS NULL`+where+`
 		ORDER BY created_at DESC, notification_id DESC LIMIT $3`, args...)
 	if err != nil {
@@ -74,7 +75,7 @@ func (s *Store) ListInbox(ctx context.Context, q InboxQuery) (items []InboxItem,
 	defer rows.Close()
 	for rows.Next() {
 		var it InboxItem
-		if err := rows.Scan(&it.NotificationID, &it.Title, &it.Body, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt); err != nil {
+		if err := rows.Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt); err != nil {
 			return nil, false, err
 		}
 		items = append(items, it)
@@ -102,8 +103,8 @@ func (s *Store) MarkInboxRead(ctx context.Context, tenantID, userID, notificatio
 	err := s.db.QueryRow(ctx, `
 		UPDATE inbox SET read_at = COALESCE(read_at, now()), seen_at = COALESCE(seen_at, now())
 		WHERE tenant_id = $1 AND user_id = $2 AND notification_id = $3
-		RETURNING notification_id, title, body, created_at, read_at, seen_at, archived_at`,
+		RETURNING notification_id, title, body, action_url, created_at, read_at, seen_at, archived_at`,
 		tenantID, userID, notificationID).
-		Scan(&it.NotificationID, &it.Title, &it.Body, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt)
+		Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt)
 	return it, notFound(err)
 }

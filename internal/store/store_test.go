@@ -111,11 +111,11 @@ func TestInboxDeliveryIsIdempotent(t *testing.T) {
 	newNotification(t, st, ctx, tn.ID, "u1", "n1")
 
 	at := time.Now()
-	inserted, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", at)
+	inserted, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", "", at)
 	if err != nil || !inserted {
 		t.Fatalf("first delivery: %v %v", inserted, err)
 	}
-	inserted, err = st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", at)
+	inserted, err = st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", "", at)
 	if err != nil || inserted {
 		t.Fatalf("second delivery must be a no-op: %v %v", inserted, err)
 	}
@@ -167,7 +167,7 @@ func TestInboxPagesNewestFirstAndFiltersUnread(t *testing.T) {
 	ids := []string{"n1", "n2", "n3", "n4", "n5"}
 	for i, id := range ids {
 		newNotification(t, st, ctx, tn.ID, "u1", id)
-		if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", id, "T"+id, "B", base.Add(time.Duration(i)*time.Minute)); err != nil {
+		if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", id, "T"+id, "B", "", base.Add(time.Duration(i)*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -217,7 +217,7 @@ func TestBounceAfterSentFailsAndRecomputesTheOverallStatus(t *testing.T) {
 	st, ctx := txStore(t)
 	tn, _ := mustTenant(t, st, ctx)
 	newNotification(t, st, ctx, tn.ID, "u1", "n1")
-	if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", time.Now()); err != nil {
+	if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != store.NotificationDelivered {

@@ -1,0 +1,1 @@
+ALTER TABLE inbox DROP COLUMN IF EXISTS action_url;

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/sandbox"
 )
@@ -34,6 +35,8 @@ type Config struct {
 	WebhookTolerance time.Duration
 	// Sandbox, when set, serves GET /v1/sandbox/messages from this recorder (dev only).
 	Sandbox sandbox.Recorder
+	// Unsubscribe verifies one-click unsubscribe links (the worker signs them).
+	Unsubscribe *unsubscribe.Signer
 }
 
 // Server holds the API's dependencies.

@@ -78,6 +78,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		apiCfg := api.Config{
 			TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: 30 * time.Second,
 			Providers: provStore, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
+			Unsubscribe: unsubscribe.NewSigner([]byte(os.Getenv(secrets.EnvKey))),
 		}
 		if cfg.SandboxAPI {
 			apiCfg.Sandbox = sandboxRec

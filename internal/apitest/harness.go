@@ -90,6 +90,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	cfg := api.Config{
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,
 		Providers: h.Providers, PublicBaseURL: opts.Process.PublicBaseURL, WebhookTolerance: 5 * time.Minute,
+		Unsubscribe: unsubscribe.NewSigner([]byte(key)),
 	}
 	if !opts.NoSandboxAPI {
 		cfg.Sandbox = h.Sandbox

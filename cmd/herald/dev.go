@@ -15,6 +15,7 @@ import (
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/schema"
 	"github.com/herald-notify/herald/worker"
 )
@@ -56,6 +57,9 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 		// Only key hashes are stored, so an earlier key cannot be shown again: mint one.
 		key, err = st.CreateAPIKey(ctx, t.ID)
 	}
+	if err == nil {
+		err = ensureDemoTemplate(ctx, st, t.ID)
+	}
 	pool.Close()
 	if err != nil {
 		return err
@@ -70,11 +74,11 @@ Herald dev stack
 
 Try it:
   export HERALD_KEY=%s
-  curl -s -X PUT %s/v1/users/ada -H "Authorization: Bearer $HERALD_KEY" -d '{"email":"ada@example.com","locale":"en-GB","timezone":"Europe/London"}'
-  curl -s -X POST %s/v1/notifications -H "Authorization: Bearer $HERALD_KEY" -d '{"user_id":"ada","template_id":"welcome","channels":["in_app"],"data":{"title":"Hello","body":"Welcome to Herald"},"idempotency_key":"welcome-ada"}'
+  curl -s -X PUT %s/v1/users/ada -H "Authorization: Bearer $HERALD_KEY" -d '{"email":"ada@example.com","phone":"+14155550100","locale":"en-GB","timezone":"Europe/London"}'
+  curl -s -X POST %s/v1/notifications -H "Authorization: Bearer $HERALD_KEY" -d '{"user_id":"ada","template_id":"welcome","data":{"name":"Ada"},"idempotency_key":"welcome-ada"}'
   curl -s %s/v1/users/ada/inbox -H "Authorization: Bearer $HERALD_KEY"
-  curl -s -X POST %s/v1/notifications -H "Authorization: Bearer $HERALD_KEY" -d '{"user_id":"ada","template_id":"welcome","channels":["email","sms","in_app"],"data":{"title":"Hello","body":"Welcome to Herald"}}'
-  curl -s %s/v1/sandbox/messages -H "Authorization: Bearer $HERALD_KEY"   # what the sandbox provider "sent"
+  curl -s %s/v1/sandbox/messages -H "Authorization: Bearer $HERALD_KEY"   # the email and SMS the sandbox provider "sent"
+  curl -s %s/v1/templates/welcome -H "Authorization: Bearer $HERALD_KEY"  # the demo template
 
 `, t.Name, t.ID, key, base, base, cfg.TemporalNamespace, key, base, base, base, base, base)
 	return runServices(ctx, cfg, logger, true, true)
@@ -107,4 +111,23 @@ func ensureDevSecretsKey() error {
 		return err
 	}
 	return os.Setenv(secrets.EnvKey, strings.TrimSpace(string(raw)))
+}
+
+// ensureDemoTemplate gives the demo tenant a "welcome" template on every channel.
+func ensureDemoTemplate(ctx context.Context, st *store.Store, tenantID string) error {
+	if _, err := st.GetTemplate(ctx, tenantID, "welcome", 0); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err := st.PutTemplate(ctx, tenantID, templates.Template{
+		ID: "welcome", Category: "onboarding",
+		InApp: &templates.InAppContent{Title: "Welcome, {{.name}}", Body: "Your Herald inbox works."},
+		Email: &templates.EmailContent{Subject: "Welcome, {{.name}}", Text: "Hello {{.name}}, welcome aboard.",
+			HTML: "<p>Hello <b>{{.name}}</b>, welcome aboard.</p>"},
+		SMS:  &templates.SMSContent{Text: "Welcome to Herald, {{.name}}!"},
+		Push: &templates.PushContent{Title: "Welcome", Body: "Hello {{.name}}"},
+		Locales: map[string]templates.Variant{
+			"de": {InApp: &templates.InAppContent{Title: "Willkommen, {{.name}}", Body: "Dein Herald-Posteingang funktioniert."}},
+		},
+	})
+	return err
 }

@@ -86,6 +86,7 @@ if ((test_rc != 0)); then
 	failed+=("go test (exit $test_rc)")
 fi
 
+test_services_stop
 elapsed=$((SECONDS - started_at))
 if ((${#failed[@]} > 0)); then
 	summary="$(printf '%s, ' "${failed[@]}")"

@@ -204,12 +204,32 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 	res, sendErr := send(ctx, sender)
 	stop()
 	if sendErr != nil {
-		return DeliverResult{}, a.sendFailed(ctx, tags, sendErr)
+		err := a.sendFailed(ctx, tags, sendErr)
+		a.recordAttempt(ctx, tags, provider, err)
+		return DeliverResult{}, err
 	}
 	if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, store.DeliverySent); err != nil {
 		return DeliverResult{}, err
 	}
+	a.recordAttempt(ctx, tags, provider, nil)
 	return DeliverResult{Status: store.DeliverySent}, nil
+}
+
+// recordAttempt appends the attempt to the channel's history (best effort: the
+// history is for people; the guard record above is what delivery relies on).
+func (a *Activities) recordAttempt(ctx context.Context, tags providers.Tags, provider string, err error) {
+	at := store.Attempt{Attempt: int(activity.GetInfo(ctx).Attempt), Provider: provider, Outcome: store.AttemptAccepted}
+	if err != nil {
+		msg := err.Error()
+		at.Error, at.Outcome = &msg, store.AttemptRetryable
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.NonRetryable() {
+			at.Outcome = store.AttemptPermanent
+		}
+	}
+	if rerr := a.Store.RecordAttempt(context.WithoutCancel(ctx), tags.TenantID, tags.NotificationID, tags.Channel, at); rerr != nil {
+		activity.GetLogger(ctx).Warn("recording the attempt failed", "error", rerr)
+	}
 }
 
 // recordSent writes the guard record, retrying briefly in place: every failed write

@@ -45,12 +45,18 @@ type createNotificationRequest struct {
 	Data           map[string]any `json:"data"`
 	IdempotencyKey *string        `json:"idempotency_key"`
 	DedupTTLSec    *int64         `json:"dedup_ttl_sec"`
+	SendAt         *string        `json:"send_at"`
+	Priority       *string        `json:"priority"`
 }
+
+// MaxScheduleAhead bounds send_at.
+const MaxScheduleAhead = 366 * 24 * time.Hour
 
 // acceptedNotification is a validated request, ready to start.
 type acceptedNotification struct {
 	input workflows.NotificationInput
 	key   ids.KeyHash
+	lane  string
 }
 
 func (s *Server) validateNotification(c *gin.Context, req createNotificationRequest) (acceptedNotification, *Error) {
@@ -114,12 +120,34 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 	if req.Data == nil {
 		req.Data = map[string]any{}
 	}
+	var sendAt time.Time
+	if req.SendAt != nil {
+		t, err := time.Parse(time.RFC3339, *req.SendAt)
+		if err != nil {
+			return out, badField("send_at", "invalid_field", "send_at must be an RFC 3339 time such as 2026-12-24T18:00:00Z")
+		}
+		if t.After(time.Now().Add(MaxScheduleAhead)) {
+			return out, badField("send_at", "invalid_field", "send_at must be at most a year ahead")
+		}
+		if t.After(time.Now()) { // a time in the past means now
+			sendAt = t.UTC()
+		}
+	}
+	out.lane = workflows.LaneNormal
+	if req.Priority != nil {
+		switch *req.Priority {
+		case workflows.LaneNormal, workflows.LaneBulk:
+			out.lane = *req.Priority
+		default:
+			return out, badField("priority", "invalid_field", "priority must be normal or bulk (critical templates always use the critical lane)")
+		}
+	}
 	// Channels in a canonical order so a resubmission in another order is equal.
 	channels := append([]string(nil), req.Channels...)
 	sort.Strings(channels)
 	out.input = workflows.NotificationInput{
 		TenantID: tenantOf(c).ID, UserID: *req.UserID, TemplateID: *req.TemplateID,
-		Channels: channels, Data: req.Data, DedupWindow: window,
+		Channels: channels, Data: req.Data, DedupWindow: window, SendAt: sendAt,
 	}
 	return out, nil
 }
@@ -157,13 +185,21 @@ func (s *Server) createNotification(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
 	workflowID := ids.NotificationWorkflowID(in.TenantID, acc.key)
-	run, err := s.temporal.ExecuteWorkflow(ctx, StartOptions(workflowID, s.cfg.TaskQueue, in), workflows.NotificationWorkflow, in)
+	lane := acc.lane
+	if in.Critical {
+		lane = workflows.LaneCritical
+	}
+	run, err := s.temporal.ExecuteWorkflow(ctx, StartOptions(workflowID, workflows.LaneTaskQueue(s.cfg.TaskQueue, lane), in), workflows.NotificationWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
+		status := store.NotificationQueued
+		if !in.SendAt.IsZero() {
+			status = store.NotificationScheduled
+		}
 		c.JSON(http.StatusAccepted, gin.H{
 			"notification_id": ids.NotificationID(acc.key, run.GetRunID()),
-			"status":          store.NotificationQueued,
+			"status":          status,
 			"dedup":           "new",
 		})
 	case errors.As(err, &already):

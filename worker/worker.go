@@ -22,6 +22,31 @@ func New(c client.Client, taskQueue string, acts *activities.Activities, opts sd
 	return w
 }
 
+// NewLanes returns one worker per priority lane (see workflows.Lanes), each polling
+// its lane's task queue with slots of its own, so a bulk backlog cannot take the
+// slots critical notifications need.
+func NewLanes(c client.Client, baseTaskQueue string, acts *activities.Activities) []sdkworker.Worker {
+	out := make([]sdkworker.Worker, 0, len(workflows.Lanes))
+	for _, lane := range workflows.Lanes {
+		out = append(out, New(c, workflows.LaneTaskQueue(baseTaskQueue, lane), acts, LaneOptions(lane)))
+	}
+	return out
+}
+
+// LaneOptions sizes a lane's worker: critical traffic gets generous slots and is
+// polled eagerly; bulk is capped so it drains steadily without crowding the others.
+func LaneOptions(lane string) sdkworker.Options {
+	switch lane {
+	case workflows.LaneCritical:
+		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 200, MaxConcurrentWorkflowTaskExecutionSize: 200,
+			MaxConcurrentActivityTaskPollers: 4, MaxConcurrentWorkflowTaskPollers: 4}
+	case workflows.LaneBulk:
+		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 50, MaxConcurrentWorkflowTaskExecutionSize: 50}
+	default:
+		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 200, MaxConcurrentWorkflowTaskExecutionSize: 200}
+	}
+}
+
 // Register adds Herald's workflows and activities to any registry (a worker, a test
 // environment or a replayer).
 func Register(r interface {
@@ -29,6 +54,7 @@ func Register(r interface {
 	RegisterActivity(any)
 }, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.NotificationWorkflow)
+	r.RegisterWorkflow(workflows.RedriveWorkflow)
 	r.RegisterActivity(acts)
 }
 

@@ -8,8 +8,33 @@ import "go.temporal.io/sdk/temporal"
 // TaskQueue is the default notification task queue (config HERALD_TASK_QUEUE).
 const TaskQueue = "herald-notifications"
 
+// Priority lanes: critical (OTP, password reset), normal and bulk traffic run on
+// separate task queues with their own worker slots, so a marketing blast never
+// holds up a password reset.
+const (
+	LaneCritical = "critical"
+	LaneNormal   = "normal"
+	LaneBulk     = "bulk"
+)
+
+// Lanes lists the lanes, most urgent first.
+var Lanes = []string{LaneCritical, LaneNormal, LaneBulk}
+
+// LaneTaskQueue is the task queue of a lane: the base queue for normal traffic,
+// base-critical and base-bulk for the others.
+func LaneTaskQueue(base, lane string) string {
+	if lane == LaneNormal || lane == "" {
+		return base
+	}
+	return base + "-" + lane
+}
+
 // QueryStatus returns the workflow's NotificationState.
 const QueryStatus = "status"
+
+// UpdateCancel cancels a notification not yet sent on any channel; it is rejected
+// (ErrTypeAlreadySent) otherwise.
+const UpdateCancel = "cancel"
 
 // Search attributes registered on the Temporal server (make run / make test do it),
 // so operators can find a notification in the Temporal UI by tenant, user or status.

@@ -30,6 +30,9 @@ type NotificationInput struct {
 	// Category and Critical are the template's, for preferences and caps.
 	Category string
 	Critical bool
+	// SendAt delays delivery to that time (zero: now); the notification is
+	// "scheduled" until then and can be cancelled.
+	SendAt time.Time
 }
 
 // ChannelState is one channel's progress as the workflow knows it.
@@ -73,6 +76,12 @@ type notification struct {
 	state     NotificationState
 	keyHex    string
 	recipient activities.Recipient
+
+	// deliveryCtx is cancelled by the cancel update: waits end and nothing more is
+	// scheduled for delivery.
+	deliveryCtx    workflow.Context
+	cancelDelivery workflow.CancelFunc
+	cancelled      bool
 }
 
 // setup derives the notification id and registers the status query.
@@ -100,7 +109,45 @@ func newNotification(ctx workflow.Context, in NotificationInput) (*notification,
 	}); err != nil {
 		return nil, err
 	}
+	w.deliveryCtx, w.cancelDelivery = workflow.WithCancel(ctx)
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, w.cancel, workflow.UpdateHandlerOptions{
+		Validator: w.validateCancel,
+	}); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// ErrTypeAlreadySent rejects a cancel once a channel is being or was sent.
+const ErrTypeAlreadySent = "AlreadySent"
+
+// validateCancel admits a cancel only while no channel is being or has been sent.
+func (w *notification) validateCancel(ctx workflow.Context) error {
+	for _, ch := range w.in.Channels {
+		switch w.state.Channels[ch].Status {
+		case store.DeliverySending, store.DeliverySent, store.DeliveryDelivered:
+			return temporal.NewApplicationError("the notification was already sent on "+ch, ErrTypeAlreadySent)
+		}
+	}
+	return nil
+}
+
+// cancel stops every channel not yet delivered: scheduled sends and quiet-hours
+// waits end, and they are recorded cancelled.
+func (w *notification) cancel(ctx workflow.Context) (NotificationState, error) {
+	if w.cancelled {
+		return w.state, nil
+	}
+	w.cancelled = true
+	w.cancelDelivery()
+	for _, ch := range w.in.Channels {
+		switch w.state.Channels[ch].Status {
+		case store.DeliveryPending, store.DeliveryScheduled:
+			w.finishChannel(ctx, ch, store.DeliveryCancelled, nil, ReasonCancelled)
+		}
+	}
+	w.setStatus(ctx, overallStatus(w.state.Channels))
+	return w.state, nil
 }
 
 func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
@@ -116,20 +163,14 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	}).Get(ctx, nil); err != nil {
 		return w.state, err
 	}
-	w.setStatus(ctx, store.NotificationSending)
-
-	err := workflow.ExecuteActivity(dbCtx, a.LoadRecipient, activities.LoadRecipientInput{
-		TenantID: w.in.TenantID, UserID: w.in.UserID,
-	}).Get(ctx, &w.recipient)
-	if err != nil {
-		// The user was deleted after acceptance: every channel fails with the reason.
-		for _, ch := range w.in.Channels {
-			w.finishChannel(ctx, ch, store.DeliveryFailed, err, "")
+	if wait := w.in.SendAt.Sub(workflow.Now(ctx)); !w.in.SendAt.IsZero() && wait > 0 {
+		w.scheduleAll(ctx)
+		_ = workflow.Sleep(w.deliveryCtx, wait) // a cancel ends the wait early
+	}
+	if !w.cancelled {
+		if err := w.deliver(w.deliveryCtx); err != nil && !w.cancelled {
+			return w.state, err
 		}
-	} else if w.in.TemplateVersion == 0 {
-		w.deliverAll(ctx, simpleContent(w.in.TemplateID, w.in.Data))
-	} else if err := w.gateAndDeliver(ctx); err != nil {
-		return w.state, err
 	}
 
 	status := overallStatus(w.state.Channels)
@@ -160,6 +201,42 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		}
 	}
 	return w.state, nil
+}
+
+// deliver loads the recipient and delivers every channel.
+func (w *notification) deliver(ctx workflow.Context) error {
+	w.setStatus(ctx, store.NotificationSending)
+	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
+	err := workflow.ExecuteActivity(dbCtx, a.LoadRecipient, activities.LoadRecipientInput{
+		TenantID: w.in.TenantID, UserID: w.in.UserID,
+	}).Get(ctx, &w.recipient)
+	switch {
+	case err != nil:
+		// The user was deleted after acceptance: every channel fails with the reason.
+		for _, ch := range w.in.Channels {
+			w.finishChannel(ctx, ch, store.DeliveryFailed, err, "")
+		}
+	case w.in.TemplateVersion == 0:
+		w.deliverAll(ctx, simpleContent(w.in.TemplateID, w.in.Data))
+	default:
+		return w.gateAndDeliver(ctx)
+	}
+	return nil
+}
+
+// scheduleAll marks every channel scheduled until SendAt.
+func (w *notification) scheduleAll(ctx workflow.Context) {
+	for _, ch := range w.in.Channels {
+		w.schedule(ctx, ch, ReasonSendAt)
+	}
+	status := store.NotificationScheduled
+	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
+	if err := workflow.ExecuteActivity(dbCtx, a.RecordStatus, activities.RecordStatusInput{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
+	}).Get(ctx, &status); err != nil {
+		workflow.GetLogger(ctx).Error("recording the scheduled status failed", "error", err)
+	}
+	w.setStatus(ctx, status)
 }
 
 // deliverAll delivers the same content on each channel, independently (a
@@ -200,60 +277,106 @@ func simpleContent(templateID string, data map[string]any) content {
 func (w *notification) deliverChannel(ctx workflow.Context, channel string, c content) {
 	w.state.Channels[channel].Status = store.DeliverySending
 	tenant, id := w.in.TenantID, w.state.NotificationID
-	var fut workflow.Future
+	var p activities.RedrivePayload
 	switch channel {
 	case ChannelInApp:
-		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, inAppActivityOptions), a.DeliverInApp, activities.DeliverInAppInput{
-			TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.Title, Body: c.Body, ActionURL: c.ActionURL,
-			AcceptedAt: w.state.AcceptedAt,
-		})
+		w.finishDelivery(ctx, channel, workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, inAppActivityOptions), a.DeliverInApp,
+			activities.DeliverInAppInput{TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.Title, Body: c.Body,
+				ActionURL: c.ActionURL, AcceptedAt: w.state.AcceptedAt}), p)
+		return
 	case ChannelEmail:
 		if w.recipient.Email == "" {
 			w.suppress(ctx, channel, ReasonNoAddress)
 			return
 		}
-		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, emailActivityOptions), a.DeliverEmail, activities.DeliverEmailInput{
-			TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: c.Subject, Text: c.Text, HTML: c.HTML,
-			Headers: c.Headers, Category: w.in.Category,
-		})
+		p.Email = &activities.DeliverEmailInput{TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: c.Subject,
+			Text: c.Text, HTML: c.HTML, Headers: c.Headers, Category: w.in.Category}
 	case ChannelSMS:
 		if w.recipient.Phone == "" {
 			w.suppress(ctx, channel, ReasonNoAddress)
 			return
 		}
-		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, smsActivityOptions), a.DeliverSMS, activities.DeliverSMSInput{
-			TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: c.SMS,
-		})
+		p.SMS = &activities.DeliverSMSInput{TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: c.SMS}
 	case ChannelPush:
-		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, pushActivityOptions), a.DeliverPush, activities.DeliverPushInput{
-			TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: c.Title, Body: c.Body, Data: c.PushData,
-		})
+		p.Push = &activities.DeliverPushInput{TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: c.Title, Body: c.Body, Data: c.PushData}
 	default:
 		// The API rejects unknown channels; a history from a newer binary must not
 		// silently drop one, so record it as failed with the reason.
 		w.finishChannel(ctx, channel, store.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel), "")
 		return
 	}
+	w.finishDelivery(ctx, channel, executeDelivery(ctx, p), p)
+}
+
+// executeDelivery runs the provider delivery activity a payload describes (also
+// used by a redrive, so both go through the same guard).
+func executeDelivery(ctx workflow.Context, p activities.RedrivePayload) workflow.Future {
+	switch {
+	case p.Email != nil:
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, emailActivityOptions), a.DeliverEmail, *p.Email)
+	case p.SMS != nil:
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, smsActivityOptions), a.DeliverSMS, *p.SMS)
+	default:
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, pushActivityOptions), a.DeliverPush, *p.Push)
+	}
+}
+
+// finishDelivery records a delivery's outcome. A provider channel whose retries
+// ran out (not a permanent refusal) is dead-lettered with its payload for a redrive.
+func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut workflow.Future, p activities.RedrivePayload) {
 	var res activities.DeliverResult
-	if err := fut.Get(ctx, &res); err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeNoDevice {
-			w.suppress(ctx, channel, ReasonNoAddress)
-			return
-		}
+	err := fut.Get(ctx, &res)
+	if err == nil {
+		w.setChannel(ctx, channel, res.Status, "")
+		return
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeNoDevice {
+		w.suppress(ctx, channel, ReasonNoAddress)
+		return
+	}
+	if channel == ChannelInApp || w.cancelled || isFinal(err) || workflow.GetVersion(ctx, changeDeadLetters, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		w.finishChannel(ctx, channel, store.DeliveryFailed, err, "")
 		return
 	}
-	w.setChannel(ctx, channel, res.Status, "")
+	w.setChannel(ctx, channel, store.DeliveryFailed, errorMessage(err))
+	w.state.Channels[channel].Reason = ReasonDeadLettered
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if derr := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, databaseActivityOptions), a.DeadLetter, activities.DeadLetterInput{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, TemplateID: w.in.TemplateID,
+		Attempts: int(providerRetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
+	}).Get(ctx, nil); derr != nil {
+		workflow.GetLogger(ctx).Error("dead-lettering failed", "channel", channel, "error", derr)
+	}
 }
+
+// isFinal reports a refusal that no retry or redrive can change.
+func isFinal(err error) bool {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return false
+	}
+	switch appErr.Type() {
+	case activities.ErrTypeProviderPermanent, activities.ErrTypeNoDevice, activities.ErrTypeRenderFailed:
+		return true
+	}
+	return appErr.NonRetryable()
+}
+
+// changeDeadLetters: exhausted provider retries are dead-lettered.
+const changeDeadLetters = "dead-letters"
 
 // changeStatusFromDeliveries: the overall status is read back from the deliveries
 // table (receipts included) before the search attribute is set.
 const changeStatusFromDeliveries = "status-from-deliveries"
 
-// Suppression reasons, visible in the status API and the workflow's query.
+// Reasons, visible in the status API and the workflow's query.
 const (
 	ReasonNoAddress = "no_address"
+	ReasonSendAt    = "send_at"
+	ReasonCancelled = "cancelled_by_request"
+	// ReasonDeadLettered: retries ran out; the dead letter can be redriven.
+	ReasonDeadLettered = "dead_lettered"
 )
 
 // suppress records that a channel was not attempted, and why.
@@ -265,6 +388,12 @@ func (w *notification) suppress(ctx workflow.Context, channel, reason string) {
 // would have recorded it failed, or the channel was suppressed), in PostgreSQL as
 // well as in the query state.
 func (w *notification) finishChannel(ctx workflow.Context, channel, status string, cause error, reason string) {
+	if w.cancelled && status == store.DeliveryFailed {
+		// The work was interrupted by the cancel, not failed by a provider.
+		status, cause, reason = store.DeliveryCancelled, nil, ReasonCancelled
+	}
+	// Record even when the delivery context was cancelled.
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	msg := ""
 	if cause != nil {
 		msg = errorMessage(cause)
@@ -299,7 +428,7 @@ func (w *notification) setStatus(ctx workflow.Context, status string) {
 // overallStatus summarises the channels: all delivered → delivered; all at least
 // sent → sent; all failed → failed; some failed → partially_failed.
 func overallStatus(chs map[string]*ChannelState) string {
-	var delivered, sent, failed, suppressed, other int
+	var delivered, sent, failed, suppressed, cancelled, scheduled, other int
 	// Counting is independent of map order.
 	//workflowcheck:ignore
 	for _, cs := range chs {
@@ -310,21 +439,30 @@ func overallStatus(chs map[string]*ChannelState) string {
 			sent++
 		case store.DeliveryFailed:
 			failed++
-		case store.DeliverySuppressed, store.DeliveryCancelled:
+		case store.DeliverySuppressed:
 			suppressed++
+		case store.DeliveryCancelled:
+			cancelled++
+		case store.DeliveryScheduled:
+			scheduled++
+			other++
 		default:
 			other++
 		}
 	}
 	n := len(chs)
 	switch {
+	case scheduled > 0 && scheduled == other:
+		return store.NotificationScheduled
 	case other > 0:
 		return store.NotificationSending
 	case failed == n:
 		return store.NotificationFailed
 	case failed > 0:
 		return store.NotificationPartiallyFailed
-	case suppressed == n:
+	case cancelled == n:
+		return store.NotificationCancelled
+	case suppressed+cancelled == n:
 		return store.NotificationSuppressed
 	case sent == 0:
 		return store.NotificationDelivered

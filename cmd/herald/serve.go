@@ -15,7 +15,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	sdkworker "go.temporal.io/sdk/worker"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herald-notify/herald/activities"
@@ -63,14 +62,18 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		}, sandboxRec),
 			Unsubscribe: unsubscribe.NewSigner([]byte(os.Getenv(secrets.EnvKey))), PublicBaseURL: cfg.PublicBaseURL,
 		}
-		w := worker.New(tc, cfg.TaskQueue, acts, sdkworker.Options{})
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("start worker: %w", err)
+		lanes := worker.NewLanes(tc, cfg.TaskQueue, acts)
+		for _, w := range lanes {
+			if err := w.Start(); err != nil {
+				return fmt.Errorf("start worker: %w", err)
+			}
 		}
-		logger.Info("worker started", "task_queue", cfg.TaskQueue)
+		logger.Info("worker started", "task_queue", cfg.TaskQueue, "lanes", len(lanes))
 		g.Go(func() error {
 			<-ctx.Done()
-			w.Stop() // waits for running activities up to WorkerStopTimeout
+			for _, w := range lanes {
+				w.Stop() // waits for running activities up to WorkerStopTimeout
+			}
 			return nil
 		})
 	}

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
@@ -81,11 +80,12 @@ func Start(t testing.TB, opts Options) *Harness {
 		acts := &activities.Activities{Store: st, Providers: h.Providers,
 			Senders:     resolver.New(h.Providers, opts.Process, h.Sandbox),
 			Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL}
-		w := worker.New(tc, h.TaskQueue, acts, sdkworker.Options{})
-		if err := w.Start(); err != nil {
-			t.Fatalf("start worker: %v", err)
+		for _, w := range worker.NewLanes(tc, h.TaskQueue, acts) {
+			if err := w.Start(); err != nil {
+				t.Fatalf("start worker: %v", err)
+			}
+			t.Cleanup(w.Stop)
 		}
-		t.Cleanup(w.Stop)
 	}
 	cfg := api.Config{
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,

@@ -14,6 +14,8 @@ const (
 	NotificationPartiallyFailed = "partially_failed"
 	NotificationFailed          = "failed"
 	NotificationSuppressed      = "suppressed"
+	NotificationScheduled       = "scheduled"
+	NotificationCancelled       = "cancelled"
 )
 
 // Notification is one accepted notification (one run of its workflow).
@@ -105,13 +107,17 @@ func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id st
 				count(*) FILTER (WHERE status = 'delivered') AS delivered,
 				count(*) FILTER (WHERE status = 'sent') AS sent,
 				count(*) FILTER (WHERE status = 'failed') AS failed,
-				count(*) FILTER (WHERE status IN ('suppressed', 'cancelled')) AS suppressed
+				count(*) FILTER (WHERE status = 'suppressed') AS suppressed,
+				count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+				count(*) FILTER (WHERE status = 'scheduled') AS scheduled
 			FROM deliveries WHERE tenant_id = $1 AND notification_id = $2)
 		UPDATE notifications SET updated_at = now(), status = CASE
-				WHEN d.delivered + d.sent + d.failed + d.suppressed < d.n THEN 'sending'
+				WHEN d.scheduled > 0 AND d.delivered + d.sent + d.failed + d.suppressed + d.cancelled + d.scheduled = d.n THEN 'scheduled'
+				WHEN d.delivered + d.sent + d.failed + d.suppressed + d.cancelled < d.n THEN 'sending'
 				WHEN d.failed = d.n THEN 'failed'
 				WHEN d.failed > 0 THEN 'partially_failed'
-				WHEN d.suppressed = d.n THEN 'suppressed'
+				WHEN d.cancelled = d.n THEN 'cancelled'
+				WHEN d.suppressed + d.cancelled = d.n THEN 'suppressed'
 				WHEN d.sent = 0 THEN 'delivered'
 				ELSE 'sent' END
 		FROM d WHERE tenant_id = $1 AND id = $2 AND d.n > 0

@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/workflows"
+)
+
+// MaxBulkRedrive bounds one bulk redrive request.
+const MaxBulkRedrive = 1000
+
+// deadLetterFilter reads channel, template_id, since, until (RFC 3339), status and
+// limit from the query string.
+func deadLetterFilter(c *gin.Context, tenantID string) (store.DeadLetterFilter, error) {
+	f := store.DeadLetterFilter{TenantID: tenantID, Channel: c.Query("channel"), TemplateID: c.Query("template_id"),
+		Status: c.DefaultQuery("status", store.DeadLetterOpen), Limit: 100}
+	if f.Channel != "" && !contains(knownChannels, f.Channel) {
+		return f, badField("channel", "invalid_field", "channel must be one of %v", knownChannels)
+	}
+	switch f.Status {
+	case store.DeadLetterOpen, store.DeadLetterRedriving, store.DeadLetterRedriven:
+	case "all":
+		f.Status = ""
+	default:
+		return f, badField("status", "invalid_field", "status must be open, redriving, redriven or all")
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := c.Query(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return f, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name)
+			}
+			*p.dst = t
+		}
+	}
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxBulkRedrive {
+			return f, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", MaxBulkRedrive)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// listDeadLetters lists dead letters with their attempt counts and last errors.
+func (s *Server) listDeadLetters(c *gin.Context) {
+	f, err := deadLetterFilter(c, tenantOf(c).ID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	items, err := s.store.ListDeadLetters(c.Request.Context(), f)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if items == nil {
+		items = []store.DeadLetter{}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
+}
+
+// redriveDeadLetter starts a redrive of one dead letter.
+func (s *Server) redriveDeadLetter(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("dead_letter_id"), 10, 64)
+	if err != nil || id < 1 {
+		s.abort(c, badField("dead_letter_id", "invalid_field", "dead_letter_id must be a positive integer"))
+		return
+	}
+	tenantID := tenantOf(c).ID
+	d, err := s.store.GetDeadLetter(c.Request.Context(), tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		s.abort(c, notFound("dead letter"))
+		return
+	}
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if d.Status != store.DeadLetterOpen {
+		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": &Error{Code: "not_redrivable",
+			Message: "dead letter is " + d.Status + "; only open dead letters can be redriven"}, "dead_letter": d})
+		return
+	}
+	workflowID, err := s.startRedrive(c.Request.Context(), tenantID, id)
+	if err != nil {
+		s.abort(c, temporalError(c, err))
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"dead_letter_id": id, "redrive_workflow_id": workflowID, "status": store.DeadLetterRedriving})
+}
+
+type bulkRedriveRequest struct {
+	Channel    string  `json:"channel"`
+	TemplateID string  `json:"template_id"`
+	Since      *string `json:"since"`
+	Until      *string `json:"until"`
+	Limit      int     `json:"limit"`
+}
+
+// bulkRedrive redrives every open dead letter matching a filter (at most limit).
+func (s *Server) bulkRedrive(c *gin.Context) {
+	var req bulkRedriveRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.abort(c, err)
+		return
+	}
+	f := store.DeadLetterFilter{TenantID: tenantOf(c).ID, Channel: req.Channel, TemplateID: req.TemplateID,
+		Status: store.DeadLetterOpen, Limit: MaxBulkRedrive}
+	if f.Channel != "" && !contains(knownChannels, f.Channel) {
+		s.abort(c, badField("channel", "invalid_field", "channel must be one of %v", knownChannels))
+		return
+	}
+	if req.Limit != 0 {
+		if req.Limit < 1 || req.Limit > MaxBulkRedrive {
+			s.abort(c, badField("limit", "invalid_field", "limit must be from 1 to %d", MaxBulkRedrive))
+			return
+		}
+		f.Limit = req.Limit
+	}
+	for _, p := range []struct {
+		name string
+		v    *string
+		dst  *time.Time
+	}{{"since", req.Since, &f.Since}, {"until", req.Until, &f.Until}} {
+		if p.v != nil {
+			t, err := time.Parse(time.RFC3339, *p.v)
+			if err != nil {
+				s.abort(c, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name))
+				return
+			}
+			*p.dst = t
+		}
+	}
+	items, err := s.store.ListDeadLetters(c.Request.Context(), f)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	started := []int64{}
+	for _, d := range items {
+		if _, err := s.startRedrive(c.Request.Context(), f.TenantID, d.ID); err != nil {
+			var already *serviceerror.WorkflowExecutionAlreadyStarted
+			if errors.As(err, &already) {
+				continue
+			}
+			s.abort(c, temporalError(c, err))
+			return
+		}
+		started = append(started, d.ID)
+	}
+	c.JSON(http.StatusAccepted, gin.H{"matched": len(items), "started": started})
+}
+
+// startRedrive starts the redrive workflow on the normal lane; a redrive of the same
+// dead letter already running is reported as WorkflowExecutionAlreadyStarted.
+func (s *Server) startRedrive(ctx context.Context, tenantID string, id int64) (string, error) {
+	workflowID := workflows.RedriveWorkflowID(tenantID, id)
+	_, err := s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflowID, TaskQueue: s.cfg.TaskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, workflows.RedriveWorkflow, workflows.RedriveInput{TenantID: tenantID, DeadLetterID: id})
+	return workflowID, err
+}

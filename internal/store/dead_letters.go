@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Attempt outcomes.
+const (
+	AttemptAccepted  = "accepted"
+	AttemptRetryable = "retryable"
+	AttemptPermanent = "permanent"
+)
+
+// Attempt is one provider call for a channel.
+type Attempt struct {
+	Attempt  int       `json:"attempt"`
+	Provider string    `json:"provider"`
+	Outcome  string    `json:"outcome"`
+	Error    *string   `json:"error"`
+	At       time.Time `json:"at"`
+}
+
+// RecordAttempt appends one provider call's outcome to the channel's history.
+func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID, channel string, a Attempt) error {
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, tenantID, notificationID, channel, a.Attempt, a.Provider, a.Outcome, a.Error)
+	return err
+}
+
+// ListAttempts returns a notification's attempts, channel → oldest first.
+func (s *Store) ListAttempts(ctx context.Context, tenantID, notificationID string) (map[string][]Attempt, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT channel, attempt, provider, outcome, error, at FROM delivery_attempts
+		WHERE tenant_id = $1 AND notification_id = $2 ORDER BY id`, tenantID, notificationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]Attempt{}
+	for rows.Next() {
+		var ch string
+		var a Attempt
+		if err := rows.Scan(&ch, &a.Attempt, &a.Provider, &a.Outcome, &a.Error, &a.At); err != nil {
+			return nil, err
+		}
+		out[ch] = append(out[ch], a)
+	}
+	return out, rows.Err()
+}
+
+// Dead letter statuses.
+const (
+	DeadLetterOpen      = "open"
+	DeadLetterRedriving = "redriving"
+	DeadLetterRedriven  = "redriven"
+)
+
+// DeadLetter is a channel delivery whose retries ran out.
+type DeadLetter struct {
+	ID             int64           `json:"id"`
+	NotificationID string          `json:"notification_id"`
+	Channel        string          `json:"channel"`
+	TemplateID     string          `json:"template_id"`
+	Attempts       int             `json:"attempts"`
+	LastError      string          `json:"last_error"`
+	Status         string          `json:"status"`
+	Redrives       int             `json:"redrives"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	Payload        json.RawMessage `json:"-"`
+	TenantID       string          `json:"-"`
+}
+
+const deadLetterColumns = `id, tenant_id, notification_id, channel, template_id, attempts, last_error, status, redrives, created_at, updated_at, payload`
+
+func scanDeadLetter(row interface{ Scan(...any) error }) (DeadLetter, error) {
+	var d DeadLetter
+	err := row.Scan(&d.ID, &d.TenantID, &d.NotificationID, &d.Channel, &d.TemplateID, &d.Attempts, &d.LastError, &d.Status,
+		&d.Redrives, &d.CreatedAt, &d.UpdatedAt, &d.Payload)
+	return d, notFound(err)
+}
+
+// PutDeadLetter dead-letters a channel (again, after a failed redrive) and marks its
+// delivery failed with reason dead_lettered.
+func (s *Store) PutDeadLetter(ctx context.Context, d DeadLetter) (DeadLetter, error) {
+	var out DeadLetter
+	err := s.InTx(ctx, func(tx *Store) error {
+		var err error
+		out, err = scanDeadLetter(tx.db.QueryRow(ctx, `
+			INSERT INTO dead_letters (tenant_id, notification_id, channel, template_id, attempts, last_error, payload)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (tenant_id, notification_id, channel) DO UPDATE SET
+				attempts = dead_letters.attempts + EXCLUDED.attempts, last_error = EXCLUDED.last_error,
+				status = 'open', updated_at = now()
+			RETURNING `+deadLetterColumns,
+			d.TenantID, d.NotificationID, d.Channel, d.TemplateID, d.Attempts, d.LastError, []byte(d.Payload)))
+		if err != nil {
+			return err
+		}
+		reason := "dead_lettered"
+		_, err = tx.db.Exec(ctx, `
+			UPDATE deliveries SET status = 'failed', reason = $4, last_error = $5, updated_at = now()
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status NOT IN ('sent', 'delivered')`,
+			d.TenantID, d.NotificationID, d.Channel, reason, d.LastError)
+		return err
+	})
+	return out, err
+}
+
+// DeadLetterFilter selects dead letters; zero fields match everything.
+type DeadLetterFilter struct {
+	TenantID   string
+	Channel    string
+	TemplateID string
+	Since      time.Time
+	Until      time.Time
+	Status     string
+	Limit      int
+}
+
+// ListDeadLetters returns matching dead letters, newest first.
+func (s *Store) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT `+deadLetterColumns+` FROM dead_letters
+		WHERE tenant_id = $1 AND ($2 = '' OR channel = $2) AND ($3 = '' OR template_id = $3)
+		  AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
+		  AND ($6 = '' OR status = $6)
+		ORDER BY created_at DESC, id DESC LIMIT $7`,
+		f.TenantID, f.Channel, f.TemplateID, nullTime(f.Since), nullTime(f.Until), f.Status, f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []DeadLetter
+	for rows.Next() {
+		d, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// GetDeadLetter returns one of the tenant's dead letters.
+func (s *Store) GetDeadLetter(ctx context.Context, tenantID string, id int64) (DeadLetter, error) {
+	return scanDeadLetter(s.db.QueryRow(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE tenant_id = $1 AND id = $2`, tenantID, id))
+}
+
+// BeginRedrive claims an open dead letter for a redrive (open → redriving) and
+// reopens its delivery for the guard (failed → sending). It reports false when the
+// dead letter is not open (already redriving or redriven).
+func (s *Store) BeginRedrive(ctx context.Context, tenantID string, id int64) (DeadLetter, bool, error) {
+	var d DeadLetter
+	var ok bool
+	err := s.InTx(ctx, func(tx *Store) error {
+		var err error
+		d, err = scanDeadLetter(tx.db.QueryRow(ctx, `
+			UPDATE dead_letters SET status = 'redriving', redrives = redrives + 1, updated_at = now()
+			WHERE tenant_id = $1 AND id = $2 AND status = 'open' RETURNING `+deadLetterColumns, tenantID, id))
+		if err == ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		// The one place a delivery moves back: failed → sending, for the redrive.
+		_, err = tx.db.Exec(ctx, `
+			UPDATE deliveries SET status = 'sending', reason = NULL, updated_at = now()
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status = 'failed'`,
+			tenantID, d.NotificationID, d.Channel)
+		return err
+	})
+	return d, ok, err
+}
+
+// FinishRedrive marks a dead letter redriven (the channel was delivered) and
+// recomputes the notification's status.
+func (s *Store) FinishRedrive(ctx context.Context, tenantID string, id int64) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		var nid string
+		if err := tx.db.QueryRow(ctx, `
+			UPDATE dead_letters SET status = 'redriven', updated_at = now() WHERE tenant_id = $1 AND id = $2
+			RETURNING notification_id`, tenantID, id).Scan(&nid); err != nil {
+			return notFound(err)
+		}
+		_, err := tx.RecomputeNotificationStatus(ctx, tenantID, nid)
+		return err
+	})
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

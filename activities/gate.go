@@ -29,6 +29,7 @@ type PreferencesResult struct {
 	Prefs         preferences.Preferences
 	CategoryCaps  map[string]int
 	DefaultLocale string
+	RetryPolicies map[string]store.RetryPolicy
 }
 
 // LoadPreferences reads and merges preferences. It is called before rendering, and
@@ -43,7 +44,7 @@ func (a *Activities) LoadPreferences(ctx context.Context, in LoadPreferencesInpu
 		return PreferencesResult{}, err
 	}
 	return PreferencesResult{Prefs: preferences.Merge(ts.PreferenceDefaults, user), CategoryCaps: ts.CategoryCaps,
-		DefaultLocale: ts.DefaultLocale}, nil
+		DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies}, nil
 }
 
 // ClaimCapInput counts one notification against the user's category cap.

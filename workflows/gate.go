@@ -25,6 +25,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 	}).Get(ctx, &prefs); err != nil {
 		return err
 	}
+	w.retry = prefs.RetryPolicies
 	decisions := map[string]preferences.Decision{}
 	live := 0
 	for _, d := range w.evaluate(ctx, prefs, w.in.Channels) {

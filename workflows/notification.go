@@ -82,6 +82,8 @@ type notification struct {
 	deliveryCtx    workflow.Context
 	cancelDelivery workflow.CancelFunc
 	cancelled      bool
+	// retry holds the tenant's per-channel retry overrides.
+	retry map[string]store.RetryPolicy
 }
 
 // setup derives the notification id and registers the status query.
@@ -305,19 +307,19 @@ func (w *notification) deliverChannel(ctx workflow.Context, channel string, c co
 		w.finishChannel(ctx, channel, store.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel), "")
 		return
 	}
-	w.finishDelivery(ctx, channel, executeDelivery(ctx, p), p)
+	w.finishDelivery(ctx, channel, executeDelivery(ctx, p, w.retry), p)
 }
 
 // executeDelivery runs the provider delivery activity a payload describes (also
 // used by a redrive, so both go through the same guard).
-func executeDelivery(ctx workflow.Context, p activities.RedrivePayload) workflow.Future {
+func executeDelivery(ctx workflow.Context, p activities.RedrivePayload, retry map[string]store.RetryPolicy) workflow.Future {
 	switch {
 	case p.Email != nil:
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, emailActivityOptions), a.DeliverEmail, *p.Email)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(ChannelEmail, retry)), a.DeliverEmail, *p.Email)
 	case p.SMS != nil:
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, smsActivityOptions), a.DeliverSMS, *p.SMS)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(ChannelSMS, retry)), a.DeliverSMS, *p.SMS)
 	default:
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, pushActivityOptions), a.DeliverPush, *p.Push)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(ChannelPush, retry)), a.DeliverPush, *p.Push)
 	}
 }
 
@@ -344,7 +346,7 @@ func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut 
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if derr := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, databaseActivityOptions), a.DeadLetter, activities.DeadLetterInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, TemplateID: w.in.TemplateID,
-		Attempts: int(providerRetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
+		Attempts: int(providerOptions(channel, w.retry).RetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
 	}).Get(ctx, nil); derr != nil {
 		workflow.GetLogger(ctx).Error("dead-lettering failed", "channel", channel, "error", derr)
 	}

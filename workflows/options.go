@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/internal/store"
 )
 
 // databaseActivityOptions: PostgreSQL writes retry with backoff for up to a day, so a
@@ -45,3 +46,39 @@ var (
 	smsActivityOptions   = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
 	pushActivityOptions  = workflow.ActivityOptions{StartToCloseTimeout: 60 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
 )
+
+// providerOptions are a provider channel's activity options with the tenant's
+// retry override (zero fields keep the default) applied.
+func providerOptions(channel string, override map[string]store.RetryPolicy) workflow.ActivityOptions {
+	var opts workflow.ActivityOptions
+	switch channel {
+	case ChannelEmail:
+		opts = emailActivityOptions
+	case ChannelSMS:
+		opts = smsActivityOptions
+	default:
+		opts = pushActivityOptions
+	}
+	o, ok := override[channel]
+	if !ok {
+		return opts
+	}
+	rp := *opts.RetryPolicy
+	if o.InitialInterval.Duration > 0 {
+		rp.InitialInterval = o.InitialInterval.Duration
+	}
+	if o.BackoffCoefficient >= 1 {
+		rp.BackoffCoefficient = o.BackoffCoefficient
+	}
+	if o.MaximumInterval.Duration > 0 {
+		rp.MaximumInterval = o.MaximumInterval.Duration
+	}
+	if o.MaximumAttempts > 0 {
+		rp.MaximumAttempts = int32(o.MaximumAttempts)
+	}
+	if o.Expiration.Duration > 0 {
+		opts.ScheduleToCloseTimeout = o.Expiration.Duration
+	}
+	opts.RetryPolicy = &rp
+	return opts
+}

@@ -64,20 +64,55 @@ type TenantSettings struct {
 	// CategoryCaps: category → at most this many notifications per user per rolling 24 h.
 	CategoryCaps  map[string]int `json:"category_caps"`
 	DefaultLocale string         `json:"default_locale"`
+	// RetryPolicies override the default provider retry policy per channel.
+	RetryPolicies map[string]RetryPolicy `json:"retry_policies"`
+}
+
+// RetryPolicy is a per-channel retry override; zero fields keep the default.
+type RetryPolicy struct {
+	InitialInterval    Duration `json:"initial_interval,omitzero"`
+	BackoffCoefficient float64  `json:"backoff_coefficient,omitempty"`
+	MaximumInterval    Duration `json:"maximum_interval,omitzero"`
+	MaximumAttempts    int      `json:"maximum_attempts,omitempty"`
+	// Expiration bounds all attempts together (Temporal's schedule-to-close).
+	Expiration Duration `json:"expiration,omitzero"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("1.5s") in JSON.
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
 }
 
 // GetTenantSettings returns the tenant's settings (defaults when never set).
 func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
-	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}}
-	var prefs, caps []byte
-	err := s.db.QueryRow(ctx, `SELECT preference_defaults, category_caps, default_locale FROM tenant_settings WHERE tenant_id = $1`, tenantID).
-		Scan(&prefs, &caps, &ts.DefaultLocale)
+	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[string]RetryPolicy{}}
+	var prefs, caps, retries []byte
+	err := s.db.QueryRow(ctx, `SELECT preference_defaults, category_caps, default_locale, retry_policies FROM tenant_settings WHERE tenant_id = $1`, tenantID).
+		Scan(&prefs, &caps, &ts.DefaultLocale, &retries)
 	if err = notFound(err); errors.Is(err, ErrNotFound) {
 		return ts, nil
 	} else if err != nil {
 		return ts, err
 	}
 	if err := json.Unmarshal(prefs, &ts.PreferenceDefaults); err != nil {
+		return ts, err
+	}
+	if err := json.Unmarshal(retries, &ts.RetryPolicies); err != nil {
 		return ts, err
 	}
 	return ts, json.Unmarshal(caps, &ts.CategoryCaps)
@@ -99,11 +134,19 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 	if ts.DefaultLocale == "" {
 		ts.DefaultLocale = "en"
 	}
+	if ts.RetryPolicies == nil {
+		ts.RetryPolicies = map[string]RetryPolicy{}
+	}
+	retries, err := json.Marshal(ts.RetryPolicies)
+	if err != nil {
+		return err
+	}
 	_, err = s.db.Exec(ctx, `
-		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale) VALUES ($1, $2, $3, $4)
+		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (tenant_id) DO UPDATE SET preference_defaults = EXCLUDED.preference_defaults,
-			category_caps = EXCLUDED.category_caps, default_locale = EXCLUDED.default_locale, updated_at = now()`,
-		tenantID, prefs, caps, ts.DefaultLocale)
+			category_caps = EXCLUDED.category_caps, default_locale = EXCLUDED.default_locale,
+			retry_policies = EXCLUDED.retry_policies, updated_at = now()`,
+		tenantID, prefs, caps, ts.DefaultLocale, retries)
 	return err
 }
 

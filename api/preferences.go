@@ -1,0 +1,234 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/text/language"
+
+	"github.com/herald-notify/herald/internal/preferences"
+)
+
+// MaxCategoryCap bounds one category cap (notifications per user per rolling 24 h).
+const MaxCategoryCap = 1_000_000
+
+// categoryName is templates.Validate's rule for a template category.
+var categoryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// userPreferencesView is a user's preference document and what it amounts to.
+type userPreferencesView struct {
+	UserID string `json:"user_id"`
+	// Preferences are the user's own choices, exactly as last PUT (empty when the
+	// user never set any).
+	Preferences preferences.Preferences `json:"preferences"`
+	// Effective is Preferences merged over the tenant defaults: what gates the
+	// user's notifications now.
+	Effective preferences.Preferences `json:"effective"`
+}
+
+// settingsView is the tenant's caps and default locale.
+type settingsView struct {
+	CategoryCaps  map[string]int `json:"category_caps"`
+	DefaultLocale string         `json:"default_locale"`
+}
+
+type putSettingsRequest struct {
+	// CategoryCaps values are checked one by one (see caps), so an error names
+	// the category: encoding/json would only name category_caps.
+	CategoryCaps  map[string]any `json:"category_caps"`
+	DefaultLocale *string        `json:"default_locale"`
+}
+
+// decodePreferences reads and validates a preference document: 400 with the first
+// problem's field, and every problem in errors.
+func (s *Server) decodePreferences(c *gin.Context) (preferences.Preferences, bool) {
+	var p preferences.Preferences
+	if err := decodeJSON(c, &p); err != nil {
+		s.abort(c, err)
+		return p, false
+	}
+	if errs := p.Validate(); len(errs) > 0 {
+		msg := errs[0].Error()
+		if len(errs) > 1 {
+			msg = fmt.Sprintf("%s (and %d more problems, see errors)", msg, len(errs)-1)
+		}
+		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": validationError{
+			Code: "invalid_field", Message: msg, Field: errs[0].Field, Errors: errs,
+		}})
+		return p, false
+	}
+	return p, true
+}
+
+// putUserPreferences replaces a user's preference document (PUT semantics: a key
+// left out inherits the tenant default). 404 for an unknown user.
+func (s *Server) putUserPreferences(c *gin.Context) {
+	tenantID, userID, ok := s.knownUser(c)
+	if !ok {
+		return
+	}
+	p, ok := s.decodePreferences(c)
+	if !ok {
+		return
+	}
+	if err := s.store.PutPreferences(c.Request.Context(), tenantID, userID, p); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.answerUserPreferences(c, tenantID, userID)
+}
+
+// getUserPreferences returns the user's own document and the effective one; a
+// user who never set any has an empty document. 404 for an unknown user.
+func (s *Server) getUserPreferences(c *gin.Context) {
+	tenantID, userID, ok := s.knownUser(c)
+	if !ok {
+		return
+	}
+	s.answerUserPreferences(c, tenantID, userID)
+}
+
+func (s *Server) answerUserPreferences(c *gin.Context, tenantID, userID string) {
+	ctx := c.Request.Context()
+	own, err := s.store.GetPreferences(ctx, tenantID, userID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	ts, err := s.store.GetTenantSettings(ctx, tenantID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, userPreferencesView{UserID: userID, Preferences: own, Effective: preferences.Merge(ts.PreferenceDefaults, own)})
+}
+
+// putPreferenceDefaults replaces the tenant-wide default preference document.
+func (s *Server) putPreferenceDefaults(c *gin.Context) {
+	p, ok := s.decodePreferences(c)
+	if !ok {
+		return
+	}
+	tenantID := tenantOf(c).ID
+	ctx := c.Request.Context()
+	ts, err := s.store.GetTenantSettings(ctx, tenantID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	ts.PreferenceDefaults = p
+	if err := s.store.PutTenantSettings(ctx, tenantID, ts); err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, p)
+}
+
+// getPreferenceDefaults returns the tenant-wide default preference document
+// (empty when never set).
+func (s *Server) getPreferenceDefaults(c *gin.Context) {
+	ts, err := s.store.GetTenantSettings(c.Request.Context(), tenantOf(c).ID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, ts.PreferenceDefaults)
+}
+
+// caps validates the category caps and returns them as integers.
+func (r putSettingsRequest) caps() (map[string]int, *Error) {
+	cats := make([]string, 0, len(r.CategoryCaps))
+	for cat := range r.CategoryCaps {
+		cats = append(cats, cat)
+	}
+	sort.Strings(cats)
+	if len(cats) > preferences.MaxCategories {
+		return nil, badField("category_caps", "invalid_field", "at most %d category caps", preferences.MaxCategories)
+	}
+	out := make(map[string]int, len(cats))
+	for _, cat := range cats {
+		field := "category_caps." + cat
+		if !categoryName.MatchString(cat) {
+			return nil, badField(field, "invalid_field", "a category is 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit")
+		}
+		num, ok := r.CategoryCaps[cat].(json.Number)
+		if !ok {
+			return nil, badField(field, "invalid_type", "%s must be an integer", field)
+		}
+		n, err := strconv.ParseInt(num.String(), 10, 64)
+		if err != nil {
+			return nil, badField(field, "invalid_type", "%s must be an integer, not %s", field, num)
+		}
+		if n < 1 || n > MaxCategoryCap {
+			return nil, badField(field, "invalid_field", "a cap is an integer from 1 to %d; leave the category out for no cap", MaxCategoryCap)
+		}
+		out[cat] = int(n)
+	}
+	return out, nil
+}
+
+func (r putSettingsRequest) validLocale() *Error {
+	if r.DefaultLocale != nil {
+		if _, err := language.Parse(*r.DefaultLocale); err != nil || len(*r.DefaultLocale) > 35 {
+			return badField("default_locale", "invalid_field", "default_locale must be a BCP 47 language tag such as en-US")
+		}
+	}
+	return nil
+}
+
+// putSettings replaces the tenant's category caps and default locale (PUT
+// semantics: omitted caps mean no caps, an omitted or null default_locale is "en").
+// The preference defaults are kept (see PUT /v1/preferences/defaults).
+func (s *Server) putSettings(c *gin.Context) {
+	var req putSettingsRequest
+	if err := decodeJSON(c, &req); err != nil {
+		s.abort(c, err)
+		return
+	}
+	caps, verr := req.caps()
+	if verr == nil {
+		verr = req.validLocale()
+	}
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	tenantID := tenantOf(c).ID
+	ctx := c.Request.Context()
+	ts, err := s.store.GetTenantSettings(ctx, tenantID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	ts.CategoryCaps = caps
+	ts.DefaultLocale = ""
+	if req.DefaultLocale != nil {
+		ts.DefaultLocale = *req.DefaultLocale
+	}
+	if err := s.store.PutTenantSettings(ctx, tenantID, ts); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.answerSettings(c, tenantID)
+}
+
+func (s *Server) getSettings(c *gin.Context) {
+	s.answerSettings(c, tenantOf(c).ID)
+}
+
+func (s *Server) answerSettings(c *gin.Context, tenantID string) {
+	ts, err := s.store.GetTenantSettings(c.Request.Context(), tenantID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if ts.CategoryCaps == nil {
+		ts.CategoryCaps = map[string]int{}
+	}
+	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale})
+}

@@ -1,0 +1,214 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
+)
+
+// MaxTemplateBodyBytes caps a PUT /v1/templates body. It is larger than
+// MaxBodyBytes because the template sources alone may add up to
+// templates.MaxTemplateBytes, and JSON escaping and the object around them come on
+// top; templates.Validate then enforces the limits on the sources themselves.
+const MaxTemplateBodyBytes = 256 << 10
+
+// putTemplateRequest is a template as a tenant writes it: everything but the id
+// (from the path) and the version (assigned on save).
+type putTemplateRequest struct {
+	Category      string                       `json:"category"`
+	Critical      bool                         `json:"critical"`
+	DefaultLocale string                       `json:"default_locale"`
+	Email         *templates.EmailContent      `json:"email"`
+	SMS           *templates.SMSContent        `json:"sms"`
+	Push          *templates.PushContent       `json:"push"`
+	InApp         *templates.InAppContent      `json:"in_app"`
+	Locales       map[string]templates.Variant `json:"locales"`
+}
+
+// templateView is a stored template version as the API shows it.
+type templateView struct {
+	templates.Template
+	// Channels are the channels the template has content for: the default
+	// channels of a notification sent with it.
+	Channels  []string  `json:"channels"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func viewTemplate(rec store.TemplateRecord) templateView {
+	return templateView{Template: rec.Template, Channels: rec.Template.Channels(), CreatedAt: rec.CreatedAt.UTC()}
+}
+
+// validationError is an error body that lists every problem found, not only the
+// first: {"error": {"code", "message", "field", "errors": [...]}}.
+type validationError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Errors  any    `json:"errors"`
+}
+
+// templateFieldPath is the body path of a template problem: "email.html",
+// "locales.de.push.title", "category"; "" for the template as a whole.
+func templateFieldPath(e templates.FieldError) string {
+	var parts []string
+	if e.Locale != "" {
+		parts = append(parts, "locales", e.Locale)
+	}
+	if e.Channel != "" {
+		parts = append(parts, e.Channel)
+	}
+	if e.Field != "template" && (e.Field != "locales" || e.Locale == "") {
+		parts = append(parts, e.Field)
+	}
+	return strings.Join(parts, ".")
+}
+
+// putTemplate saves a template as its next version: 201 when the save created the
+// template (no live version existed: the first save, or the first after a delete),
+// 200 when it is a new version of a live one. Version numbers keep counting after a
+// delete, so a number is never reused. Problems found by templates.Validate answer
+// 422 invalid_template listing every one with its channel, field, locale and line.
+func (s *Server) putTemplate(c *gin.Context) {
+	id := c.Param("template_id")
+	if err := validTemplateID(id); err != nil {
+		s.abort(c, err)
+		return
+	}
+	var req putTemplateRequest
+	if err := decodeJSONLimit(c, &req, MaxTemplateBodyBytes); err != nil {
+		s.abort(c, err)
+		return
+	}
+	t := templates.Template{ID: id, Category: req.Category, Critical: req.Critical, DefaultLocale: req.DefaultLocale,
+		Email: req.Email, SMS: req.SMS, Push: req.Push, InApp: req.InApp, Locales: req.Locales}
+	if errs := templates.Validate(t); len(errs) > 0 {
+		msg := errs[0].Error()
+		if len(errs) > 1 {
+			msg = fmt.Sprintf("%s (and %d more problems, see errors)", msg, len(errs)-1)
+		}
+		c.AbortWithStatusJSON(http.StatusUnprocessableEntity, gin.H{"error": validationError{
+			Code: "invalid_template", Message: msg, Field: templateFieldPath(errs[0]), Errors: errs,
+		}})
+		return
+	}
+	tenantID := tenantOf(c).ID
+	ctx := c.Request.Context()
+	_, err := s.store.GetTemplate(ctx, tenantID, id, 0)
+	existed := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.abort(c, err)
+		return
+	}
+	rec, err := s.store.PutTemplate(ctx, tenantID, t)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	status := http.StatusOK
+	if !existed || rec.Template.Version == 1 {
+		status = http.StatusCreated
+	}
+	c.JSON(status, viewTemplate(rec))
+}
+
+// getTemplate returns the latest live version, or with ?version=N that version.
+// A given version stays readable after the template is deleted: notifications
+// accepted before the delete still render with it.
+func (s *Server) getTemplate(c *gin.Context) {
+	id := c.Param("template_id")
+	if err := validTemplateID(id); err != nil {
+		s.abort(c, err)
+		return
+	}
+	version := 0
+	if v, ok := c.GetQuery("version"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1<<31-1 {
+			s.abort(c, badField("version", "invalid_field", "version must be a positive integer"))
+			return
+		}
+		version = n
+	}
+	rec, err := s.store.GetTemplate(c.Request.Context(), tenantOf(c).ID, id, version)
+	if errors.Is(err, store.ErrNotFound) {
+		s.abort(c, notFound("template"))
+		return
+	}
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, viewTemplate(rec))
+}
+
+// listTemplates lists the latest version of every live template, by id.
+func (s *Server) listTemplates(c *gin.Context) {
+	recs, err := s.store.ListTemplates(c.Request.Context(), tenantOf(c).ID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	items := make([]templateView, 0, len(recs))
+	for _, r := range recs {
+		items = append(items, viewTemplate(r))
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
+}
+
+// deleteTemplate deletes a template (every version): 204, or 404 when there is no
+// live template with that id. New notifications can no longer use it; accepted
+// ones still render with their version.
+func (s *Server) deleteTemplate(c *gin.Context) {
+	id := c.Param("template_id")
+	if err := validTemplateID(id); err != nil {
+		s.abort(c, err)
+		return
+	}
+	deleted, err := s.store.DeleteTemplate(c.Request.Context(), tenantOf(c).ID, id)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if !deleted {
+		s.abort(c, notFound("template"))
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// decodeJSONLimit is decodeJSON with a body limit of max bytes instead of
+// MaxBodyBytes.
+func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Message: fmt.Sprintf("request body exceeds %d bytes", max)}
+		}
+		return &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
+	}
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "request body is empty; expected a JSON object"}
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
+	}
+	return nil
+}

@@ -303,6 +303,8 @@ type channelView struct {
 	SentAt            *time.Time `json:"sent_at"`
 	DeliveredAt       *time.Time `json:"delivered_at"`
 	UpdatedAt         time.Time  `json:"updated_at"`
+	// History is every provider attempt with its outcome and error, oldest first.
+	History []store.Attempt `json:"history"`
 }
 
 type notificationView struct {
@@ -330,7 +332,12 @@ func (s *Server) getNotification(c *gin.Context) {
 	tenantID := tenantOf(c).ID
 	n, err := s.store.GetNotification(c.Request.Context(), tenantID, id)
 	if err == nil {
-		c.JSON(http.StatusOK, viewFromStore(n))
+		v, herr := s.withHistory(c.Request.Context(), tenantID, viewFromStore(n))
+		if herr != nil {
+			s.abort(c, herr)
+			return
+		}
+		c.JSON(http.StatusOK, v)
 		return
 	}
 	if !errors.Is(err, store.ErrNotFound) {
@@ -359,9 +366,25 @@ func viewFromStore(n store.Notification) notificationView {
 		Channels: []channelView{},
 	}
 	for _, d := range n.Deliveries {
-		v.Channels = append(v.Channels, channelView(d))
+		v.Channels = append(v.Channels, channelView{Channel: d.Channel, Status: d.Status, Provider: d.Provider,
+			ProviderMessageID: d.ProviderMessageID, Attempts: d.Attempts, LastError: d.LastError, Reason: d.Reason,
+			SentAt: d.SentAt, DeliveredAt: d.DeliveredAt, UpdatedAt: d.UpdatedAt, History: []store.Attempt{}})
 	}
 	return v
+}
+
+// withHistory adds each channel's provider attempts.
+func (s *Server) withHistory(ctx context.Context, tenantID string, v notificationView) (notificationView, error) {
+	hist, err := s.store.ListAttempts(ctx, tenantID, v.NotificationID)
+	if err != nil {
+		return v, err
+	}
+	for i := range v.Channels {
+		if h := hist[v.Channels[i].Channel]; h != nil {
+			v.Channels[i].History = h
+		}
+	}
+	return v, nil
 }
 
 // viewFromWorkflow describes a notification whose first activity has not written
@@ -388,7 +411,7 @@ func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id str
 		return notificationView{}, fmt.Errorf("decode memo of %s: %w", workflowID, err)
 	}
 	for _, ch := range channels {
-		v.Channels = append(v.Channels, channelView{Channel: ch, Status: store.DeliveryPending, UpdatedAt: started})
+		v.Channels = append(v.Channels, channelView{Channel: ch, Status: store.DeliveryPending, UpdatedAt: started, History: []store.Attempt{}})
 	}
 	return v, nil
 }

@@ -7,11 +7,13 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"golang.org/x/text/language"
 
 	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/store"
 )
 
 // MaxCategoryCap bounds one category cap (notifications per user per rolling 24 h).
@@ -33,8 +35,9 @@ type userPreferencesView struct {
 
 // settingsView is the tenant's caps and default locale.
 type settingsView struct {
-	CategoryCaps  map[string]int `json:"category_caps"`
-	DefaultLocale string         `json:"default_locale"`
+	CategoryCaps  map[string]int               `json:"category_caps"`
+	DefaultLocale string                       `json:"default_locale"`
+	RetryPolicies map[string]store.RetryPolicy `json:"retry_policies"`
 }
 
 type putSettingsRequest struct {
@@ -42,6 +45,67 @@ type putSettingsRequest struct {
 	// the category: encoding/json would only name category_caps.
 	CategoryCaps  map[string]any `json:"category_caps"`
 	DefaultLocale *string        `json:"default_locale"`
+	// RetryPolicies override the provider retry policy per channel (email, sms, push).
+	RetryPolicies map[string]retryPolicyRequest `json:"retry_policies"`
+}
+
+type retryPolicyRequest struct {
+	InitialInterval    *string  `json:"initial_interval"`
+	BackoffCoefficient *float64 `json:"backoff_coefficient"`
+	MaximumInterval    *string  `json:"maximum_interval"`
+	MaximumAttempts    *int     `json:"maximum_attempts"`
+	Expiration         *string  `json:"expiration"`
+}
+
+// retries validates the retry overrides: provider channels only, positive
+// durations (Go syntax: "500ms", "2m"), coefficient ≥ 1, attempts 1..100.
+func (r putSettingsRequest) retries() (map[string]store.RetryPolicy, *Error) {
+	out := map[string]store.RetryPolicy{}
+	for _, ch := range sortedChannels(r.RetryPolicies) {
+		in := r.RetryPolicies[ch]
+		field := "retry_policies." + ch
+		if ch != "email" && ch != "sms" && ch != "push" {
+			return nil, badField(field, "invalid_field", "retry policies apply to email, sms and push")
+		}
+		var p store.RetryPolicy
+		for _, d := range []struct {
+			name string
+			v    *string
+			dst  *store.Duration
+		}{{"initial_interval", in.InitialInterval, &p.InitialInterval}, {"maximum_interval", in.MaximumInterval, &p.MaximumInterval}, {"expiration", in.Expiration, &p.Expiration}} {
+			if d.v == nil {
+				continue
+			}
+			v, err := time.ParseDuration(*d.v)
+			if err != nil || v <= 0 || v > 7*24*time.Hour {
+				return nil, badField(field+"."+d.name, "invalid_field", "%s must be a positive duration up to 168h, such as \"500ms\" or \"2m\"", d.name)
+			}
+			d.dst.Duration = v
+		}
+		if in.BackoffCoefficient != nil {
+			if *in.BackoffCoefficient < 1 || *in.BackoffCoefficient > 10 {
+				return nil, badField(field+".backoff_coefficient", "invalid_field", "backoff_coefficient must be from 1 to 10")
+			}
+			p.BackoffCoefficient = *in.BackoffCoefficient
+		}
+		if in.MaximumAttempts != nil {
+			if *in.MaximumAttempts < 1 || *in.MaximumAttempts > 100 {
+				return nil, badField(field+".maximum_attempts", "invalid_field", "maximum_attempts must be from 1 to 100")
+			}
+			p.MaximumAttempts = *in.MaximumAttempts
+		}
+		out[ch] = p
+	}
+	return out, nil
+}
+
+func sortedChannels[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // decodePreferences reads and validates a preference document: 400 with the first
@@ -194,6 +258,10 @@ func (s *Server) putSettings(c *gin.Context) {
 	if verr == nil {
 		verr = req.validLocale()
 	}
+	var retries map[string]store.RetryPolicy
+	if verr == nil {
+		retries, verr = req.retries()
+	}
 	if verr != nil {
 		s.abort(c, verr)
 		return
@@ -206,6 +274,7 @@ func (s *Server) putSettings(c *gin.Context) {
 		return
 	}
 	ts.CategoryCaps = caps
+	ts.RetryPolicies = retries
 	ts.DefaultLocale = ""
 	if req.DefaultLocale != nil {
 		ts.DefaultLocale = *req.DefaultLocale
@@ -230,5 +299,8 @@ func (s *Server) answerSettings(c *gin.Context, tenantID string) {
 	if ts.CategoryCaps == nil {
 		ts.CategoryCaps = map[string]int{}
 	}
-	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale})
+	if ts.RetryPolicies == nil {
+		ts.RetryPolicies = map[string]store.RetryPolicy{}
+	}
+	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies})
 }

@@ -199,7 +199,7 @@ func TestOpenAPICreateNotification(t *testing.T) {
 func TestOpenAPIGetNotification(t *testing.T) {
 	path := "/v1/notifications/" + testNotificationID
 	channel := `{"channel":"in_app","status":"delivered","provider":"inbox","provider_message_id":null,"attempts":1,` +
-		`"last_error":null,"reason":null,"sent_at":null,"delivered_at":"2026-05-01T10:00:01Z","updated_at":"2026-05-01T10:00:01Z"}`
+		`"last_error":null,"reason":null,"sent_at":null,"delivered_at":"2026-05-01T10:00:01Z","updated_at":"2026-05-01T10:00:01Z","history":[]}`
 	view := func(channels string) string {
 		return `{"notification_id":"` + testNotificationID + `","user_id":"u1","template_id":"welcome","status":"delivered",` +
 			`"accepted_at":"2026-05-01T10:00:00Z","updated_at":"2026-05-01T10:00:01Z",` +

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS rate_limit_quotas;
+DROP TABLE IF EXISTS rate_limit_buckets;

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
@@ -28,6 +29,8 @@ type Activities struct {
 	// them out.
 	Unsubscribe   *unsubscribe.Signer
 	PublicBaseURL string
+	// Limiter enforces provider accounts' send rates; nil enforces none.
+	Limiter *ratelimit.Limiter
 }
 
 // RecordAcceptedInput describes the accepted notification.

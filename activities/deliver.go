@@ -13,6 +13,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/breaker"
 	"github.com/herald-notify/herald/providers/resolver"
 )
 
@@ -25,10 +26,13 @@ const (
 	ErrTypeNoDevice = "NoDevice"
 )
 
-// SenderResolver picks the provider for a tenant's channel.
+// SenderResolver lists a tenant's providers for a channel in failover order.
 type SenderResolver interface {
-	Resolve(ctx context.Context, tenantID, channel string) (resolver.Sender, error)
+	Chain(ctx context.Context, tenantID, channel string) ([]resolver.Sender, error)
 }
+
+// FailoverAfter is how many attempts a provider gets before the chain moves on.
+const FailoverAfter = 2
 
 // DeliverEmailInput is one rendered email.
 type DeliverEmailInput struct {
@@ -190,29 +194,48 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 		return DeliverResult{Status: status, Duplicate: true}, nil
 	}
 
-	sender, err := a.Senders.Resolve(ctx, tags.TenantID, tags.Channel)
+	chain, err := a.Senders.Chain(ctx, tags.TenantID, tags.Channel)
 	if err != nil {
 		return DeliverResult{}, err
 	}
-	provider := sender.Provider
-	if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
-		Status: store.DeliverySending, Provider: &provider, CountAttempt: true,
-	}); err != nil {
-		return DeliverResult{}, err
+	// Failover: each provider gets FailoverAfter attempts, then the next one takes
+	// over. A provider whose circuit is open is skipped at once. The guard above
+	// runs first on every attempt, so a fallback only ever fires while no provider
+	// has been recorded (or reported by a receipt) as having accepted.
+	idx := min((int(activity.GetInfo(ctx).Attempt)-1)/FailoverAfter, len(chain)-1)
+	for {
+		sender := chain[idx]
+		provider := sender.Provider
+		if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
+			Status: store.DeliverySending, Provider: &provider, CountAttempt: true,
+		}); err != nil {
+			return DeliverResult{}, err
+		}
+		stop := keepHeartbeating(ctx, hb)
+		if sender.RatePerSecond > 0 && a.Limiter != nil {
+			// The account's send rate holds across every worker: the bucket is in PostgreSQL.
+			if err := a.Limiter.Wait(ctx, "provider:"+sender.Account, sender.RatePerSecond, 1); err != nil {
+				stop()
+				return DeliverResult{}, err
+			}
+		}
+		res, sendErr := send(ctx, sender)
+		stop()
+		if sendErr != nil {
+			err := a.sendFailed(ctx, tags, sendErr)
+			a.recordAttempt(ctx, tags, provider, err)
+			if breaker.IsOpen(sendErr) && idx+1 < len(chain) {
+				idx++
+				continue
+			}
+			return DeliverResult{}, err
+		}
+		if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, store.DeliverySent); err != nil {
+			return DeliverResult{}, err
+		}
+		a.recordAttempt(ctx, tags, provider, nil)
+		return DeliverResult{Status: store.DeliverySent}, nil
 	}
-	stop := keepHeartbeating(ctx, hb)
-	res, sendErr := send(ctx, sender)
-	stop()
-	if sendErr != nil {
-		err := a.sendFailed(ctx, tags, sendErr)
-		a.recordAttempt(ctx, tags, provider, err)
-		return DeliverResult{}, err
-	}
-	if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, store.DeliverySent); err != nil {
-		return DeliverResult{}, err
-	}
-	a.recordAttempt(ctx, tags, provider, nil)
-	return DeliverResult{Status: store.DeliverySent}, nil
 }
 
 // recordAttempt appends the attempt to the channel's history (best effort: the

@@ -38,6 +38,10 @@ type settingsView struct {
 	CategoryCaps  map[string]int               `json:"category_caps"`
 	DefaultLocale string                       `json:"default_locale"`
 	RetryPolicies map[string]store.RetryPolicy `json:"retry_policies"`
+	// API limits on POST /v1/notifications; 0 means the server default.
+	APIRatePerSecond float64 `json:"api_rate_per_second"`
+	APIBurst         int     `json:"api_burst"`
+	DailyQuota       int     `json:"daily_quota"`
 }
 
 type putSettingsRequest struct {
@@ -47,6 +51,33 @@ type putSettingsRequest struct {
 	DefaultLocale *string        `json:"default_locale"`
 	// RetryPolicies override the provider retry policy per channel (email, sms, push).
 	RetryPolicies map[string]retryPolicyRequest `json:"retry_policies"`
+	// API limits on POST /v1/notifications; omitted or 0 means the server default.
+	APIRatePerSecond *float64 `json:"api_rate_per_second"`
+	APIBurst         *int     `json:"api_burst"`
+	DailyQuota       *int     `json:"daily_quota"`
+}
+
+// limits validates the API limits.
+func (r putSettingsRequest) limits() (rate float64, burst, quota int, e *Error) {
+	if r.APIRatePerSecond != nil {
+		if *r.APIRatePerSecond < 0 || *r.APIRatePerSecond > 100_000 {
+			return 0, 0, 0, badField("api_rate_per_second", "invalid_field", "api_rate_per_second must be from 0 to 100000")
+		}
+		rate = *r.APIRatePerSecond
+	}
+	if r.APIBurst != nil {
+		if *r.APIBurst < 0 || *r.APIBurst > 1_000_000 {
+			return 0, 0, 0, badField("api_burst", "invalid_field", "api_burst must be from 0 to 1000000")
+		}
+		burst = *r.APIBurst
+	}
+	if r.DailyQuota != nil {
+		if *r.DailyQuota < 0 || *r.DailyQuota > 1_000_000_000 {
+			return 0, 0, 0, badField("daily_quota", "invalid_field", "daily_quota must be from 0 to 1000000000")
+		}
+		quota = *r.DailyQuota
+	}
+	return rate, burst, quota, nil
 }
 
 type retryPolicyRequest struct {
@@ -262,6 +293,11 @@ func (s *Server) putSettings(c *gin.Context) {
 	if verr == nil {
 		retries, verr = req.retries()
 	}
+	var rate float64
+	var burst, quota int
+	if verr == nil {
+		rate, burst, quota, verr = req.limits()
+	}
 	if verr != nil {
 		s.abort(c, verr)
 		return
@@ -275,6 +311,7 @@ func (s *Server) putSettings(c *gin.Context) {
 	}
 	ts.CategoryCaps = caps
 	ts.RetryPolicies = retries
+	ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota = rate, burst, quota
 	ts.DefaultLocale = ""
 	if req.DefaultLocale != nil {
 		ts.DefaultLocale = *req.DefaultLocale
@@ -302,5 +339,6 @@ func (s *Server) answerSettings(c *gin.Context, tenantID string) {
 	if ts.RetryPolicies == nil {
 		ts.RetryPolicies = map[string]store.RetryPolicy{}
 	}
-	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies})
+	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies,
+		APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
@@ -37,6 +38,10 @@ type Config struct {
 	Sandbox sandbox.Recorder
 	// Unsubscribe verifies one-click unsubscribe links (the worker signs them).
 	Unsubscribe *unsubscribe.Signer
+	// Limiter and TenantLimits limit POST /v1/notifications per tenant; a nil
+	// Limiter limits nothing.
+	Limiter      *ratelimit.Limiter
+	TenantLimits TenantLimits
 }
 
 // Server holds the API's dependencies.
@@ -48,11 +53,14 @@ type Server struct {
 
 	tenants *expirable.LRU[string, store.Tenant] // API key hash → tenant
 	users   *expirable.LRU[string, struct{}]     // tenant/user known to exist
+	// settings caches tenant settings for the API limits (a few seconds).
+	settings *expirable.LRU[string, store.TenantSettings]
 }
 
 // New builds the API server.
 func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Server {
-	s := &Server{store: st, temporal: tc, cfg: cfg, log: log}
+	s := &Server{store: st, temporal: tc, cfg: cfg, log: log,
+		settings: expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second)}
 	if cfg.AuthCacheTTL > 0 {
 		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)
 		s.users = expirable.NewLRU[string, struct{}](100_000, nil, cfg.AuthCacheTTL)
@@ -76,7 +84,7 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/openapi.yaml", serveOpenAPI)
 
 	v1 := r.Group("/v1", s.authenticate)
-	v1.POST("/notifications", s.createNotification)
+	v1.POST("/notifications", s.limitTenant, s.createNotification)
 	v1.GET("/notifications/:notification_id", s.getNotification)
 	v1.DELETE("/notifications/:notification_id", s.cancelNotification)
 	v1.GET("/dead-letters", s.listDeadLetters)

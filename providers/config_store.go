@@ -51,7 +51,9 @@ type ProviderConfig struct {
 	Secret []byte `json:"-"`
 	// HasSecret reports whether credentials are stored.
 	HasSecret bool
-	UpdatedAt time.Time
+	// RatePerSecond caps this account's sends across all workers (0: no cap).
+	RatePerSecond float64
+	UpdatedAt     time.Time
 }
 
 // String leaves the secret out, so a config can be logged.
@@ -89,24 +91,25 @@ func (s *Store) PutProviderConfig(ctx context.Context, c ProviderConfig) error {
 		}
 	}
 	_, err := s.db.Exec(ctx, `
-		INSERT INTO provider_configs (tenant_id, channel, provider, priority, enabled, config, secret_ciphertext)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		INSERT INTO provider_configs (tenant_id, channel, provider, priority, enabled, config, secret_ciphertext, rate_per_second)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (tenant_id, channel, provider) DO UPDATE SET
 			priority = EXCLUDED.priority,
 			enabled = EXCLUDED.enabled,
 			config = EXCLUDED.config,
+			rate_per_second = EXCLUDED.rate_per_second,
 			secret_ciphertext = COALESCE(EXCLUDED.secret_ciphertext, provider_configs.secret_ciphertext),
 			updated_at = now()`,
-		c.TenantID, c.Channel, c.Provider, c.Priority, c.Enabled, []byte(settings), sealed)
+		c.TenantID, c.Channel, c.Provider, c.Priority, c.Enabled, []byte(settings), sealed, c.RatePerSecond)
 	return err
 }
 
-const configColumns = `tenant_id, channel, provider, priority, enabled, config, secret_ciphertext, updated_at`
+const configColumns = `tenant_id, channel, provider, priority, enabled, config, secret_ciphertext, updated_at, rate_per_second`
 
 func (s *Store) scanConfig(row pgx.Row) (ProviderConfig, error) {
 	var c ProviderConfig
 	var settings, sealed []byte
-	if err := row.Scan(&c.TenantID, &c.Channel, &c.Provider, &c.Priority, &c.Enabled, &settings, &sealed, &c.UpdatedAt); err != nil {
+	if err := row.Scan(&c.TenantID, &c.Channel, &c.Provider, &c.Priority, &c.Enabled, &settings, &sealed, &c.UpdatedAt, &c.RatePerSecond); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return c, ErrNotFound
 		}

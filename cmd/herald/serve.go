@@ -20,6 +20,7 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
@@ -43,6 +44,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		return err
 	}
 	provStore := providers.NewStore(pool, keys)
+	limiter := ratelimit.New(pool)
 	sandboxRec := sandbox.NewPGRecorder(pool)
 
 	tc, err := client.Dial(client.Options{
@@ -61,6 +63,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
 		}, sandboxRec),
 			Unsubscribe: unsubscribe.NewSigner([]byte(os.Getenv(secrets.EnvKey))), PublicBaseURL: cfg.PublicBaseURL,
+			Limiter: limiter,
 		}
 		lanes := worker.NewLanes(tc, cfg.TaskQueue, acts)
 		for _, w := range lanes {
@@ -82,6 +85,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 			TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: 30 * time.Second,
 			Providers: provStore, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
 			Unsubscribe: unsubscribe.NewSigner([]byte(os.Getenv(secrets.EnvKey))),
+			Limiter:     limiter, TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 		}
 		if cfg.SandboxAPI {
 			apiCfg.Sandbox = sandboxRec

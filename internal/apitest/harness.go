@@ -21,6 +21,7 @@ import (
 
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -55,6 +56,8 @@ type Options struct {
 	Process resolver.Process
 	// NoSandboxAPI turns GET /v1/sandbox/messages off, as in production.
 	NoSandboxAPI bool
+	// TenantLimits are the default per-tenant API limits (zero: none).
+	TenantLimits api.TenantLimits
 }
 
 // Start brings up API + worker against the test services.
@@ -79,7 +82,8 @@ func Start(t testing.TB, opts Options) *Harness {
 	if !opts.NoWorker {
 		acts := &activities.Activities{Store: st, Providers: h.Providers,
 			Senders:     resolver.New(h.Providers, opts.Process, h.Sandbox),
-			Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL}
+			Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL,
+			Limiter: ratelimit.New(pool)}
 		for _, w := range worker.NewLanes(tc, h.TaskQueue, acts) {
 			if err := w.Start(); err != nil {
 				t.Fatalf("start worker: %v", err)
@@ -91,6 +95,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,
 		Providers: h.Providers, PublicBaseURL: opts.Process.PublicBaseURL, WebhookTolerance: 5 * time.Minute,
 		Unsubscribe: unsubscribe.NewSigner([]byte(key)),
+		Limiter:     ratelimit.New(pool), TenantLimits: opts.TenantLimits,
 	}
 	if !opts.NoSandboxAPI {
 		cfg.Sandbox = h.Sandbox

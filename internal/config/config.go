@@ -5,6 +5,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -36,6 +37,12 @@ type Config struct {
 	SandboxAPI bool
 	// HERALD_WEBHOOK_TOLERANCE: how old a signed SendGrid webhook timestamp may be.
 	WebhookTolerance time.Duration
+	// HERALD_TENANT_RATE, HERALD_TENANT_BURST, HERALD_TENANT_DAILY_QUOTA: default
+	// per-tenant limits on POST /v1/notifications (0: none); tenants can have their
+	// own in tenant_settings.
+	TenantRatePerSecond float64
+	TenantBurst         int
+	TenantDailyQuota    int
 }
 
 // Defaults, as documented in the README's configuration table.
@@ -77,6 +84,18 @@ func FromEnv() (Config, error) {
 	if c.WebhookTolerance, err = duration("HERALD_WEBHOOK_TOLERANCE", 5*time.Minute); err != nil {
 		return c, err
 	}
+	if c.TenantRatePerSecond, err = number("HERALD_TENANT_RATE", 200); err != nil {
+		return c, err
+	}
+	burst, err := number("HERALD_TENANT_BURST", 400)
+	if err != nil {
+		return c, err
+	}
+	quota, err := number("HERALD_TENANT_DAILY_QUOTA", 0)
+	if err != nil {
+		return c, err
+	}
+	c.TenantBurst, c.TenantDailyQuota = int(burst), int(quota)
 	return c, nil
 }
 
@@ -97,4 +116,16 @@ func duration(name string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 24h", name, v)
 	}
 	return d, nil
+}
+
+func number(name string, def float64) (float64, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("%s=%q: want a number ≥ 0", name, v)
+	}
+	return f, nil
 }

@@ -66,6 +66,11 @@ type TenantSettings struct {
 	DefaultLocale string         `json:"default_locale"`
 	// RetryPolicies override the default provider retry policy per channel.
 	RetryPolicies map[string]RetryPolicy `json:"retry_policies"`
+	// APIRatePerSecond, APIBurst and DailyQuota override the default limits on
+	// POST /v1/notifications (0: use the default).
+	APIRatePerSecond float64 `json:"api_rate_per_second"`
+	APIBurst         int     `json:"api_burst"`
+	DailyQuota       int     `json:"daily_quota"`
 }
 
 // RetryPolicy is a per-channel retry override; zero fields keep the default.
@@ -102,8 +107,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
 	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[string]RetryPolicy{}}
 	var prefs, caps, retries []byte
-	err := s.db.QueryRow(ctx, `SELECT preference_defaults, category_caps, default_locale, retry_policies FROM tenant_settings WHERE tenant_id = $1`, tenantID).
-		Scan(&prefs, &caps, &ts.DefaultLocale, &retries)
+	err := s.db.QueryRow(ctx, `
+		SELECT preference_defaults, category_caps, default_locale, retry_policies, api_rate_per_second, api_burst, daily_quota
+		FROM tenant_settings WHERE tenant_id = $1`, tenantID).
+		Scan(&prefs, &caps, &ts.DefaultLocale, &retries, &ts.APIRatePerSecond, &ts.APIBurst, &ts.DailyQuota)
 	if err = notFound(err); errors.Is(err, ErrNotFound) {
 		return ts, nil
 	} else if err != nil {
@@ -142,11 +149,13 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 		return err
 	}
 	_, err = s.db.Exec(ctx, `
-		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies) VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies,
+			api_rate_per_second, api_burst, daily_quota) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (tenant_id) DO UPDATE SET preference_defaults = EXCLUDED.preference_defaults,
 			category_caps = EXCLUDED.category_caps, default_locale = EXCLUDED.default_locale,
-			retry_policies = EXCLUDED.retry_policies, updated_at = now()`,
-		tenantID, prefs, caps, ts.DefaultLocale, retries)
+			retry_policies = EXCLUDED.retry_policies, api_rate_per_second = EXCLUDED.api_rate_per_second,
+			api_burst = EXCLUDED.api_burst, daily_quota = EXCLUDED.daily_quota, updated_at = now()`,
+		tenantID, prefs, caps, ts.DefaultLocale, retries, ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota)
 	return err
 }
 

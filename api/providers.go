@@ -19,6 +19,7 @@ import (
 	"github.com/herald-notify/herald/providers/fcm"
 	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/providers/sendgrid"
+	"github.com/herald-notify/herald/providers/smtp"
 	"github.com/herald-notify/herald/providers/twilio"
 )
 
@@ -31,7 +32,7 @@ import (
 
 // channelProviders lists which providers can serve a channel, in display order.
 var channelProviders = map[string][]string{
-	providers.ChannelEmail: {sendgrid.Name, sandbox.Name},
+	providers.ChannelEmail: {sendgrid.Name, smtp.Name, sandbox.Name},
 	providers.ChannelSMS:   {twilio.Name, sandbox.Name},
 	providers.ChannelPush:  {fcm.Name, sandbox.Name},
 }
@@ -57,6 +58,8 @@ type putProviderRequest struct {
 	Credentials json.RawMessage `json:"credentials"`
 	Priority    *int            `json:"priority"`
 	Enabled     *bool           `json:"enabled"`
+	// RatePerSecond caps this account's sends across all workers (0 or absent: none).
+	RatePerSecond *float64 `json:"rate_per_second"`
 }
 
 // providerConfigView is a provider config as the API shows it: never the secret.
@@ -67,6 +70,7 @@ type providerConfigView struct {
 	Enabled        bool            `json:"enabled"`
 	Settings       json.RawMessage `json:"settings"`
 	HasCredentials bool            `json:"has_credentials"`
+	RatePerSecond  float64         `json:"rate_per_second"`
 	UpdatedAt      time.Time       `json:"updated_at"`
 }
 
@@ -76,7 +80,7 @@ func viewProviderConfig(pc providers.ProviderConfig) providerConfigView {
 		settings = json.RawMessage(`{}`)
 	}
 	return providerConfigView{Channel: pc.Channel, Provider: pc.Provider, Priority: pc.Priority, Enabled: pc.Enabled,
-		Settings: settings, HasCredentials: pc.HasSecret, UpdatedAt: pc.UpdatedAt.UTC()}
+		Settings: settings, HasCredentials: pc.HasSecret, RatePerSecond: pc.RatePerSecond, UpdatedAt: pc.UpdatedAt.UTC()}
 }
 
 // twilioCredentials are the secret part of a Twilio config. WebhookAuthToken is
@@ -148,6 +152,14 @@ func (s *Server) putProvider(c *gin.Context) {
 	if req.Enabled != nil {
 		enabled = *req.Enabled
 	}
+	rate := 0.0
+	if req.RatePerSecond != nil {
+		rate = *req.RatePerSecond
+		if rate < 0 || rate > 100_000 {
+			s.abort(c, badField("rate_per_second", "invalid_field", "rate_per_second must be from 0 (no cap) to 100000"))
+			return
+		}
+	}
 	settings, secret, verr := validateProviderConfig(c.Request.Context(), channel, provider, req.Settings, req.Credentials)
 	if verr != nil {
 		s.abort(c, verr)
@@ -168,7 +180,7 @@ func (s *Server) putProvider(c *gin.Context) {
 	}
 	if err := s.cfg.Providers.PutProviderConfig(ctx, providers.ProviderConfig{
 		TenantID: tenantID, Channel: channel, Provider: provider, Priority: priority, Enabled: enabled,
-		Settings: settings, Secret: secret,
+		Settings: settings, Secret: secret, RatePerSecond: rate,
 	}); err != nil {
 		s.abort(c, err)
 		return
@@ -267,6 +279,36 @@ func validateProviderConfig(ctx context.Context, channel, provider string, rawSe
 			return nil, nil, badField("credentials", "invalid_field", "the sandbox provider takes no credentials")
 		}
 		return json.RawMessage(`{}`), nil, nil
+
+	case smtp.Name:
+		var st smtp.Settings
+		if !hasSettings {
+			return nil, nil, badField("settings.host", "missing_field", "settings.host is required")
+		}
+		if err := decodeObject(rawSettings, "settings", &st); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case st.Host == "" || len(st.Host) > 253 || strings.ContainsAny(st.Host, " /\r\n"):
+			return nil, nil, badField("settings.host", "invalid_field", "settings.host must be the relay's host name")
+		case st.Port < 0 || st.Port > 65535:
+			return nil, nil, badField("settings.port", "invalid_field", "settings.port must be from 1 to 65535 (0: the TLS mode's default)")
+		case st.From == "":
+			return nil, nil, badField("settings.from", "missing_field", "settings.from is required")
+		}
+		if a, err := mail.ParseAddress(st.From); err != nil || a.Address != st.From {
+			return nil, nil, badField("settings.from", "invalid_field", "settings.from must be a plain address such as noreply@example.com")
+		}
+		if hasCreds {
+			var cr smtp.Credentials
+			if err := decodeObject(rawCreds, "credentials", &cr); err != nil {
+				return nil, nil, err
+			}
+		}
+		if _, err := smtp.FromConfig(providers.ProviderConfig{Provider: smtp.Name, Settings: rawSettings, Secret: secret}); err != nil {
+			return nil, nil, badField("settings", "invalid_field", "smtp settings: %v", err)
+		}
+		return marshalSettings(st), secret, nil
 
 	case sendgrid.Name:
 		var st sendgrid.Settings

@@ -72,8 +72,16 @@ func serviceAccount(t *testing.T, tokenURI string) []byte {
 
 func setup(t *testing.T) (*apitest.Harness, fakes, string, string) {
 	t.Helper()
+	return setupWith(t, func(*resolver.Process) {})
+}
+
+// setupWith is setup with the provider process settings adjusted.
+func setupWith(t *testing.T, adjust func(*resolver.Process)) (*apitest.Harness, fakes, string, string) {
+	t.Helper()
 	f := startFakes(t)
-	h := apitest.Start(t, apitest.Options{Process: f.process()})
+	proc := f.process()
+	adjust(&proc)
+	h := apitest.Start(t, apitest.Options{Process: proc})
 	tenantID, key := h.Tenant("shop")
 	h.Template(key, apitest.SimpleTemplate("order_shipped"))
 	configure(t, h, f, tenantID)

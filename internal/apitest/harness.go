@@ -43,9 +43,11 @@ type Harness struct {
 	// SecretsKey is HERALD_SECRETS_KEY for this harness, so a worker process started
 	// by a test opens the same provider credentials.
 	SecretsKey string
-	Temporal   client.Client
-	TaskQueue  string
-	HTTP       *http.Client
+
+	acts      *activities.Activities
+	Temporal  client.Client
+	TaskQueue string
+	HTTP      *http.Client
 }
 
 // Options tune a harness.
@@ -79,17 +81,12 @@ func Start(t testing.TB, opts Options) *Harness {
 		Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
 		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h.acts = &activities.Activities{Store: st, Providers: h.Providers,
+		Senders:     resolver.New(h.Providers, opts.Process, h.Sandbox),
+		Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL,
+		Limiter: ratelimit.New(pool)}
 	if !opts.NoWorker {
-		acts := &activities.Activities{Store: st, Providers: h.Providers,
-			Senders:     resolver.New(h.Providers, opts.Process, h.Sandbox),
-			Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL,
-			Limiter: ratelimit.New(pool)}
-		for _, w := range worker.NewLanes(tc, h.TaskQueue, acts) {
-			if err := w.Start(); err != nil {
-				t.Fatalf("start worker: %v", err)
-			}
-			t.Cleanup(w.Stop)
-		}
+		h.StartWorkers(1)
 	}
 	cfg := api.Config{
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,
@@ -104,6 +101,21 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
+}
+
+// StartWorkers starts n more worker sets (one worker per lane each) on the
+// harness's task queues, each with its own Temporal client, like separate processes.
+func (h *Harness) StartWorkers(n int) {
+	h.T.Helper()
+	for range n {
+		tc := testenv.TemporalClient(h.T)
+		for _, w := range worker.NewLanes(tc, h.TaskQueue, h.acts) {
+			if err := w.Start(); err != nil {
+				h.T.Fatalf("start worker: %v", err)
+			}
+			h.T.Cleanup(w.Stop)
+		}
+	}
 }
 
 // Tenant creates a tenant and returns its id and API key.

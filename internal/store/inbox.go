@@ -108,3 +108,12 @@ func (s *Store) MarkInboxRead(ctx context.Context, tenantID, userID, notificatio
 		Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt)
 	return it, notFound(err)
 }
+
+// CountInboxForTemplate counts a tenant's inbox rows of one template (load tests).
+func (s *Store) CountInboxForTemplate(ctx context.Context, tenantID, templateID string) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `
+		SELECT count(*) FROM inbox i JOIN notifications n ON n.tenant_id = i.tenant_id AND n.id = i.notification_id
+		WHERE i.tenant_id = $1 AND n.template_id = $2`, tenantID, templateID).Scan(&n)
+	return n, err
+}

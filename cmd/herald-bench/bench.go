@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,10 +23,18 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
+	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/resolver"
+	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/schema"
 	"github.com/herald-notify/herald/worker"
 	"github.com/herald-notify/herald/workflows"
@@ -64,14 +75,23 @@ type bench struct {
 	rec        *recorder
 
 	bUsers, dUsers []string
+	setupErr       error
+	// template is the bench template as stored (its version goes into (a)'s input,
+	// as the API pins it into the notification's).
+	template templates.Template
 
 	mu sync.Mutex
 	// emptyIDs are the (a) workflow IDs started; notifKeys the idempotency keys
 	// accepted (their workflow IDs are derivable in self-host mode).
-	emptyIDs  []string
-	notifKeys []string
+	emptyIDs   []string
+	notifKeys  []string
+	terminated map[string]bool // notification keys whose workflows were terminated early
 
 	closers []func()
+	workers map[string]*workerSlot
+	// pool and st are the self-host PostgreSQL pool and store.
+	pool *pgxpool.Pool
+	st   *store.Store
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -93,7 +113,7 @@ func run(ctx context.Context, o options, rep *Report, progress io.Writer) (err e
 		return err
 	}
 	b := &bench{o: o, out: progress, cfg: cfg, runID: time.Now().UTC().Format("0102T150405") + "-" + randomHex(3),
-		http: newHTTPClient(o), selfHost: o.apiURL == "", cpu: newCPUWatcher(cfg.TemporalAddress, cfg.DatabaseURL)}
+		http: newHTTPClient(o), selfHost: o.apiURL == "", terminated: map[string]bool{}, cpu: newCPUWatcher(cfg.TemporalAddress, cfg.DatabaseURL)}
 	defer func() {
 		for i := len(b.closers) - 1; i >= 0; i-- {
 			b.closers[i]()
@@ -101,6 +121,14 @@ func run(ctx context.Context, o options, rep *Report, progress io.Writer) (err e
 	}()
 	b.benchQueue = "herald-bench-empty-" + b.runID
 	rep.BenchQueue = b.benchQueue
+	outer := ctx
+	ctx, cancel := context.WithTimeout(ctx, o.budget)
+	defer cancel()
+	defer func() {
+		if err != nil && outer.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("-budget %s exhausted before every phase finished (%w)", o.budget, err)
+		}
+	}()
 	if err := b.setup(ctx, rep); err != nil {
 		return err
 	}
@@ -132,22 +160,32 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	}
 
 	// The empty workflow's worker, on its own task queue and the same client.
-	ew := sdkworker.New(tc, b.benchQueue, sdkworker.Options{})
-	ew.RegisterWorkflowWithOptions(heraldBenchEmpty, workflow.RegisterOptions{Name: benchWorkflowName})
-	if err := ew.Start(); err != nil {
-		return fmt.Errorf("start bench worker: %w", err)
-	}
-	b.closers = append(b.closers, ew.Stop)
+	b.workers = map[string]*workerSlot{}
+	b.closers = append(b.closers, b.stopAllWorkers)
+	b.addWorker("bench", func() sdkworker.Worker {
+		ew := sdkworker.New(tc, b.benchQueue, sdkworker.Options{})
+		ew.RegisterWorkflowWithOptions(heraldBenchEmpty, workflow.RegisterOptions{Name: benchWorkflowName})
+		return ew
+	})
 
 	if b.selfHost {
 		if err := b.selfHostHerald(ctx, rep, logger); err != nil {
 			return err
+		}
+		if b.o.workersAfterB {
+			rep.Notes = append(rep.Notes, "-workers-after-b: no worker polled either task queue during (a) and (b); both started after (b)")
 		}
 		rep.Mode = "self-host"
 	} else {
 		b.apiURL, b.apiKey = b.o.apiURL, b.o.apiKey
 		b.tenantID = "t_" + randomHex(8) // same shape as a real tenant id
 		rep.Mode = "api-url"
+		if err := b.putTemplateViaAPI(ctx); err != nil {
+			return err
+		}
+	}
+	if b.setupErr != nil {
+		return b.setupErr
 	}
 	rep.APIURL = b.apiURL
 	b.logf("mode %s, API %s, Temporal %s (namespace %s), bench queue %s", rep.Mode, b.apiURL, b.cfg.TemporalAddress, b.cfg.TemporalNamespace, b.benchQueue)
@@ -161,11 +199,19 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	return b.createUsers(ctx, append(append([]string(nil), b.bUsers...), b.dUsers...))
 }
 
-// selfHostHerald migrates, creates a fresh tenant and runs Herald's real API (over
-// HTTP on loopback) and worker in this process, wired like cmd/herald.
+// selfHostHerald migrates, creates a fresh tenant with the bench template and runs
+// Herald's real API (over HTTP on loopback) and worker in this process, wired like
+// cmd/herald's serve.go (and internal/apitest): a fresh secrets key, as the bench
+// tenant has no provider credentials to open.
 func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Logger) error {
 	if _, err := schema.Up(b.cfg.DatabaseURL); err != nil {
-		return err
+		// A database migrated by a newer Herald than this binary is usable as long
+		// as the newer migrations only added to the schema; say so and go on.
+		if !strings.Contains(err.Error(), "no migration found for version") {
+			return err
+		}
+		rep.Notes = append(rep.Notes, "WARNING: the database is at a newer schema version than this binary knows ("+err.Error()+"); running on it as is")
+		b.logf("WARNING: %v; the database is newer than this binary, running on it as is", err)
 	}
 	pool, err := store.Connect(ctx, b.cfg.DatabaseURL)
 	if err != nil {
@@ -173,27 +219,60 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	}
 	b.closers = append(b.closers, pool.Close)
 	st := store.New(pool)
+	b.pool, b.st = pool, st
 	t, key, err := st.CreateTenant(ctx, "bench-"+b.runID)
 	if err != nil {
 		return fmt.Errorf("create bench tenant: %w", err)
 	}
 	b.tenantID, b.apiKey = t.ID, key
+	tmpl := benchTemplateDef()
+	if errs := templates.Validate(tmpl); len(errs) > 0 {
+		return fmt.Errorf("bench template: %v", errs[0])
+	}
+	rec, err := st.PutTemplate(ctx, t.ID, tmpl)
+	if err != nil {
+		return fmt.Errorf("create bench template: %w", err)
+	}
+	b.template = rec.Template
+
+	secretsKey, err := secrets.GenerateKey()
+	if err != nil {
+		return err
+	}
+	raw, err := base64.StdEncoding.DecodeString(secretsKey)
+	if err != nil {
+		return err
+	}
+	keys, err := secrets.New(raw)
+	if err != nil {
+		return err
+	}
+	provStore := providers.NewStore(pool, keys)
+	sandboxRec := sandbox.NewPGRecorder(pool)
 
 	taskQueue := "herald-bench-" + b.runID
 	rep.TaskQueue = taskQueue
-	w := worker.New(b.tc, taskQueue, &activities.Activities{Store: st}, sdkworker.Options{})
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
+	acts := &activities.Activities{Store: st, Providers: provStore, Senders: resolver.New(provStore, resolver.Process{
+		SendGridBaseURL: b.cfg.SendGridBaseURL, TwilioBaseURL: b.cfg.TwilioBaseURL, FCMBaseURL: b.cfg.FCMBaseURL,
+		PublicBaseURL: b.cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
+	}, sandboxRec),
+		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)), PublicBaseURL: b.cfg.PublicBaseURL,
 	}
-	b.closers = append(b.closers, w.Stop)
+	b.addWorker("herald", func() sdkworker.Worker { return worker.New(b.tc, taskQueue, acts, sdkworker.Options{}) })
 
 	var tc client.Client = b.tc
 	if b.o.breakdown {
 		b.rec = &recorder{}
 		tc = timedClient{Client: b.tc, rec: b.rec}
 	}
-	var handler http.Handler = api.New(st, tc, api.Config{
+	apiStore := st
+	if b.rec != nil {
+		apiStore = store.New(timedDB{DBTX: pool, rec: b.rec})
+	}
+	var handler http.Handler = api.New(apiStore, tc, api.Config{
 		TaskQueue: taskQueue, DefaultDedupWindow: selfHostDedupWindow, AuthCacheTTL: selfHostAuthCacheTTL,
+		Providers: provStore, PublicBaseURL: b.cfg.PublicBaseURL, WebhookTolerance: b.cfg.WebhookTolerance,
+		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)),
 	}, logger).Handler()
 	if b.rec != nil {
 		handler = b.rec.middleware(handler)
@@ -210,6 +289,32 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 		_ = srv.Shutdown(sctx)
 	})
 	b.apiURL = "http://" + ln.Addr().String()
+	return nil
+}
+
+// benchTemplateDef is the bench's template: in-app only, title and body from data.
+func benchTemplateDef() templates.Template {
+	return templates.Template{
+		ID: benchTemplate, Category: "bench",
+		InApp: &templates.InAppContent{Title: "{{.title}}", Body: "{{.body}}"},
+	}
+}
+
+// putTemplateViaAPI creates (a new version of) the bench template on a running
+// Herald (-api-url) and returns it as stored.
+func (b *bench) putTemplateViaAPI(ctx context.Context) error {
+	t := benchTemplateDef()
+	body, _ := json.Marshal(map[string]any{"category": t.Category, "in_app": t.InApp})
+	status, raw, err := b.do(ctx, http.MethodPut, "/v1/templates/"+benchTemplate, body)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK && status != http.StatusCreated {
+		return fmt.Errorf("PUT /v1/templates/%s: %d %s", benchTemplate, status, truncate(raw, 300))
+	}
+	if err := json.Unmarshal(raw, &b.template); err != nil {
+		return fmt.Errorf("PUT /v1/templates/%s: %w", benchTemplate, err)
+	}
 	return nil
 }
 
@@ -304,8 +409,9 @@ type notification struct {
 const benchTemplate = "bench_ping"
 
 // newNotification builds submission i of a series. The body is what (b) posts; the
-// input is exactly the workflow input the API derives from that body, which (a)
-// passes to the empty workflow, so both start the same payload.
+// input is exactly the workflow input the API derives from that body (with the
+// template version, category and criticality it pins), which (a) passes to the
+// empty workflow, so both start the same payload.
 func (b *bench) newNotification(series string, i int, users []string) notification {
 	n := notification{key: fmt.Sprintf("bench-%s-%s-%d", b.runID, series, i), user: users[i%len(users)]}
 	data := map[string]any{"title": "Herald bench", "body": fmt.Sprintf("bench message %s #%d", series, i)}
@@ -322,6 +428,7 @@ func (b *bench) newNotification(series string, i int, users []string) notificati
 	n.input = workflows.NotificationInput{
 		TenantID: b.tenantID, UserID: n.user, TemplateID: benchTemplate,
 		Channels: []string{workflows.ChannelInApp}, Data: data, DedupWindow: window,
+		TemplateVersion: b.template.Version, Category: b.template.Category, Critical: b.template.Critical,
 	}
 	return n
 }

@@ -178,31 +178,58 @@ func (w *cpuWatcher) snap() cpuSnap {
 	return s
 }
 
-// usage turns two snapshots into per-op CPU for ops successful operations.
-func usage(a, b cpuSnap, ops int) *CPUUsage {
-	if !a.ok || !b.ok || ops <= 0 || b.total <= a.total {
+// cpuDelta is the CPU used between two snapshots, in jiffies.
+type cpuDelta struct {
+	busy, total uint64
+	groups      map[string]uint64
+}
+
+// delta is b - a; ok is false when either snapshot is missing.
+func delta(a, b cpuSnap) (cpuDelta, bool) {
+	if !a.ok || !b.ok || b.total < a.total || b.busy < a.busy {
+		return cpuDelta{}, false
+	}
+	d := cpuDelta{busy: b.busy - a.busy, total: b.total - a.total, groups: map[string]uint64{}}
+	for _, g := range []string{"bench", "temporal", "postgres"} {
+		if b.groups[g] >= a.groups[g] {
+			d.groups[g] = b.groups[g] - a.groups[g]
+		}
+	}
+	return d, true
+}
+
+func (d *cpuDelta) add(o cpuDelta) {
+	if d.groups == nil {
+		d.groups = map[string]uint64{}
+	}
+	d.busy += o.busy
+	d.total += o.total
+	for g, v := range o.groups {
+		d.groups[g] += v
+	}
+}
+
+// usage is the CPU per successful operation.
+func (d cpuDelta) usage(ops int) *CPUUsage {
+	if ops <= 0 || d.total == 0 {
 		return nil
 	}
 	u := &CPUUsage{PerOpMs: map[string]float64{}}
-	u.MachineUtilPct = roundTo(100*float64(b.busy-a.busy)/float64(b.total-a.total), 1)
+	u.MachineUtilPct = roundTo(100*float64(d.busy)/float64(d.total), 1)
 	perOp := func(j uint64) float64 {
 		return roundTo(float64(j)*float64(time.Second/clockTick)/float64(time.Millisecond)/float64(ops), 3)
 	}
 	var ours uint64
 	for _, g := range []string{"bench", "temporal", "postgres"} {
-		if b.groups[g] >= a.groups[g] {
-			u.PerOpMs[g] = perOp(b.groups[g] - a.groups[g])
-			ours += b.groups[g] - a.groups[g]
-		}
+		u.PerOpMs[g] = perOp(d.groups[g])
+		ours += d.groups[g]
 	}
-	machine := b.busy - a.busy
-	u.PerOpMs["machine"] = perOp(machine)
+	u.PerOpMs["machine"] = perOp(d.busy)
 	// other: everything else on the machine, including processes that came and went
 	// between the snapshots (builds, other tests); non-zero means a noisy machine.
-	if machine > ours {
-		u.PerOpMs["other"] = perOp(machine - ours)
-	} else {
-		u.PerOpMs["other"] = 0
+	u.PerOpMs["other"] = 0
+	if d.busy > ours {
+		u.PerOpMs["other"] = perOp(d.busy - ours)
 	}
 	return u
 }

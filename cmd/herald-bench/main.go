@@ -44,12 +44,16 @@ type options struct {
 	dedupTTL               time.Duration
 	phaseTimeout           time.Duration
 	dTimeout               time.Duration
+	readyTimeout           time.Duration
+	budget                 time.Duration
 	reqTimeout             time.Duration
 	cleanup                bool
 	cleanupTimeout         time.Duration
 	goal                   float64
 	failOnMiss             bool
 	quiet                  bool
+	workersAfterB          bool
+	chunks                 int
 }
 
 // inboxPage is the inbox page the bench reads; it keeps every bench user's inbox
@@ -65,12 +69,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.n, "n", 2000, "operations per measured phase (a), (a'), (b), (c)")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent operations in every phase")
+	fs.IntVar(&o.chunks, "chunks", 4, "measure each pair — (a)+(b), (a')+(c) — interleaved in this many chunks per phase (ABBA order); 1 = one after the other")
 	fs.IntVar(&o.warmup, "warmup", 100, "unmeasured operations before each phase")
 	fs.IntVar(&o.users, "users", 64, "bench users for (a)/(b)/(c) (raised so no inbox exceeds one page)")
 	fs.IntVar(&o.dN, "d-n", 300, "notifications in phase (d)")
 	fs.IntVar(&o.dUsers, "d-users", 50, "bench users for (d) (raised so no inbox exceeds one page)")
 	fs.Float64Var(&o.pollRate, "poll-rate", 50, "max inbox polls per second in (d)")
-	fs.Float64Var(&o.drainRate, "drain-poll-rate", 25, "max inbox polls per second while waiting for (b)'s backlog before (c)")
+	fs.Float64Var(&o.drainRate, "ready-poll-rate", 25, "-api-url: max inbox polls per second while waiting for (b)'s originals before (c)")
 	fs.Float64Var(&o.dRate, "d-rate", 0, "pace (d) submissions at this many per second (0: as fast as -concurrency allows)")
 	fs.DurationVar(&o.settleTimeout, "settle-timeout", time.Minute, "upper bound on waiting for Temporal/PostgreSQL to go idle before each phase")
 	fs.IntVar(&o.pollers, "pollers", 8, "max inbox polls in flight")
@@ -81,13 +86,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.breakdown, "breakdown", false, "self-host: time the API handler and its Temporal calls per phase")
 	fs.DurationVar(&o.dedupTTL, "dedup-ttl", 0, "send dedup_ttl_sec with every POST (0: the server's default window)")
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 2*time.Minute, "upper bound on each phase")
-	fs.DurationVar(&o.dTimeout, "d-timeout", 2*time.Minute, "upper bound on waiting for inbox visibility")
+	fs.DurationVar(&o.dTimeout, "d-timeout", 2*time.Minute, "upper bound on (d): submitting and waiting for inbox visibility")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 30*time.Second, "upper bound on waiting for (b)'s originals to be recorded (self-host) or in the inbox (-api-url) before (c)")
+	fs.DurationVar(&o.budget, "budget", 3*time.Minute+30*time.Second, "upper bound on setup plus all phases; phases that do not fit are not run (cleanup comes on top)")
 	fs.DurationVar(&o.reqTimeout, "req-timeout", 15*time.Second, "timeout of each request")
 	fs.BoolVar(&o.cleanup, "cleanup", true, "terminate the workflows the bench started when done")
-	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", 2*time.Minute, "upper bound on cleanup")
+	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", 90*time.Second, "upper bound on cleanup")
 	fs.Float64Var(&o.goal, "goal", 0.9, "goal for (b)/(a) and (c)/(a')")
 	fs.BoolVar(&o.failOnMiss, "fail-on-miss", false, "exit 3 when a ratio misses its goal")
 	fs.BoolVar(&o.quiet, "q", false, "no progress lines on stderr")
+	fs.BoolVar(&o.workersAfterB, "workers-after-b", false, "self-host diagnostic: start the Herald worker and the empty workflow's worker only after (b), so (a) and (b) measure starts with no delivery work running beside them")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -104,23 +112,28 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-d-n must be between 1 and 1000000")
 	case o.concurrency < 1 || o.concurrency > 4096:
 		return o, errors.New("-concurrency must be between 1 and 4096")
+	case o.chunks < 1 || o.chunks > 1000:
+		return o, errors.New("-chunks must be between 1 and 1000")
 	case o.warmup < 0 || o.warmup > 100_000:
 		return o, errors.New("-warmup must be between 0 and 100000")
 	case o.users < 1 || o.dUsers < 1 || o.users > 100_000 || o.dUsers > 100_000:
 		return o, errors.New("-users and -d-users must be between 1 and 100000")
 	case o.pollRate <= 0 || o.pollRate > 10_000 || o.drainRate <= 0 || o.drainRate > 10_000:
-		return o, errors.New("-poll-rate and -drain-poll-rate must be in (0, 10000]")
+		return o, errors.New("-poll-rate and -ready-poll-rate must be in (0, 10000]")
 	case o.dRate < 0 || o.dRate > 100_000:
 		return o, errors.New("-d-rate must be in [0, 100000]")
 	case o.pollers < 1 || o.pollers > 256:
 		return o, errors.New("-pollers must be between 1 and 256")
 	case o.apiURL != "" && o.apiKey == "":
 		return o, errors.New("-api-url needs -api-key (or HERALD_BENCH_API_KEY)")
+	case o.apiURL != "" && o.workersAfterB:
+		return o, errors.New("-workers-after-b needs self-host mode (no -api-url)")
 	case o.apiURL == "" && o.apiKey != "":
 		return o, errors.New("-api-key is only used with -api-url")
 	case o.dedupTTL != 0 && (o.dedupTTL < time.Second || o.dedupTTL > 7*24*time.Hour):
 		return o, errors.New("-dedup-ttl must be between 1s and 168h")
-	case o.phaseTimeout <= 0 || o.dTimeout <= 0 || o.reqTimeout <= 0 || o.cleanupTimeout <= 0 || o.settleTimeout <= 0:
+	case o.phaseTimeout <= 0 || o.dTimeout <= 0 || o.reqTimeout <= 0 || o.cleanupTimeout <= 0 || o.settleTimeout <= 0 ||
+		o.readyTimeout <= 0 || o.budget <= 0:
 		return o, errors.New("timeouts must be positive")
 	}
 	o.apiURL = strings.TrimRight(o.apiURL, "/")
@@ -177,6 +190,28 @@ func computeRatios(r *Report, goal float64) {
 		evalRatio("(b)/(a) new accepts vs bare starts", per("b"), per("a"), goal),
 		evalRatio("(c)/(a') duplicate submissions vs bare duplicate starts", per("c"), per("a-dup"), goal),
 	}
+	for i, pair := range [][2]string{{"b", "a"}, {"c", "a-dup"}} {
+		var busy []string
+		for _, k := range pair {
+			if p := r.phase(k); p != nil {
+				if share := p.otherShare(); share > noisyShare {
+					busy = append(busy, fmt.Sprintf("%s %.0f%%", p.Title[:4], 100*share))
+				}
+			}
+		}
+		if len(busy) > 0 {
+			r.Ratios[i].Note = "noisy: unrelated processes used " + strings.Join(busy, ", ") + " of the busy CPU"
+		}
+	}
+}
+
+// otherShare is the share of the machine's busy CPU that unrelated processes used
+// during the phase (0 when unknown).
+func (p *Phase) otherShare() float64 {
+	if p.CPU == nil || p.CPU.PerOpMs["machine"] <= 0 {
+		return 0
+	}
+	return p.CPU.PerOpMs["other"] / p.CPU.PerOpMs["machine"]
 }
 
 func main() {

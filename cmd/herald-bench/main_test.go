@@ -264,3 +264,81 @@ func TestParseFlags(t *testing.T) {
 		t.Fatalf("remote flags: %+v %v", o, err)
 	}
 }
+
+func TestABBAOrderBalancesPositions(t *testing.T) {
+	got := abbaOrder(4)
+	if !slices.Equal(got, []int{0, 1, 1, 0, 0, 1, 1, 0}) {
+		t.Fatalf("abbaOrder(4) = %v", got)
+	}
+	// With an even chunk count both sides sit, on average, at the same position, so
+	// a linear drift in load weighs on both alike.
+	var pos [2]int
+	for i, s := range got {
+		pos[s] += i
+	}
+	if pos[0] != pos[1] {
+		t.Fatalf("position sums %v differ", pos)
+	}
+	if got := abbaOrder(1); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("abbaOrder(1) = %v", got)
+	}
+}
+
+func TestChunkBounds(t *testing.T) {
+	if got := chunkBounds(10, 3); !slices.Equal(got, []int{0, 3, 6, 10}) {
+		t.Fatalf("chunkBounds(10, 3) = %v", got)
+	}
+	if got := chunkBounds(2, 4); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("chunkBounds(2, 4) = %v, want no empty chunks", got)
+	}
+	if got := chunkBounds(2000, 1); !slices.Equal(got, []int{0, 2000}) {
+		t.Fatalf("chunkBounds(2000, 1) = %v", got)
+	}
+}
+
+func TestClosedLoopSteadyThroughputExcludesTail(t *testing.T) {
+	// 4 workers, 40 ops of 10ms, except the very last op which takes 200ms: the
+	// whole loop takes ~300ms, but while all workers were busy it ran 400 ops/s.
+	r := closedLoop(context.Background(), 40, 4, time.Second, func(ctx context.Context, i int) (outcome, error) {
+		if i == 39 {
+			time.Sleep(200 * time.Millisecond)
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return outcomeOK, nil
+	})
+	whole := rate(r.ok, r.elapsed)
+	steady := rate(r.steadyOK, r.steadyElapsed)
+	if r.steadyOK >= r.ok || r.steadyOK < 30 {
+		t.Fatalf("steadyOK %d of %d", r.steadyOK, r.ok)
+	}
+	if steady < 1.5*whole {
+		t.Fatalf("steady rate %.0f/s should be well above the whole-loop rate %.0f/s (tail excluded)", steady, whole)
+	}
+}
+
+func TestAccumPhaseAndCPU(t *testing.T) {
+	a := newAccum("b", titleB)
+	a.chunks = 2
+	a.loops = []loopResult{
+		{attempted: 2, ok: 2, outcomes: []outcome{outcomeOK, outcomeOK}, durations: msDurations(10, 30),
+			elapsed: 2 * time.Second, steadyOK: 2, steadyElapsed: time.Second},
+		{attempted: 2, ok: 1, errors: 1, outcomes: []outcome{outcomeError, outcomeOK}, durations: msDurations(999, 20),
+			elapsed: 2 * time.Second, steadyOK: 1, steadyElapsed: 500 * time.Millisecond, samples: []string{"boom"}},
+	}
+	a.cpu = cpuDelta{busy: 30, total: 60, groups: map[string]uint64{"bench": 3, "temporal": 21, "postgres": 0}}
+	p := a.phase()
+	if p.OK != 3 || p.Errors != 1 || p.Attempted != 4 || p.PerSec != 2 || p.ElapsedSec != 4 {
+		t.Fatalf("phase = %+v; want 3 ok, 1 error, 4 attempted, 2/s (3 ok in 1.5s steady), 4s", p)
+	}
+	if p.Latency.Count != 3 || p.Latency.MaxMs != 30 {
+		t.Fatalf("latency %+v must cover the 3 ok ops only (not the failed 999ms)", p.Latency)
+	}
+	c := p.CPU
+	if c == nil || c.MachineUtilPct != 50 || c.PerOpMs["machine"] != 100 || c.PerOpMs["temporal"] != 70 || c.PerOpMs["other"] != 20 {
+		t.Fatalf("cpu = %+v; want util 50%%, machine 100 ms/op, temporal 70, other 20", c)
+	}
+	if share := p.otherShare(); share < 0.19 || share > 0.21 {
+		t.Fatalf("otherShare = %v, want 0.2", share)
+	}
+}

@@ -28,10 +28,16 @@ type Phase struct {
 	Unexpected int     `json:"unexpected"`
 	Errors     int     `json:"errors"`
 	ElapsedSec float64 `json:"elapsed_sec"`
-	// PerSec is successful operations per second of wall time.
+	// PerSec is successful operations per second while every worker was busy: the
+	// drain-out tail of each closed loop (the last operations finishing while the
+	// other workers have nothing left to take) is not counted, so chunking a phase
+	// does not bias it.
 	PerSec  float64   `json:"per_sec"`
 	Latency Latency   `json:"latency"`
+	Chunks  int       `json:"chunks,omitempty"`
 	CPU     *CPUUsage `json:"cpu,omitempty"`
+	// PGPool is the self-host connection pool's activity during the phase.
+	PGPool *PoolStats `json:"pg_pool,omitempty"`
 	// Breakdown is the API-side timing of the same requests (self-host with -breakdown).
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
 	Samples   []string   `json:"error_samples,omitempty"`
@@ -48,6 +54,10 @@ type loopResult struct {
 	unexpected int
 	errors     int
 	ok         int
+	// steadyOK operations succeeded within steadyElapsed, the time until the first
+	// worker found no more work.
+	steadyOK      int
+	steadyElapsed time.Duration
 }
 
 // closedLoop runs op for i in [0, n) with conc workers, each taking the next index
@@ -55,8 +65,9 @@ type loopResult struct {
 // operation gets its own timeout.
 func closedLoop(ctx context.Context, n, conc int, opTimeout time.Duration, op func(ctx context.Context, i int) (outcome, error)) loopResult {
 	r := loopResult{outcomes: make([]outcome, n), durations: make([]time.Duration, n)}
+	finished := make([]time.Duration, n) // completion time, from start
 	var next atomic.Int64
-	var attempted atomic.Int64
+	var firstExit atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -72,13 +83,14 @@ func closedLoop(ctx context.Context, n, conc int, opTimeout time.Duration, op fu
 				}
 				i := int(next.Add(1) - 1)
 				if i >= n {
+					firstExit.CompareAndSwap(0, int64(time.Since(start)))
 					return
 				}
-				attempted.Add(1)
 				octx, cancel := context.WithTimeout(ctx, opTimeout)
 				t0 := time.Now()
 				oc, err := op(octx, i)
 				r.durations[i] = time.Since(t0)
+				finished[i] = time.Since(start)
 				cancel()
 				r.outcomes[i] = oc
 				if err != nil {
@@ -93,16 +105,25 @@ func closedLoop(ctx context.Context, n, conc int, opTimeout time.Duration, op fu
 	}
 	wg.Wait()
 	r.elapsed = time.Since(start)
-	r.attempted = int(attempted.Load())
+	r.attempted = min(int(next.Load()), n)
+	steadyEnd := time.Duration(firstExit.Load())
 	for i := range r.attempted {
 		switch r.outcomes[i] {
 		case outcomeOK:
 			r.ok++
+			if finished[i] <= steadyEnd {
+				r.steadyOK++
+			}
 		case outcomeUnexpected:
 			r.unexpected++
 		default:
 			r.errors++
 		}
+	}
+	r.steadyElapsed = steadyEnd
+	// A loop cut short, or too short to have a steady part, counts as a whole.
+	if steadyEnd == 0 || r.steadyOK < r.ok/2 {
+		r.steadyOK, r.steadyElapsed = r.ok, r.elapsed
 	}
 	return r
 }
@@ -118,44 +139,143 @@ func (r loopResult) okDurations() []time.Duration {
 	return out
 }
 
-// measured wraps a phase body with CPU accounting and an optional CPU profile.
-func (b *bench) measured(key string, body func() (Phase, error)) (Phase, error) {
+// accum collects one phase over its chunks: loop results, CPU and API timings.
+type accum struct {
+	key, title string
+	loops      []loopResult
+	cpu        cpuDelta
+	cpuOK      bool
+	handler    []time.Duration
+	start      []time.Duration
+	describe   []time.Duration
+	queries    map[string][]time.Duration
+	pool       poolSnap // summed deltas
+	chunks     int
+}
+
+func newAccum(key, title string) *accum { return &accum{key: key, title: title, cpuOK: true} }
+
+// chunk measures one chunk: body runs with CPU accounting, the API-side recorder and
+// (with -cpuprofile) a CPU profile written to PREFIX.<key>.<chunk>.pprof.
+func (b *bench) chunk(a *accum, body func() loopResult) error {
 	var stopProfile func()
 	if b.o.cpuProfile != "" {
-		path := fmt.Sprintf("%s.%s.pprof", b.o.cpuProfile, key)
+		path := fmt.Sprintf("%s.%s.%d.pprof", b.o.cpuProfile, a.key, a.chunks)
 		f, err := os.Create(path)
 		if err != nil {
-			return Phase{}, err
+			return err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()
-			return Phase{}, err
+			return err
 		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close(); b.logf("  CPU profile: %s", path) }
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
-	before := b.cpu.snap()
+	before, poolBefore := b.cpu.snap(), b.poolSnap()
 	b.rec.begin()
-	p, err := body()
-	bd := b.rec.end()
-	after := b.cpu.snap()
+	r := body()
+	t := b.rec.end()
+	after, poolAfter := b.cpu.snap(), b.poolSnap()
+	if poolBefore.ok && poolAfter.ok {
+		a.pool.ok = true
+		a.pool.maxConns = poolAfter.maxConns
+		a.pool.acquires += poolAfter.acquires - poolBefore.acquires
+		a.pool.waited += poolAfter.waited - poolBefore.waited
+		a.pool.acquireDur += poolAfter.acquireDur - poolBefore.acquireDur
+	}
 	if stopProfile != nil {
 		stopProfile()
 	}
-	p.Key = key
-	p.CPU = usage(before, after, p.OK)
-	if bd != nil && (bd.Handler.Count > 0 || bd.Start.Count > 0) {
-		p.Breakdown = bd
+	a.chunks++
+	a.loops = append(a.loops, r)
+	if d, ok := delta(before, after); ok {
+		a.cpu.add(d)
+	} else {
+		a.cpuOK = false
 	}
-	return p, err
+	if t != nil {
+		a.handler = append(a.handler, t.handler...)
+		a.start = append(a.start, t.start...)
+		a.describe = append(a.describe, t.describes...)
+		for q, ds := range t.queries {
+			if a.queries == nil {
+				a.queries = map[string][]time.Duration{}
+			}
+			a.queries[q] = append(a.queries[q], ds...)
+		}
+	}
+	return nil
 }
 
-// phaseFrom turns a loop result into a report phase.
-func phaseFrom(title string, r loopResult) Phase {
-	return Phase{
-		Title: title, Attempted: r.attempted, OK: r.ok, Unexpected: r.unexpected, Errors: r.errors,
-		ElapsedSec: roundTo(r.elapsed.Seconds(), 3), PerSec: roundTo(rate(r.ok, r.elapsed), 1),
-		Latency: summarize(r.okDurations()), Samples: r.samples,
+// phase turns the chunks into a report phase.
+func (a *accum) phase() Phase {
+	p := Phase{Key: a.key, Title: a.title, Chunks: a.chunks}
+	var elapsed, steady time.Duration
+	var steadyOK int
+	var lat []time.Duration
+	for _, r := range a.loops {
+		p.Attempted += r.attempted
+		p.OK += r.ok
+		p.Unexpected += r.unexpected
+		p.Errors += r.errors
+		elapsed += r.elapsed
+		steady += r.steadyElapsed
+		steadyOK += r.steadyOK
+		lat = append(lat, r.okDurations()...)
+		for _, s := range r.samples {
+			if len(p.Samples) < 5 {
+				p.Samples = append(p.Samples, s)
+			}
+		}
 	}
+	p.ElapsedSec = roundTo(elapsed.Seconds(), 3)
+	p.PerSec = roundTo(rate(steadyOK, steady), 1)
+	p.Latency = summarize(lat)
+	if a.cpuOK && a.chunks > 0 {
+		p.CPU = a.cpu.usage(p.OK)
+	}
+	if len(a.handler) > 0 || len(a.start) > 0 {
+		p.Breakdown = &Breakdown{Handler: summarize(a.handler), Start: summarize(a.start), Describe: summarize(a.describe)}
+		for q, ds := range a.queries {
+			if p.Breakdown.Queries == nil {
+				p.Breakdown.Queries = map[string]Latency{}
+			}
+			p.Breakdown.Queries[q] = summarize(ds)
+		}
+	}
+	if a.pool.ok {
+		p.PGPool = &PoolStats{MaxConns: a.pool.maxConns, Acquires: a.pool.acquires, Waited: a.pool.waited}
+		if a.pool.acquires > 0 {
+			p.PGPool.MeanAcquireMs = ms(a.pool.acquireDur / time.Duration(a.pool.acquires))
+		}
+	}
+	return p
+}
+
+// abbaOrder is the order in which chunks of two interleaved phases run:
+// first, second, second, first, first, second, ... so that drift in the
+// machine's load (and any backlog building up) falls on both alike.
+func abbaOrder(chunks int) []int {
+	out := make([]int, 0, 2*chunks)
+	for i := range chunks {
+		if i%2 == 0 {
+			out = append(out, 0, 1)
+		} else {
+			out = append(out, 1, 0)
+		}
+	}
+	return out
+}
+
+// chunkBounds splits n operations into chunks of near-equal size: chunk i covers
+// [bounds[i], bounds[i+1]).
+func chunkBounds(n, chunks int) []int {
+	chunks = max(1, min(chunks, n))
+	out := make([]int, chunks+1)
+	for i := range chunks + 1 {
+		out[i] = i * n / chunks
+	}
+	return out
 }
 
 // settle waits until this process, the Temporal server and PostgreSQL are close to
@@ -187,6 +307,9 @@ func (b *bench) settle(ctx context.Context) (time.Duration, bool) {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

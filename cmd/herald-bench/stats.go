@@ -102,6 +102,14 @@ func (r Ratio) Verdict() string {
 	}
 }
 
+// VerdictNote is the verdict with the ratio's note, if any.
+func (r Ratio) VerdictNote() string {
+	if r.Note == "" {
+		return r.Verdict()
+	}
+	return r.Verdict() + " (" + r.Note + ")"
+}
+
 // fmtMs prints milliseconds compactly for the table.
 func fmtMs(v float64) string {
 	switch {

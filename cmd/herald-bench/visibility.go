@@ -17,13 +17,14 @@ type tracker struct {
 	firstSend time.Time
 	lastSeen  time.Time
 	open      int // ids added and not yet seen
+	seen      map[string]bool
 	polls     int
 	pollErrs  int
 	errSample string
 }
 
 func newTracker(users []string) *tracker {
-	t := &tracker{pending: map[string]map[string]time.Time{}, order: users}
+	t := &tracker{pending: map[string]map[string]time.Time{}, order: users, seen: map[string]bool{}}
 	for _, u := range users {
 		t.pending[u] = map[string]time.Time{}
 	}
@@ -68,6 +69,7 @@ func (t *tracker) observe(user string, ids []string, at time.Time) {
 			continue
 		}
 		delete(t.pending[user], id)
+		t.seen[id] = true
 		t.open--
 		t.latencies = append(t.latencies, at.Sub(sent))
 		if at.After(t.lastSeen) {

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+
+	sdkworker "go.temporal.io/sdk/worker"
+)
+
+// workerSlot is one of the bench's in-process workers: the empty workflow's
+// ("bench") and, in self-host mode, Herald's ("herald"). A stopped SDK worker
+// cannot start again, so a slot makes a new one from its factory.
+type workerSlot struct {
+	make func() sdkworker.Worker
+	w    sdkworker.Worker // running, or nil
+}
+
+// addWorker registers a worker and starts it, unless -workers-after-b holds every
+// worker back until (b) is over.
+func (b *bench) addWorker(name string, make func() sdkworker.Worker) {
+	b.workers[name] = &workerSlot{make: make}
+	if b.o.workersAfterB && b.selfHost {
+		return
+	}
+	if err := b.startWorker(name); err != nil && b.setupErr == nil {
+		b.setupErr = err
+	}
+}
+
+// startWorker starts the named worker if it is not running.
+func (b *bench) startWorker(name string) error {
+	slot := b.workers[name]
+	if slot == nil || slot.w != nil {
+		return nil
+	}
+	w := slot.make()
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start %s worker: %w", name, err)
+	}
+	slot.w = w
+	return nil
+}
+
+// startWorkers starts every worker not running.
+func (b *bench) startWorkers() error {
+	for _, name := range []string{"bench", "herald"} {
+		if err := b.startWorker(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopWorker stops the named worker (waiting for its running activities).
+func (b *bench) stopWorker(name string) {
+	if slot := b.workers[name]; slot != nil && slot.w != nil {
+		slot.w.Stop()
+		slot.w = nil
+	}
+}
+
+func (b *bench) stopAllWorkers() {
+	for name := range b.workers {
+		b.stopWorker(name)
+	}
+}

@@ -47,15 +47,21 @@ type RecordAcceptedInput struct {
 	// TemplateVersion and Category record what the notification renders with.
 	TemplateVersion int
 	Category        string
+	// Scheduled: delivery waits for send_at.
+	Scheduled bool
 }
 
 // RecordAccepted writes the notification row, now being worked on ("sending"), and
 // one pending delivery row per channel.
 func (a *Activities) RecordAccepted(ctx context.Context, in RecordAcceptedInput) error {
+	status := store.NotificationSending
+	if in.Scheduled {
+		status = store.NotificationScheduled
+	}
 	return a.Store.InsertNotification(ctx, store.Notification{
 		TenantID: in.TenantID, ID: in.NotificationID, UserID: in.UserID, TemplateID: in.TemplateID,
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
-		Status: store.NotificationSending, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
+		Status: status, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 	})
 }
 

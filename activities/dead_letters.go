@@ -30,6 +30,10 @@ type DeadLetterInput struct {
 
 // DeadLetter stores the dead letter and marks the channel failed (dead_lettered).
 func (a *Activities) DeadLetter(ctx context.Context, in DeadLetterInput) (int64, error) {
+	// The attempts actually made (a Retry-After or an expiration can end retries early).
+	if n, err := a.Store.CountAttempts(ctx, in.TenantID, in.NotificationID, in.Channel); err == nil && n > 0 {
+		in.Attempts = n
+	}
 	payload, err := json.Marshal(in.Payload)
 	if err != nil {
 		return 0, err
@@ -59,6 +63,8 @@ type BeginRedriveResult struct {
 	Channel        string
 	TemplateID     string
 	Payload        RedrivePayload
+	// RetryPolicies are the tenant's overrides, so a redrive retries like a send.
+	RetryPolicies map[string]store.RetryPolicy
 }
 
 // BeginRedrive claims the dead letter and reopens its delivery for the guard.
@@ -71,7 +77,12 @@ func (a *Activities) BeginRedrive(ctx context.Context, in BeginRedriveInput) (Be
 	if err := json.Unmarshal(d.Payload, &p); err != nil {
 		return BeginRedriveResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("dead letter %d payload: %v", d.ID, err), "BadPayload", err)
 	}
-	return BeginRedriveResult{Claimed: true, NotificationID: d.NotificationID, Channel: d.Channel, TemplateID: d.TemplateID, Payload: p}, nil
+	ts, err := a.Store.GetTenantSettings(ctx, in.TenantID)
+	if err != nil {
+		return BeginRedriveResult{}, err
+	}
+	return BeginRedriveResult{Claimed: true, NotificationID: d.NotificationID, Channel: d.Channel, TemplateID: d.TemplateID,
+		Payload: p, RetryPolicies: ts.RetryPolicies}, nil
 }
 
 // FinishRedriveInput names the redriven dead letter.

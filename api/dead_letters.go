@@ -97,6 +97,14 @@ func (s *Server) redriveDeadLetter(c *gin.Context) {
 		return
 	}
 	workflowID, err := s.startRedrive(c.Request.Context(), tenantID, id)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		// Another request started this dead letter's redrive a moment ago.
+		d.Status = store.DeadLetterRedriving
+		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": &Error{Code: "not_redrivable",
+			Message: "a redrive of this dead letter is already running"}, "dead_letter": d})
+		return
+	}
 	if err != nil {
 		s.abort(c, temporalError(c, err))
 		return

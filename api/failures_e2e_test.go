@@ -213,8 +213,6 @@ func TestCancelScheduledNotification(t *testing.T) {
 // good: channels and overall status "cancelled", in the 200 answer and afterwards.
 func TestCancelRightAfterAccept(t *testing.T) {
 	t.Parallel()
-	t.Skip("known bug (see the failures report): a cancel racing RecordAccepted/scheduleAll leaves the notification " +
-		"or its channels 'scheduled' for good, and the 200 answers a stale overall status; remove this Skip with the fix")
 	e := startFailEnv(t, 10*time.Second)
 	sendAt := time.Now().Add(2 * time.Second)
 	ids := make([]string, 10)
@@ -576,8 +574,6 @@ func TestBulkRedriveByChannel(t *testing.T) {
 // letter, one starts it and the others answer 409 not_redrivable; it is sent once.
 func TestConcurrentRedrivesOfOneDeadLetter(t *testing.T) {
 	t.Parallel()
-	t.Skip("known bug (see the failures report): a redrive racing another answers 500 internal " +
-		"(WorkflowExecutionAlreadyStarted is not mapped) instead of 409 not_redrivable; remove this Skip with the fix")
 	e := startFailEnv(t, 10*time.Second)
 	e.retries(t, map[string]any{"email": map[string]any{"maximum_attempts": 1}})
 	e.sg.Always(providertest.Fail500())

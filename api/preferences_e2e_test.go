@@ -105,11 +105,11 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 	}
 
 	// Settings: caps and default locale, independent of the preference defaults.
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en"}` {
+	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("default settings: %s", r.Body)
 	}
 	r = mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 5}, "default_locale": "de-AT"})
-	if string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT"}` {
+	if string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("settings: %s", r.Body)
 	}
 	wantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 0}}), 400, "invalid_field", "category_caps.marketing")
@@ -122,10 +122,10 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 		t.Fatalf("PUT /v1/settings lost the preference defaults: %s", r.Body)
 	}
 	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, map[string]any{})
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT"}` {
+	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("PUT /v1/preferences/defaults lost the settings: %s", r.Body)
 	}
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en"}` {
+	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("other tenant's settings: %s", r.Body)
 	}
 }

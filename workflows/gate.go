@@ -116,6 +116,9 @@ func (w *notification) evaluate(ctx workflow.Context, prefs activities.Preferenc
 
 // schedule records that a channel waits (quiet hours), visible in the status API.
 func (w *notification) schedule(ctx workflow.Context, ch, reason string) {
+	if w.cancelled {
+		return
+	}
 	cs := w.state.Channels[ch]
 	cs.Status, cs.Reason, cs.UpdatedAt = store.DeliveryScheduled, reason, workflow.Now(ctx)
 	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)

@@ -82,6 +82,10 @@ type notification struct {
 	deliveryCtx    workflow.Context
 	cancelDelivery workflow.CancelFunc
 	cancelled      bool
+	// recorded: the notification and delivery rows exist (RecordAccepted ran).
+	recorded bool
+	// cancelling: the cancel update is still recording; the final status waits for it.
+	cancelling bool
 	// retry holds the tenant's per-channel retry overrides.
 	retry map[string]store.RetryPolicy
 }
@@ -140,15 +144,27 @@ func (w *notification) cancel(ctx workflow.Context) (NotificationState, error) {
 	if w.cancelled {
 		return w.state, nil
 	}
-	w.cancelled = true
+	w.cancelled, w.cancelling = true, true
+	defer func() { w.cancelling = false }()
 	w.cancelDelivery()
+	// The rows to mark cancelled must exist first (a cancel can arrive right after
+	// the start, before RecordAccepted ran).
+	if err := workflow.Await(ctx, func() bool { return w.recorded }); err != nil {
+		return w.state, err
+	}
 	for _, ch := range w.in.Channels {
 		switch w.state.Channels[ch].Status {
 		case store.DeliveryPending, store.DeliveryScheduled:
 			w.finishChannel(ctx, ch, store.DeliveryCancelled, nil, ReasonCancelled)
 		}
 	}
-	w.setStatus(ctx, overallStatus(w.state.Channels))
+	status := overallStatus(w.state.Channels)
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseActivityOptions), a.RecordStatus, activities.RecordStatusInput{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
+	}).Get(ctx, &status); err != nil {
+		return w.state, err
+	}
+	w.setStatus(ctx, status)
 	return w.state, nil
 }
 
@@ -161,16 +177,23 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
-		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category,
+		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category, Scheduled: w.in.SendAt.After(w.state.AcceptedAt),
 	}).Get(ctx, nil); err != nil {
 		return w.state, err
 	}
-	if wait := w.in.SendAt.Sub(workflow.Now(ctx)); !w.in.SendAt.IsZero() && wait > 0 {
+	w.recorded = true
+	if wait := w.in.SendAt.Sub(workflow.Now(ctx)); !w.in.SendAt.IsZero() && wait > 0 && !w.cancelled {
 		w.scheduleAll(ctx)
 		_ = workflow.Sleep(w.deliveryCtx, wait) // a cancel ends the wait early
 	}
 	if !w.cancelled {
 		if err := w.deliver(w.deliveryCtx); err != nil && !w.cancelled {
+			return w.state, err
+		}
+	}
+	if w.cancelled {
+		// Let the cancel update finish recording before the final status.
+		if err := workflow.Await(ctx, func() bool { return !w.cancelling }); err != nil {
 			return w.state, err
 		}
 	}
@@ -226,19 +249,14 @@ func (w *notification) deliver(ctx workflow.Context) error {
 	return nil
 }
 
-// scheduleAll marks every channel scheduled until SendAt.
+// scheduleAll marks every channel scheduled until SendAt (RecordAccepted already
+// wrote them so, in the same transaction as the notification).
 func (w *notification) scheduleAll(ctx workflow.Context) {
 	for _, ch := range w.in.Channels {
-		w.schedule(ctx, ch, ReasonSendAt)
+		cs := w.state.Channels[ch]
+		cs.Status, cs.Reason, cs.UpdatedAt = store.DeliveryScheduled, ReasonSendAt, workflow.Now(ctx)
 	}
-	status := store.NotificationScheduled
-	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
-	if err := workflow.ExecuteActivity(dbCtx, a.RecordStatus, activities.RecordStatusInput{
-		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
-	}).Get(ctx, &status); err != nil {
-		workflow.GetLogger(ctx).Error("recording the scheduled status failed", "error", err)
-	}
-	w.setStatus(ctx, status)
+	w.setStatus(ctx, store.NotificationScheduled)
 }
 
 // deliverAll delivers the same content on each channel, independently (a

@@ -47,7 +47,7 @@ func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, erro
 		return RedriveResult{Claimed: true}, fmt.Errorf("dead letter %d has no delivery payload", in.DeadLetterID)
 	}
 	var res activities.DeliverResult
-	if err := executeDelivery(ctx, p, nil).Get(ctx, &res); err != nil {
+	if err := executeDelivery(ctx, p, claim.RetryPolicies).Get(ctx, &res); err != nil {
 		if derr := workflow.ExecuteActivity(dbCtx, a.DeadLetter, activities.DeadLetterInput{
 			TenantID: in.TenantID, NotificationID: claim.NotificationID, Channel: claim.Channel, TemplateID: claim.TemplateID,
 			Attempts: int(providerRetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,

@@ -30,6 +30,14 @@ func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID, cha
 	return err
 }
 
+// CountAttempts counts a channel's recorded provider attempts.
+func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID, channel string) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`,
+		tenantID, notificationID, channel).Scan(&n)
+	return n, err
+}
+
 // ListAttempts returns a notification's attempts, channel → oldest first.
 func (s *Store) ListAttempts(ctx context.Context, tenantID, notificationID string) (map[string][]Attempt, error) {
 	rows, err := s.db.Query(ctx, `
@@ -93,7 +101,7 @@ func (s *Store) PutDeadLetter(ctx context.Context, d DeadLetter) (DeadLetter, er
 			INSERT INTO dead_letters (tenant_id, notification_id, channel, template_id, attempts, last_error, payload)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (tenant_id, notification_id, channel) DO UPDATE SET
-				attempts = dead_letters.attempts + EXCLUDED.attempts, last_error = EXCLUDED.last_error,
+				attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
 				status = 'open', updated_at = now()
 			RETURNING `+deadLetterColumns,
 			d.TenantID, d.NotificationID, d.Channel, d.TemplateID, d.Attempts, d.LastError, []byte(d.Payload)))

@@ -51,11 +51,16 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 			n.TemplateVersion, n.Category); err != nil {
 			return err
 		}
+		// A scheduled notification's channels wait for send_at from the start.
+		status, reason := DeliveryPending, ""
+		if n.Status == NotificationScheduled {
+			status, reason = DeliveryScheduled, "send_at"
+		}
 		for _, ch := range n.Channels {
 			if _, err := tx.db.Exec(ctx, `
-				INSERT INTO deliveries (tenant_id, notification_id, channel, status) VALUES ($1, $2, $3, $4)
+				INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
 				ON CONFLICT (notification_id, channel) DO NOTHING`,
-				n.TenantID, n.ID, ch, DeliveryPending); err != nil {
+				n.TenantID, n.ID, ch, status, reason); err != nil {
 				return err
 			}
 		}

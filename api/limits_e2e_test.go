@@ -1,0 +1,84 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/apitest"
+)
+
+func TestTenantRateLimitAnswers429WithRetryAfter(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true, TenantLimits: api.TenantLimits{RatePerSecond: 1, Burst: 5}})
+	_, key := h.Tenant("limited")
+	_, other := h.Tenant("other")
+	h.Template(key, apitest.SimpleTemplate("t"))
+	h.Template(other, apitest.SimpleTemplate("t"))
+	createUser(t, h, key, "ann")
+	createUser(t, h, other, "ann")
+
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	var retryAfter string
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := submit(h, key, map[string]any{"user_id": "ann", "template_id": "t", "data": map[string]any{"i": i}})
+			mu.Lock()
+			defer mu.Unlock()
+			codes[r.Status]++
+			if r.Status == http.StatusTooManyRequests {
+				if _, code := r.ErrorField(); code != "rate_limited" {
+					t.Errorf("429 with code %q", code)
+				}
+				retryAfter = r.Header.Get("Retry-After")
+			}
+		}()
+	}
+	wg.Wait()
+	// The burst of 5 passes (1/s refill may add one more during the test).
+	if codes[http.StatusAccepted] < 5 || codes[http.StatusAccepted] > 6 || codes[http.StatusTooManyRequests] < 6 {
+		t.Fatalf("status counts %v: want 5 (or 6) accepted, the rest 429", codes)
+	}
+	if n, err := strconv.Atoi(retryAfter); err != nil || n < 1 {
+		t.Fatalf("Retry-After = %q, want whole seconds ≥ 1", retryAfter)
+	}
+	// Another tenant has its own bucket.
+	if r := submit(h, other, map[string]any{"user_id": "ann", "template_id": "t"}); r.Status != http.StatusAccepted {
+		t.Fatalf("other tenant: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestTenantDailyQuota(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	_, key := h.Tenant("quota")
+	h.Template(key, apitest.SimpleTemplate("t"))
+	createUser(t, h, key, "bo")
+	if r := h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"daily_quota": 3}); r.Status != http.StatusOK {
+		t.Fatalf("settings: %d %s", r.Status, r.Body)
+	}
+	h.Eventually(10e9, "settings cache to expire", func() bool {
+		r := submit(h, key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"probe": fmt.Sprint(h.URL)}})
+		return r.Status == http.StatusAccepted || r.Status == http.StatusOK
+	})
+	var last int
+	for i := range 5 {
+		r := submit(h, key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"i": i}})
+		last = r.Status
+		if r.Status == http.StatusTooManyRequests {
+			if _, code := r.ErrorField(); code != "daily_quota_exceeded" || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("quota 429: %s (Retry-After %q)", r.Body, r.Header.Get("Retry-After"))
+			}
+			if i != 2 {
+				t.Fatalf("quota of 3 (one used by the probe) exceeded at submission %d", i+2)
+			}
+			return
+		}
+	}
+	t.Fatalf("daily quota never enforced (last status %d)", last)
+}

@@ -49,13 +49,17 @@ func (s *Server) abort(c *gin.Context, err error) {
 // decodeJSON reads a bounded JSON object body into dst, rejecting unknown fields,
 // wrong types, trailing data and oversized bodies with errors that name the problem.
 func decodeJSON(c *gin.Context, dst any) error {
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-	raw, err := io.ReadAll(body)
+	return decodeJSONLimit(c, dst, MaxBodyBytes)
+}
+
+// decodeJSONLimit is decodeJSON with a body limit of max bytes.
+func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Message: fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)}
+				Message: fmt.Sprintf("request body exceeds %d bytes", max)}
 		}
 		return &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
 	}

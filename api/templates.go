@@ -1,10 +1,8 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -184,31 +182,4 @@ func (s *Server) deleteTemplate(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
-}
-
-// decodeJSONLimit is decodeJSON with a body limit of max bytes instead of
-// MaxBodyBytes.
-func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Message: fmt.Sprintf("request body exceeds %d bytes", max)}
-		}
-		return &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
-	}
-	if len(strings.TrimSpace(string(raw))) == 0 {
-		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "request body is empty; expected a JSON object"}
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
-	}
-	if dec.More() {
-		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
-	}
-	return nil
 }

@@ -131,7 +131,18 @@ func TestProviderRateLimitAcrossWorkers(t *testing.T) {
 	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 	measured := float64(len(at)-1) / at[len(at)-1].Sub(at[0]).Seconds()
 	t.Logf("provider rate limit %.0f/s: measured %.2f/s over %d sends by 3 workers", rate, measured, len(at))
-	if measured > rate*1.1 || measured < rate*0.9 {
-		t.Fatalf("measured %.2f/s, want within 10%% of %.0f/s", measured, rate)
+	// The limit: never more than 10 % over it, overall or in any run of 10 sends.
+	if measured > rate*1.1 {
+		t.Fatalf("measured %.2f/s, more than 10%% over the limit of %.0f/s", measured, rate)
+	}
+	for i := 0; i+9 < len(at); i++ {
+		if w := at[i+9].Sub(at[i]).Seconds(); 9/w > rate*1.1 {
+			t.Fatalf("sends %d..%d ran at %.2f/s, more than 10%% over the limit", i, i+9, 9/w)
+		}
+	}
+	// Below the limit means the workers could not keep up (a loaded CI machine);
+	// far below means the limiter throttles too hard.
+	if measured < rate*0.5 {
+		t.Fatalf("measured %.2f/s: the limiter throttles far below %.0f/s", measured, rate)
 	}
 }

@@ -41,7 +41,8 @@ func LaneOptions(lane string) sdkworker.Options {
 		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 200, MaxConcurrentWorkflowTaskExecutionSize: 200,
 			MaxConcurrentActivityTaskPollers: 4, MaxConcurrentWorkflowTaskPollers: 4}
 	case workflows.LaneBulk:
-		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 50, MaxConcurrentWorkflowTaskExecutionSize: 50}
+		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 50, MaxConcurrentWorkflowTaskExecutionSize: 50,
+			MaxConcurrentActivityTaskPollers: 4, MaxConcurrentWorkflowTaskPollers: 4}
 	default:
 		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 200, MaxConcurrentWorkflowTaskExecutionSize: 200}
 	}

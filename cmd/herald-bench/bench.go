@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,7 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -119,6 +122,11 @@ func run(ctx context.Context, o options, rep *Report, progress io.Writer) (err e
 			b.closers[i]()
 		}
 	}()
+	if o.cpuProfile != "" {
+		if err := os.MkdirAll(filepath.Dir(o.cpuProfile), 0o755); err != nil {
+			return err
+		}
+	}
 	b.benchQueue = "herald-bench-empty-" + b.runID
 	rep.BenchQueue = b.benchQueue
 	outer := ctx
@@ -144,10 +152,15 @@ func run(ctx context.Context, o options, rep *Report, progress io.Writer) (err e
 
 func (b *bench) setup(ctx context.Context, rep *Report) error {
 	logger := slog.New(slog.NewTextHandler(b.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tc, err := client.Dial(client.Options{
+	opts := client.Options{
 		HostPort: b.cfg.TemporalAddress, Namespace: b.cfg.TemporalNamespace,
 		Logger: sdklog.NewStructuredLogger(logger.With("component", "temporal")),
-	})
+	}
+	if !b.o.temporalGzip { // what-if: cmd/herald keeps the SDK default (gzip)
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+		rep.Notes = append(rep.Notes, "-temporal-gzip=false: the Temporal client (bare starts, API and worker) sent uncompressed gRPC requests")
+	}
+	tc, err := client.Dial(opts)
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", b.cfg.TemporalAddress, err)
 	}
@@ -162,10 +175,10 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	// The empty workflow's worker, on its own task queue and the same client.
 	b.workers = map[string]*workerSlot{}
 	b.closers = append(b.closers, b.stopAllWorkers)
-	b.addWorker("bench", func() sdkworker.Worker {
+	b.addWorker("bench", func() []sdkworker.Worker {
 		ew := sdkworker.New(tc, b.benchQueue, sdkworker.Options{})
 		ew.RegisterWorkflowWithOptions(heraldBenchEmpty, workflow.RegisterOptions{Name: benchWorkflowName})
-		return ew
+		return []sdkworker.Worker{ew}
 	})
 
 	if b.selfHost {
@@ -180,6 +193,7 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 		b.apiURL, b.apiKey = b.o.apiURL, b.o.apiKey
 		b.tenantID = "t_" + randomHex(8) // same shape as a real tenant id
 		rep.Mode = "api-url"
+		rep.Notes = append(rep.Notes, "-api-url: the Herald under test runs in another process; on this machine its CPU counts as \"other\"")
 		if err := b.putTemplateViaAPI(ctx); err != nil {
 			return err
 		}
@@ -196,7 +210,38 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	for i := range b.o.dUsers {
 		b.dUsers = append(b.dUsers, fmt.Sprintf("bench-%s-d%d", b.runID, i))
 	}
+	if b.selfHost || b.o.setLimits {
+		if err := b.raiseLimits(ctx, rep); err != nil {
+			return err
+		}
+	} else {
+		rep.Notes = append(rep.Notes, "-api-url without -set-limits: the tenant's own API limits apply; 429s count as errors")
+	}
 	return b.createUsers(ctx, append(append([]string(nil), b.bUsers...), b.dUsers...))
+}
+
+// benchRate and benchBurst are the bench tenant's API limits: the highest the
+// settings API accepts, so the limiter never refuses a bench request, while its
+// per-request bucket update in PostgreSQL still runs as it would for any tenant.
+const (
+	benchRate  = 100_000
+	benchBurst = 1_000_000
+)
+
+// raiseLimits sets the bench tenant's API limits through PUT /v1/settings. PUT
+// replaces every setting, which is harmless on the fresh self-host tenant; with
+// -api-url it needs -set-limits (use a tenant of its own for the bench).
+func (b *bench) raiseLimits(ctx context.Context, rep *Report) error {
+	body, _ := json.Marshal(map[string]any{"api_rate_per_second": benchRate, "api_burst": benchBurst})
+	status, raw, err := b.do(ctx, http.MethodPut, "/v1/settings", body)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK && status != http.StatusCreated && status != http.StatusNoContent {
+		return fmt.Errorf("PUT /v1/settings (raising the bench tenant's API limits): %d %s", status, truncate(raw, 300))
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("bench tenant API limits raised to %d/s, burst %d (the limiter still updates its PostgreSQL bucket on every POST /v1/notifications)", benchRate, benchBurst))
+	return nil
 }
 
 // selfHostHerald migrates, creates a fresh tenant with the bench template and runs
@@ -248,6 +293,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 		return err
 	}
 	provStore := providers.NewStore(pool, keys)
+	limiter := ratelimit.New(pool)
 	sandboxRec := sandbox.NewPGRecorder(pool)
 
 	taskQueue := "herald-bench-" + b.runID
@@ -257,22 +303,25 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 		PublicBaseURL: b.cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
 	}, sandboxRec),
 		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)), PublicBaseURL: b.cfg.PublicBaseURL,
+		Limiter: limiter,
 	}
-	b.addWorker("herald", func() sdkworker.Worker { return worker.New(b.tc, taskQueue, acts, sdkworker.Options{}) })
+	b.addWorker("herald", func() []sdkworker.Worker { return worker.NewLanes(b.tc, taskQueue, acts) })
 
 	var tc client.Client = b.tc
 	if b.o.breakdown {
 		b.rec = &recorder{}
 		tc = timedClient{Client: b.tc, rec: b.rec}
 	}
-	apiStore := st
-	if b.rec != nil {
+	apiStore, apiLimiter := st, limiter
+	if b.rec != nil { // the API's queries timed; the worker keeps the plain pool
 		apiStore = store.New(timedDB{DBTX: pool, rec: b.rec})
+		apiLimiter = ratelimit.New(timedDB{DBTX: pool, rec: b.rec})
 	}
 	var handler http.Handler = api.New(apiStore, tc, api.Config{
 		TaskQueue: taskQueue, DefaultDedupWindow: selfHostDedupWindow, AuthCacheTTL: selfHostAuthCacheTTL,
 		Providers: provStore, PublicBaseURL: b.cfg.PublicBaseURL, WebhookTolerance: b.cfg.WebhookTolerance,
 		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)),
+		Limiter:     apiLimiter, TenantLimits: api.TenantLimits{RatePerSecond: b.cfg.TenantRatePerSecond, Burst: b.cfg.TenantBurst, DailyQuota: b.cfg.TenantDailyQuota},
 	}, logger).Handler()
 	if b.rec != nil {
 		handler = b.rec.middleware(handler)

@@ -212,7 +212,7 @@ func (b *bench) settleNote(ctx context.Context) string {
 }
 
 func (b *bench) addPhase(rep *Report, p Phase) {
-	if share := p.otherShare(); share > noisyShare {
+	if share := p.otherShare(); share > noisyShare && b.selfHost {
 		p.Notes = append(p.Notes, fmt.Sprintf("WARNING: other processes used %.0f%% of the busy CPU during this phase; its numbers reflect a shared machine", 100*share))
 	}
 	rep.Phases = append(rep.Phases, p)

@@ -262,7 +262,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	b.closers = append(b.closers, pool.Close)
+	b.closers = append(b.closers, pool.Close, b.stopAllWorkers) // workers stop before the pool closes
 	st := store.New(pool)
 	b.pool, b.st = pool, st
 	t, key, err := st.CreateTenant(ctx, "bench-"+b.runID)

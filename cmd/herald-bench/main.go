@@ -237,6 +237,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { // after the first signal the bench cleans up; a second one kills it
+		<-ctx.Done()
+		stop()
+	}()
 
 	rep := &Report{
 		Command: "herald-bench " + strings.Join(args, " "), StartedAt: time.Now().UTC(),

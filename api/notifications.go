@@ -217,7 +217,7 @@ func (s *Server) createNotification(c *gin.Context) {
 // no content for and data that lacks a variable the template needs, at submit time
 // rather than at delivery.
 func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, defaultChannels bool) error {
-	rec, err := s.store.GetTemplate(c.Request.Context(), in.TenantID, in.TemplateID, 0)
+	rec, err := s.latestTemplate(c.Request.Context(), in.TenantID, in.TemplateID)
 	if errors.Is(err, store.ErrNotFound) {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
 			Message: "template " + in.TemplateID + " does not exist; create it with PUT /v1/templates/{template_id}"}
@@ -241,6 +241,19 @@ func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, 
 	}
 	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical
 	return nil
+}
+
+// latestTemplate is the template's latest version, cached for TemplateCacheTTL.
+func (s *Server) latestTemplate(ctx context.Context, tenantID, templateID string) (store.TemplateRecord, error) {
+	key := tenantID + "/" + templateID
+	if rec, ok := s.templates.Get(key); ok {
+		return rec, nil
+	}
+	rec, err := s.store.GetTemplate(ctx, tenantID, templateID, 0)
+	if err == nil {
+		s.templates.Add(key, rec)
+	}
+	return rec, err
 }
 
 // StartOptions are the start options of a notification workflow. The ID conflict

@@ -44,6 +44,10 @@ type Config struct {
 	TenantLimits TenantLimits
 }
 
+// TemplateCacheTTL bounds how long another API replica may keep accepting with the
+// previous version of a template that was just saved.
+const TemplateCacheTTL = 2 * time.Second
+
 // Server holds the API's dependencies.
 type Server struct {
 	store    *store.Store
@@ -55,12 +59,16 @@ type Server struct {
 	users   *expirable.LRU[string, struct{}]     // tenant/user known to exist
 	// settings caches tenant settings for the API limits (a few seconds).
 	settings *expirable.LRU[string, store.TenantSettings]
+	// templates caches the latest template versions for the accept path (see
+	// TemplateCacheTTL); saving or deleting through this process evicts at once.
+	templates *expirable.LRU[string, store.TemplateRecord]
 }
 
 // New builds the API server.
 func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Server {
 	s := &Server{store: st, temporal: tc, cfg: cfg, log: log,
-		settings: expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second)}
+		settings:  expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second),
+		templates: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL)}
 	if cfg.AuthCacheTTL > 0 {
 		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)
 		s.users = expirable.NewLRU[string, struct{}](100_000, nil, cfg.AuthCacheTTL)

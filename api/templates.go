@@ -108,6 +108,7 @@ func (s *Server) putTemplate(c *gin.Context) {
 		return
 	}
 	rec, err := s.store.PutTemplate(ctx, tenantID, t)
+	s.templates.Remove(tenantID + "/" + t.ID)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -173,6 +174,7 @@ func (s *Server) deleteTemplate(c *gin.Context) {
 		return
 	}
 	deleted, err := s.store.DeleteTemplate(c.Request.Context(), tenantOf(c).ID, id)
+	s.templates.Remove(tenantOf(c).ID + "/" + id)
 	if err != nil {
 		s.abort(c, err)
 		return

@@ -21,14 +21,15 @@ import (
 // notification's accept → delivered latency and how much of the backlog was still
 // undelivered when each critical one was delivered.
 type laneResult struct {
-	critical     []time.Duration
-	bulkLeft     []int // undelivered bulk notifications when each critical one was delivered
-	bulkSubmit   time.Duration
-	bulkDrained  time.Duration
-	bulkAccepted int
+	critical      []time.Duration
+	bulkLeft      []int // undelivered bulk notifications when each critical one was delivered
+	bulkSubmit    time.Duration
+	bulkDrained   time.Duration
+	bulkUndrained int // bulk notifications still undelivered when the scenario stopped waiting
+	bulkAccepted  int
 }
 
-func runLaneScenario(tb testing.TB, bulk, critical int) laneResult {
+func runLaneScenario(tb testing.TB, bulk, critical int, drainWait time.Duration) laneResult {
 	h := apitest.Start(tb, apitest.Options{})
 	tenantID, key := h.Tenant("lanes")
 	h.Template(key, templates.Template{ID: "newsletter", Category: "marketing",
@@ -98,13 +99,12 @@ func runLaneScenario(tb testing.TB, bulk, critical int) laneResult {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for delivered() < bulk {
-		if time.Since(start) > 10*time.Minute {
-			tb.Fatalf("bulk backlog not drained after 10 minutes (%d left)", bulk-delivered())
-		}
+	// Wait for the backlog to drain, at most drainWait (then report how much was left).
+	for delivered() < bulk && time.Since(start) < drainWait {
 		time.Sleep(200 * time.Millisecond)
 	}
 	res.bulkDrained = time.Since(start)
+	res.bulkUndrained = bulk - delivered()
 	return res
 }
 
@@ -124,11 +124,14 @@ func TestCriticalOvertakesBulkBacklog(t *testing.T) {
 		t.Skip("drains a backlog; run without -short")
 	}
 	const bulk, critical = 600, 5
-	res := runLaneScenario(t, bulk, critical)
+	res := runLaneScenario(t, bulk, critical, 5*time.Minute)
 	t.Logf("bulk %d submitted in %s, drained in %s; critical latencies %v, bulk still waiting at each: %v",
 		bulk, res.bulkSubmit.Round(time.Millisecond), res.bulkDrained.Round(time.Millisecond), res.critical, res.bulkLeft)
 	// The first critical notification arrives right after the whole backlog was
 	// submitted: in one shared queue it would wait for the backlog ahead of it.
+	if res.bulkUndrained > 0 {
+		t.Fatalf("%d bulk notifications still undelivered after 5 minutes", res.bulkUndrained)
+	}
 	if res.bulkLeft[0] < bulk/4 {
 		t.Fatalf("the first critical notification was delivered only when %d of %d bulk ones were left: it queued behind the backlog", res.bulkLeft[0], bulk)
 	}
@@ -140,13 +143,13 @@ func TestCriticalOvertakesBulkBacklog(t *testing.T) {
 func BenchmarkCriticalDuringBulkBacklog(b *testing.B) {
 	bulk, critical := envInt("HERALD_BENCH_BULK", 10000), envInt("HERALD_BENCH_CRITICAL", 20)
 	for range b.N {
-		res := runLaneScenario(b, bulk, critical)
+		res := runLaneScenario(b, bulk, critical, time.Duration(envInt("HERALD_BENCH_DRAIN_WAIT_SEC", 60))*time.Second)
 		p50, p99 := percentile(res.critical, 0.5), percentile(res.critical, 0.99)
 		b.ReportMetric(float64(p50.Milliseconds()), "critical-p50-ms")
 		b.ReportMetric(float64(p99.Milliseconds()), "critical-p99-ms")
-		b.ReportMetric(res.bulkDrained.Seconds(), "bulk-drain-s")
-		b.Logf("bulk=%d (submitted in %s, drained in %s) critical=%d p50=%s p99=%s max=%s; bulk still queued at each critical delivery: %v",
-			bulk, res.bulkSubmit.Round(time.Millisecond), res.bulkDrained.Round(time.Second), critical, p50, p99,
+		b.ReportMetric(float64(res.bulkUndrained), "bulk-left")
+		b.Logf("bulk=%d (submitted in %s; %d still undelivered after %s) critical=%d p50=%s p99=%s max=%s; bulk still queued at each critical delivery: %v",
+			bulk, res.bulkSubmit.Round(time.Millisecond), res.bulkUndrained, res.bulkDrained.Round(time.Second), critical, p50, p99,
 			percentile(res.critical, 1), res.bulkLeft)
 	}
 }

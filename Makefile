@@ -8,7 +8,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ARGS ?=
 
-.PHONY: help run test build tools services-up services-down bench clean
+.PHONY: help run test build tools services-up services-down bench bench-lanes clean
 
 help: ## List the targets
 	@echo "Herald make targets:"
@@ -34,6 +34,11 @@ services-down: ## Stop the test services
 
 bench: ## Run cmd/herald-bench against the dev PostgreSQL + Temporal (reused if `make run` is up; ARGS='...' goes to herald-bench)
 	@bash scripts/bench.sh $(ARGS)
+
+bench-lanes: ## Priority-lane benchmark: critical latency while 10,000 bulk notifications drain (throwaway services)
+	@eval "$$(bash scripts/test-services.sh start)" && \
+	go test -count=1 -run '^$$' -bench BenchmarkCriticalDuringBulkBacklog -benchtime 1x -timeout 30m ./activities/; \
+	rc=$$?; bash scripts/test-services.sh stop; exit $$rc
 
 clean: ## Stop the test services, remove .herald/test and the built binaries (keeps bin/temporal and make-run data)
 	@bash scripts/test-services.sh stop

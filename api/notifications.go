@@ -305,17 +305,9 @@ func (s *Server) duplicate(c *gin.Context, key ids.KeyHash, workflowID, runID st
 	})
 }
 
+// channelView is a channel's delivery record with its provider attempts.
 type channelView struct {
-	Channel           string     `json:"channel"`
-	Status            string     `json:"status"`
-	Provider          *string    `json:"provider"`
-	ProviderMessageID *string    `json:"provider_message_id"`
-	Attempts          int        `json:"attempts"`
-	LastError         *string    `json:"last_error"`
-	Reason            *string    `json:"reason"`
-	SentAt            *time.Time `json:"sent_at"`
-	DeliveredAt       *time.Time `json:"delivered_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	store.Delivery
 	// History is every provider attempt with its outcome and error, oldest first.
 	History []store.Attempt `json:"history"`
 }
@@ -379,9 +371,7 @@ func viewFromStore(n store.Notification) notificationView {
 		Channels: []channelView{},
 	}
 	for _, d := range n.Deliveries {
-		v.Channels = append(v.Channels, channelView{Channel: d.Channel, Status: d.Status, Provider: d.Provider,
-			ProviderMessageID: d.ProviderMessageID, Attempts: d.Attempts, LastError: d.LastError, Reason: d.Reason,
-			SentAt: d.SentAt, DeliveredAt: d.DeliveredAt, UpdatedAt: d.UpdatedAt, History: []store.Attempt{}})
+		v.Channels = append(v.Channels, channelView{Delivery: d, History: []store.Attempt{}})
 	}
 	return v
 }
@@ -424,7 +414,8 @@ func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id str
 		return notificationView{}, fmt.Errorf("decode memo of %s: %w", workflowID, err)
 	}
 	for _, ch := range channels {
-		v.Channels = append(v.Channels, channelView{Channel: ch, Status: store.DeliveryPending, UpdatedAt: started, History: []store.Attempt{}})
+		v.Channels = append(v.Channels, channelView{Delivery: store.Delivery{Channel: ch, Status: store.DeliveryPending, UpdatedAt: started},
+			History: []store.Attempt{}})
 	}
 	return v, nil
 }

@@ -211,13 +211,7 @@ func (s *Server) putPreferenceDefaults(c *gin.Context) {
 	}
 	tenantID := tenantOf(c).ID
 	ctx := c.Request.Context()
-	ts, err := s.store.GetTenantSettings(ctx, tenantID)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	ts.PreferenceDefaults = p
-	if err := s.store.PutTenantSettings(ctx, tenantID, ts); err != nil {
+	if err := s.store.UpdateTenantSettings(ctx, tenantID, func(ts *store.TenantSettings) { ts.PreferenceDefaults = p }); err != nil {
 		s.abort(c, err)
 		return
 	}
@@ -304,19 +298,15 @@ func (s *Server) putSettings(c *gin.Context) {
 	}
 	tenantID := tenantOf(c).ID
 	ctx := c.Request.Context()
-	ts, err := s.store.GetTenantSettings(ctx, tenantID)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	ts.CategoryCaps = caps
-	ts.RetryPolicies = retries
-	ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota = rate, burst, quota
-	ts.DefaultLocale = ""
-	if req.DefaultLocale != nil {
-		ts.DefaultLocale = *req.DefaultLocale
-	}
-	if err := s.store.PutTenantSettings(ctx, tenantID, ts); err != nil {
+	if err := s.store.UpdateTenantSettings(ctx, tenantID, func(ts *store.TenantSettings) {
+		ts.CategoryCaps = caps
+		ts.RetryPolicies = retries
+		ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota = rate, burst, quota
+		ts.DefaultLocale = ""
+		if req.DefaultLocale != nil {
+			ts.DefaultLocale = *req.DefaultLocale
+		}
+	}); err != nil {
 		s.abort(c, err)
 		return
 	}

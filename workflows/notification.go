@@ -129,11 +129,22 @@ const ErrTypeAlreadySent = "AlreadySent"
 
 // validateCancel admits a cancel only while no channel is being or has been sent.
 func (w *notification) validateCancel(ctx workflow.Context) error {
+	if w.cancelled {
+		return nil // cancelling twice answers the same
+	}
+	waiting := 0
 	for _, ch := range w.in.Channels {
 		switch w.state.Channels[ch].Status {
 		case store.DeliverySending, store.DeliverySent, store.DeliveryDelivered:
 			return temporal.NewApplicationError("the notification was already sent on "+ch, ErrTypeAlreadySent)
+		case store.DeliveryPending, store.DeliveryScheduled:
+			waiting++
 		}
+	}
+	if waiting == 0 {
+		// Every channel already ended (failed, suppressed): nothing is left to cancel,
+		// and a dead letter stays redrivable.
+		return temporal.NewApplicationError("every channel has already finished", ErrTypeAlreadySent)
 	}
 	return nil
 }

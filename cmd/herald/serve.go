@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +61,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
 		}, sandboxRec),
-			Unsubscribe: unsubscribe.NewSigner([]byte(os.Getenv(secrets.EnvKey))), PublicBaseURL: cfg.PublicBaseURL,
+			Unsubscribe: unsubscribe.FromEnv(), PublicBaseURL: cfg.PublicBaseURL,
 			Limiter: limiter,
 		}
 		lanes := worker.NewLanes(tc, cfg.TaskQueue, acts)
@@ -84,7 +83,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		apiCfg := api.Config{
 			TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: 30 * time.Second,
 			Providers: provStore, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
-			Unsubscribe: unsubscribe.NewSigner([]byte(os.Getenv(secrets.EnvKey))),
+			Unsubscribe: unsubscribe.FromEnv(),
 			Limiter:     limiter, TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 		}
 		if cfg.SandboxAPI {

@@ -200,3 +200,23 @@ func (s *Store) ClaimCap(ctx context.Context, tenantID, userID, category, notifi
 	})
 	return allowed, err
 }
+
+// UpdateTenantSettings changes the tenant's settings atomically: fn edits them
+// under a row lock, so concurrent updates of different parts (preference defaults,
+// caps, limits) never lose one another.
+func (s *Store) UpdateTenantSettings(ctx context.Context, tenantID string, fn func(*TenantSettings)) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `INSERT INTO tenant_settings (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, tenantID); err != nil {
+			return err
+		}
+		if _, err := tx.db.Exec(ctx, `SELECT 1 FROM tenant_settings WHERE tenant_id = $1 FOR UPDATE`, tenantID); err != nil {
+			return err
+		}
+		ts, err := tx.GetTenantSettings(ctx, tenantID)
+		if err != nil {
+			return err
+		}
+		fn(&ts)
+		return tx.PutTenantSettings(ctx, tenantID, ts)
+	})
+}

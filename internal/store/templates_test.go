@@ -135,3 +135,36 @@ func TestCapHoldsUnderConcurrency(t *testing.T) {
 		t.Fatal("caps are per category")
 	}
 }
+
+// TestTenantSettingsUpdatesDoNotLoseEachOther runs concurrent updates of two
+// different parts of the settings; both survive.
+func TestTenantSettingsUpdatesDoNotLoseEachOther(t *testing.T) {
+	st := store.New(testenv.Pool(t))
+	ctx := context.Background()
+	tn, _ := mustTenant(t, st, ctx)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := st.UpdateTenantSettings(ctx, tn.ID, func(ts *store.TenantSettings) {
+				ts.CategoryCaps = map[string]int{"marketing": i + 1}
+			}); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if err := st.UpdateTenantSettings(ctx, tn.ID, func(ts *store.TenantSettings) {
+				ts.PreferenceDefaults = preferences.Preferences{Channels: map[string]bool{"sms": false}}
+			}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ts, err := st.GetTenantSettings(ctx, tn.ID)
+	if err != nil || ts.CategoryCaps["marketing"] == 0 || ts.PreferenceDefaults.Channels["sms"] != false || len(ts.PreferenceDefaults.Channels) != 1 {
+		t.Fatalf("an update was lost: %+v %v", ts, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"os"
 	"strings"
 )
 
@@ -26,17 +27,41 @@ type Claims struct {
 // ErrInvalid: the token is malformed, tampered with or signed with another key.
 var ErrInvalid = errors.New("unsubscribe: invalid token")
 
-// Signer makes and checks tokens with one key.
+// Signer makes tokens with its primary key and accepts tokens of any of its keys.
 type Signer struct {
-	key []byte
+	key  []byte
+	keys [][]byte
 }
 
 // NewSigner derives the link-signing key from a master secret (the secrets key), so
-// the same secret never serves two purposes directly.
-func NewSigner(master []byte) *Signer {
+// the same secret never serves two purposes directly. Links signed under previous
+// master secrets keep working after a rotation: unsubscribe links live in inboxes
+// for years.
+func NewSigner(master []byte, previous ...[]byte) *Signer {
+	s := &Signer{key: derive(master)}
+	s.keys = append(s.keys, s.key)
+	for _, p := range previous {
+		s.keys = append(s.keys, derive(p))
+	}
+	return s
+}
+
+// FromEnv builds the signer from HERALD_SECRETS_KEY and HERALD_SECRETS_PREVIOUS_KEYS
+// (comma-separated), trimmed as internal/secrets reads them.
+func FromEnv() *Signer {
+	var prev [][]byte
+	for _, p := range strings.Split(os.Getenv("HERALD_SECRETS_PREVIOUS_KEYS"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			prev = append(prev, []byte(p))
+		}
+	}
+	return NewSigner([]byte(strings.TrimSpace(os.Getenv("HERALD_SECRETS_KEY"))), prev...)
+}
+
+func derive(master []byte) []byte {
 	m := hmac.New(sha256.New, master)
 	m.Write([]byte("herald/unsubscribe/v1"))
-	return &Signer{key: m.Sum(nil)}
+	return m.Sum(nil)
 }
 
 // Token returns payload.signature, both base64url.
@@ -58,7 +83,7 @@ func (s *Signer) Verify(token string) (Claims, error) {
 		return Claims{}, ErrInvalid
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.mac(p)) {
+	if err != nil || !s.valid(p, got) {
 		return Claims{}, ErrInvalid
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(p)
@@ -72,8 +97,19 @@ func (s *Signer) Verify(token string) (Claims, error) {
 	return c, nil
 }
 
-func (s *Signer) mac(payload string) []byte {
-	m := hmac.New(sha256.New, s.key)
+func (s *Signer) valid(payload string, sig []byte) bool {
+	for _, k := range s.keys {
+		if hmac.Equal(sig, mac(k, payload)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Signer) mac(payload string) []byte { return mac(s.key, payload) }
+
+func mac(key []byte, payload string) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(payload))
 	return m.Sum(nil)
 }

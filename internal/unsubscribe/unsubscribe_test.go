@@ -33,3 +33,19 @@ func TestTokenRoundTripAndTampering(t *testing.T) {
 		t.Fatalf("url token: %+v %v", back, err)
 	}
 }
+
+func TestLinksSurviveAKeyRotation(t *testing.T) {
+	old := NewSigner([]byte("old-master"))
+	c := Claims{TenantID: "t", UserID: "u", Category: "marketing"}
+	tok := old.Token(c)
+	rotated := NewSigner([]byte("new-master"), []byte("old-master"))
+	if got, err := rotated.Verify(tok); err != nil || got != c {
+		t.Fatalf("old link after rotation: %+v %v", got, err)
+	}
+	if _, err := NewSigner([]byte("new-master")).Verify(tok); !errors.Is(err, ErrInvalid) {
+		t.Fatal("a signer without the old key accepted its link")
+	}
+	if rotated.Token(c) == tok {
+		t.Fatal("new links must be signed with the new key")
+	}
+}

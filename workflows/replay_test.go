@@ -22,6 +22,19 @@ var recordedHistories = []struct {
 		workflowID: "notification/t_74e08cee9a0ef6ff/fde62ba72df450c4dcc67353ec509869",
 		runID:      "01a22e7c-5b4b-760d-accb-b1177d1bd5b4",
 	},
+	{
+		// Template "welcome" on all four channels: preferences, render per channel,
+		// email + SMS through the sandbox provider, push suppressed (no device).
+		file:       "testdata/notification_templated_v2.json",
+		workflowID: "notification/t_f127cf3976ae6c30/bfd6484bd83459ae982b8b8b45c09f36",
+		runID:      "01a22ed4-9c35-7236-af7d-ececf6cd2568",
+	},
+	{
+		// send_at 30 s ahead, cancelled through the cancel update while scheduled.
+		file:       "testdata/notification_scheduled_cancelled_v2.json",
+		workflowID: "notification/t_f127cf3976ae6c30/5072560af18c36d3b6f01783a6cc00c2",
+		runID:      "01a22ed4-9c53-76b5-b683-0493531fff7b",
+	},
 }
 
 // TestReplayRecordedHistories fails on a change that would break determinism for

@@ -112,6 +112,7 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/templates/:template_id", s.getTemplate)
 	v1.DELETE("/templates/:template_id", s.deleteTemplate)
 	v1.GET("/templates", s.listTemplates)
+	v1.POST("/templates/:template_id/preview", s.previewTemplate)
 	v1.PUT("/users/:user_id/preferences", s.putUserPreferences)
 	v1.GET("/users/:user_id/preferences", s.getUserPreferences)
 	v1.PUT("/preferences/defaults", s.putPreferenceDefaults)

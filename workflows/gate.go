@@ -18,9 +18,8 @@ const ReasonRenderFailed = "render_failed"
 // rendered (so opted-out content is never produced, nor logged), then renders and
 // delivers each surviving channel on its own.
 func (w *notification) gateAndDeliver(ctx workflow.Context) error {
-	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
 	var prefs activities.PreferencesResult
-	if err := workflow.ExecuteActivity(dbCtx, a.LoadPreferences, activities.LoadPreferencesInput{
+	if err := w.db(ctx, a.LoadPreferences, activities.LoadPreferencesInput{
 		TenantID: w.in.TenantID, UserID: w.in.UserID,
 	}).Get(ctx, &prefs); err != nil {
 		return err
@@ -39,7 +38,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 	// has somewhere to go. Critical notifications bypass caps.
 	if limit := prefs.CategoryCaps[w.in.Category]; limit > 0 && live > 0 && !w.in.Critical {
 		var allowed bool
-		if err := workflow.ExecuteActivity(dbCtx, a.ClaimCap, activities.ClaimCapInput{
+		if err := w.db(ctx, a.ClaimCap, activities.ClaimCapInput{
 			TenantID: w.in.TenantID, UserID: w.in.UserID, Category: w.in.Category,
 			NotificationID: w.state.NotificationID, Limit: limit, At: w.state.AcceptedAt,
 		}).Get(ctx, &allowed); err != nil {
@@ -63,7 +62,6 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 // channelFlow waits out quiet hours (re-reading preferences when the wait ends, so a
 // change made meanwhile is honoured), then renders and delivers the channel.
 func (w *notification) channelFlow(ctx workflow.Context, ch string, d preferences.Decision, tenantLocale string) {
-	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
 	for d.Action == preferences.Defer {
 		w.schedule(ctx, ch, string(d.Reason))
 		if err := workflow.Sleep(ctx, d.DeferUntil.Sub(workflow.Now(ctx))); err != nil {
@@ -71,7 +69,7 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 			return
 		}
 		var prefs activities.PreferencesResult
-		if err := workflow.ExecuteActivity(dbCtx, a.LoadPreferences, activities.LoadPreferencesInput{
+		if err := w.db(ctx, a.LoadPreferences, activities.LoadPreferencesInput{
 			TenantID: w.in.TenantID, UserID: w.in.UserID,
 		}).Get(ctx, &prefs); err != nil {
 			w.finishChannel(ctx, ch, store.DeliveryFailed, err, "")
@@ -85,7 +83,7 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 	}
 
 	var r activities.RenderResult
-	if err := workflow.ExecuteActivity(dbCtx, a.Render, activities.RenderInput{
+	if err := w.db(ctx, a.Render, activities.RenderInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, TemplateVersion: w.in.TemplateVersion, Channel: ch,
 		UserLocale: w.recipient.Locale, TenantLocale: tenantLocale, Data: w.in.Data,
@@ -121,8 +119,7 @@ func (w *notification) schedule(ctx workflow.Context, ch, reason string) {
 	}
 	cs := w.state.Channels[ch]
 	cs.Status, cs.Reason, cs.UpdatedAt = store.DeliveryScheduled, reason, workflow.Now(ctx)
-	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
-	if err := workflow.ExecuteActivity(dbCtx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
+	if err := w.db(ctx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: ch, Status: store.DeliveryScheduled, Reason: reason,
 	}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording the scheduled channel failed", "channel", ch, "error", err)

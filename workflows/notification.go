@@ -86,6 +86,9 @@ type notification struct {
 	recorded bool
 	// cancelling: the cancel update is still recording; the final status waits for it.
 	cancelling bool
+	// local: database activities run as local activities (runs started since
+	// changeLocalActivities); earlier runs keep their regular activities.
+	local bool
 	// retry holds the tenant's per-channel retry overrides.
 	retry map[string]store.RetryPolicy
 }
@@ -170,7 +173,7 @@ func (w *notification) cancel(ctx workflow.Context) (NotificationState, error) {
 		}
 	}
 	status := overallStatus(w.state.Channels)
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseActivityOptions), a.RecordStatus, activities.RecordStatusInput{
+	if err := w.db(ctx, a.RecordStatus, activities.RecordStatusInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
 	}).Get(ctx, &status); err != nil {
 		return w.state, err
@@ -180,11 +183,11 @@ func (w *notification) cancel(ctx workflow.Context) (NotificationState, error) {
 }
 
 func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
+	w.local = workflow.GetVersion(ctx, changeLocalActivities, workflow.DefaultVersion, 1) == 1
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrNotificationID.ValueSet(w.state.NotificationID)); err != nil {
 		return w.state, err
 	}
-	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
-	if err := workflow.ExecuteActivity(dbCtx, a.RecordAccepted, activities.RecordAcceptedInput{
+	if err := w.db(ctx, a.RecordAccepted, activities.RecordAcceptedInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
@@ -210,18 +213,18 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	}
 
 	status := overallStatus(w.state.Channels)
-	record := workflow.ExecuteActivity
+	record := w.db
 	if workflow.GetVersion(ctx, changeStatusFromDeliveries, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		// Runs started before provider channels: search attribute first, status as computed.
 		w.setStatus(ctx, status)
-		if err := record(dbCtx, a.RecordStatus, activities.RecordStatusInput{
+		if err := record(ctx, a.RecordStatus, activities.RecordStatusInput{
 			TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
 		}).Get(ctx, nil); err != nil {
 			return w.state, err
 		}
 	} else {
 		// The deliveries table has the last word: receipts may have arrived meanwhile.
-		if err := record(dbCtx, a.RecordStatus, activities.RecordStatusInput{
+		if err := record(ctx, a.RecordStatus, activities.RecordStatusInput{
 			TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
 		}).Get(ctx, &status); err != nil {
 			return w.state, err
@@ -242,8 +245,7 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 // deliver loads the recipient and delivers every channel.
 func (w *notification) deliver(ctx workflow.Context) error {
 	w.setStatus(ctx, store.NotificationSending)
-	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
-	err := workflow.ExecuteActivity(dbCtx, a.LoadRecipient, activities.LoadRecipientInput{
+	err := w.db(ctx, a.LoadRecipient, activities.LoadRecipientInput{
 		TenantID: w.in.TenantID, UserID: w.in.UserID,
 	}).Get(ctx, &w.recipient)
 	switch {
@@ -311,7 +313,7 @@ func (w *notification) deliverChannel(ctx workflow.Context, channel string, c co
 	var p activities.RedrivePayload
 	switch channel {
 	case ChannelInApp:
-		w.finishDelivery(ctx, channel, workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, inAppActivityOptions), a.DeliverInApp,
+		w.finishDelivery(ctx, channel, w.db(ctx, a.DeliverInApp,
 			activities.DeliverInAppInput{TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.Title, Body: c.Body,
 				ActionURL: c.ActionURL, AcceptedAt: w.state.AcceptedAt}), p)
 		return
@@ -373,7 +375,7 @@ func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut 
 	w.setChannel(ctx, channel, store.DeliveryFailed, errorMessage(err))
 	w.state.Channels[channel].Reason = ReasonDeadLettered
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if derr := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, databaseActivityOptions), a.DeadLetter, activities.DeadLetterInput{
+	if derr := w.db(dctx, a.DeadLetter, activities.DeadLetterInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, TemplateID: w.in.TemplateID,
 		Attempts: int(providerOptions(channel, w.retry).RetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
 	}).Get(ctx, nil); derr != nil {
@@ -392,6 +394,21 @@ func isFinal(err error) bool {
 		return true
 	}
 	return appErr.NonRetryable()
+}
+
+// changeLocalActivities: database work (record, load, render, in-app delivery,
+// status) runs as local activities inside the workflow task, saving two server
+// round trips each; provider sends stay regular activities (heartbeats, long
+// retries, per-channel isolation, rate limits).
+const changeLocalActivities = "local-database-activities"
+
+// db runs a database activity: local for runs that started with local activities,
+// regular for the runs started before.
+func (w *notification) db(ctx workflow.Context, activity any, args ...any) workflow.Future {
+	if w.local {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localDatabaseOptions), activity, args...)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseActivityOptions), activity, args...)
 }
 
 // changeDeadLetters: exhausted provider retries are dead-lettered.
@@ -431,8 +448,7 @@ func (w *notification) finishChannel(ctx workflow.Context, channel, status strin
 	}
 	w.setChannel(ctx, channel, status, msg)
 	w.state.Channels[channel].Reason = reason
-	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
-	if err := workflow.ExecuteActivity(dbCtx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
+	if err := w.db(ctx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, Status: status, Error: msg, Reason: reason,
 	}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording channel status failed", "channel", channel, "error", err)

@@ -23,8 +23,12 @@ var databaseActivityOptions = workflow.ActivityOptions{
 	},
 }
 
-// inAppActivityOptions: the inbox is PostgreSQL too; same policy.
-var inAppActivityOptions = databaseActivityOptions
+// localDatabaseOptions: the same policy for database work run as local activities.
+var localDatabaseOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout:    databaseActivityOptions.StartToCloseTimeout,
+	ScheduleToCloseTimeout: databaseActivityOptions.ScheduleToCloseTimeout,
+	RetryPolicy:            databaseActivityOptions.RetryPolicy,
+}
 
 // providerRetryPolicy retries a provider send with exponential backoff (1 s, 2 s,
 // 4 s … capped at 5 min) for up to 12 attempts; a provider's Retry-After overrides

@@ -35,6 +35,12 @@ var recordedHistories = []struct {
 		workflowID: "notification/t_f127cf3976ae6c30/5072560af18c36d3b6f01783a6cc00c2",
 		runID:      "01a22ed4-9c53-76b5-b683-0493531fff7b",
 	},
+	{
+		// The same template with database work as local activities (markers).
+		file:       "testdata/notification_local_v3.json",
+		workflowID: "notification/t_99f6fca86316b639/55a7973b89a117b475911038b27a2333",
+		runID:      "01a22ee1-e018-7346-9ebc-f6dd03a155a5",
+	},
 }
 
 // TestReplayRecordedHistories fails on a change that would break determinism for

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -265,4 +266,30 @@ func (c *Capture) CheckConforms() error {
 		return fmt.Errorf("requests violate the provider's OpenAPI spec:\n%s", strings.Join(problems, "\n"))
 	}
 	return nil
+}
+
+// SharedPrism starts one Prism per test package, on first use, for a spec. A
+// missing spec or Prism fails the test that asked for it: never a skip.
+type SharedPrism struct {
+	Spec string
+	once sync.Once
+	p    *Prism
+	err  error
+}
+
+// Get returns the running mock, starting it on first use.
+func (s *SharedPrism) Get(t testing.TB) *Prism {
+	t.Helper()
+	s.once.Do(func() { s.p, s.err = StartPrism(s.Spec) })
+	if s.err != nil {
+		t.Fatalf("contract test needs Prism and the spec %s: %v", s.Spec, s.err)
+	}
+	return s.p
+}
+
+// Close stops the mock if it was started (call it from TestMain).
+func (s *SharedPrism) Close() {
+	if s.p != nil {
+		s.p.Close()
+	}
 }

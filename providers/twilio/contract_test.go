@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,28 +14,15 @@ import (
 	"github.com/herald-notify/herald/providers/twilio"
 )
 
-var (
-	prismOnce sync.Once
-	prism     *providertest.Prism
-	prismErr  error
-)
+// prism is one Prism for the package, validating against the provider's own
+// OpenAPI document.
+var prism = &providertest.SharedPrism{Spec: providertest.SpecTwilioAPI}
 
-// mock starts one Prism for the package, validating against Twilio's own OpenAPI
-// document. A missing spec or Prism fails the test: never a skip.
-func mock(t *testing.T) *providertest.Prism {
-	t.Helper()
-	prismOnce.Do(func() { prism, prismErr = providertest.StartPrism(providertest.SpecTwilioAPI) })
-	if prismErr != nil {
-		t.Fatalf("contract test needs Prism and the Twilio spec: %v", prismErr)
-	}
-	return prism
-}
+func mock(t *testing.T) *providertest.Prism { return prism.Get(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if prism != nil {
-		prism.Close()
-	}
+	prism.Close()
 	os.Exit(code)
 }
 

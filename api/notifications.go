@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -236,8 +235,7 @@ func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, 
 		}
 	}
 	if missing := templates.MissingVariables(t, "", in.Data, in.Channels...); len(missing) > 0 {
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "missing_variables", Field: "data",
-			Message: fmt.Sprintf("data lacks variables the template needs: %s", strings.Join(missing, ", ")), Missing: missing}
+		return missingVariablesError(missing)
 	}
 	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical
 	return nil

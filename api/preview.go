@@ -1,14 +1,10 @@
 package api
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 )
 
@@ -48,19 +44,13 @@ func (s *Server) previewTemplate(c *gin.Context) {
 		}
 		locale = *req.Locale
 	}
-	rec, err := s.store.GetTemplate(c.Request.Context(), tenantOf(c).ID, id, version)
-	if errors.Is(err, store.ErrNotFound) {
-		s.abort(c, notFound("template"))
-		return
-	}
-	if err != nil {
-		s.abort(c, err)
+	rec, ok := s.templateVersion(c, id, version)
+	if !ok {
 		return
 	}
 	t := rec.Template
 	if missing := templates.MissingVariables(t, "", req.Data); len(missing) > 0 {
-		s.abort(c, &Error{Status: http.StatusUnprocessableEntity, Code: "missing_variables", Field: "data",
-			Message: fmt.Sprintf("data lacks variables the template needs: %s", strings.Join(missing, ", ")), Missing: missing})
+		s.abort(c, missingVariablesError(missing))
 		return
 	}
 	ts, err := s.store.GetTenantSettings(c.Request.Context(), tenantOf(c).ID)

@@ -138,13 +138,8 @@ func (s *Server) getTemplate(c *gin.Context) {
 		}
 		version = n
 	}
-	rec, err := s.store.GetTemplate(c.Request.Context(), tenantOf(c).ID, id, version)
-	if errors.Is(err, store.ErrNotFound) {
-		s.abort(c, notFound("template"))
-		return
-	}
-	if err != nil {
-		s.abort(c, err)
+	rec, ok := s.templateVersion(c, id, version)
+	if !ok {
 		return
 	}
 	c.JSON(http.StatusOK, viewTemplate(rec))
@@ -184,4 +179,25 @@ func (s *Server) deleteTemplate(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// templateVersion reads a template version (0: the latest) of the caller's tenant,
+// answering 404 (or the error) itself when there is none.
+func (s *Server) templateVersion(c *gin.Context, id string, version int) (store.TemplateRecord, bool) {
+	rec, err := s.store.GetTemplate(c.Request.Context(), tenantOf(c).ID, id, version)
+	if errors.Is(err, store.ErrNotFound) {
+		s.abort(c, notFound("template"))
+		return rec, false
+	}
+	if err != nil {
+		s.abort(c, err)
+		return rec, false
+	}
+	return rec, true
+}
+
+// missingVariablesError is the 422 for data that lacks variables a template needs.
+func missingVariablesError(missing []string) *Error {
+	return &Error{Status: http.StatusUnprocessableEntity, Code: "missing_variables", Field: "data",
+		Message: fmt.Sprintf("data lacks variables the template needs: %s", strings.Join(missing, ", ")), Missing: missing}
 }

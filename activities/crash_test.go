@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
-	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
@@ -128,7 +128,7 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 			case killAfterRecord:
 				h.Eventually(20*time.Second, "the guard record", func() bool {
 					d, err := h.Store.GetDelivery(context.Background(), tenantID, id, "email")
-					return err == nil && d.Status == store.DeliverySent
+					return err == nil && d.Status == herald.DeliverySent
 				})
 				w.kill()
 			}

@@ -11,19 +11,12 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 	"github.com/herald-notify/herald/providers/resolver"
-)
-
-// Error types the workflow's retry policies treat as final.
-const (
-	// ErrTypeProviderPermanent: the provider refused the message for good (invalid
-	// address, unsubscribed recipient, dead token, rejected credentials).
-	ErrTypeProviderPermanent = "ProviderPermanent"
-	// ErrTypeNoDevice: the user has no push token left.
-	ErrTypeNoDevice = "NoDevice"
 )
 
 // SenderResolver lists a tenant's providers for a channel in failover order.
@@ -34,40 +27,9 @@ type SenderResolver interface {
 // FailoverAfter is how many attempts a provider gets before the chain moves on.
 const FailoverAfter = 2
 
-// DeliverEmailInput is one rendered email.
-type DeliverEmailInput struct {
-	TenantID       string
-	NotificationID string
-	To             string
-	Subject        string
-	HTML           string
-	Text           string
-	Headers        map[string]string
-	Category       string
-}
-
-// DeliverSMSInput is one rendered SMS.
-type DeliverSMSInput struct {
-	TenantID       string
-	NotificationID string
-	To             string
-	Body           string
-}
-
-// DeliverPushInput is one rendered push notification, sent to each of the user's
-// registered device tokens.
-type DeliverPushInput struct {
-	TenantID       string
-	NotificationID string
-	UserID         string
-	Title          string
-	Body           string
-	Data           map[string]string
-}
-
 // DeliverEmail sends the email behind the delivery guard.
-func (a *Activities) DeliverEmail(ctx context.Context, in DeliverEmailInput) (DeliverResult, error) {
-	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelEmail}
+func (a *Activities) DeliverEmail(ctx context.Context, in contract.DeliverEmailInput) (contract.DeliverResult, error) {
+	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelEmail}
 	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
 		if s.Email == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send email", s.Provider)
@@ -82,8 +44,8 @@ func (a *Activities) DeliverEmail(ctx context.Context, in DeliverEmailInput) (De
 }
 
 // DeliverSMS sends the SMS behind the delivery guard.
-func (a *Activities) DeliverSMS(ctx context.Context, in DeliverSMSInput) (DeliverResult, error) {
-	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelSMS}
+func (a *Activities) DeliverSMS(ctx context.Context, in contract.DeliverSMSInput) (contract.DeliverResult, error) {
+	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelSMS}
 	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
 		if s.SMS == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send SMS", s.Provider)
@@ -96,8 +58,8 @@ func (a *Activities) DeliverSMS(ctx context.Context, in DeliverSMSInput) (Delive
 // Tokens already accepted in an earlier attempt are kept in the activity's heartbeat
 // details, so a retry sends only to the rest; a token the provider says is dead is
 // removed from the user. The channel counts as sent once any device accepted.
-func (a *Activities) DeliverPush(ctx context.Context, in DeliverPushInput) (DeliverResult, error) {
-	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: providers.ChannelPush}
+func (a *Activities) DeliverPush(ctx context.Context, in contract.DeliverPushInput) (contract.DeliverResult, error) {
+	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelPush}
 	hb := &progress{}
 	return a.guardedSend(ctx, tags, hb, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
 		if s.Push == nil {
@@ -108,7 +70,7 @@ func (a *Activities) DeliverPush(ctx context.Context, in DeliverPushInput) (Deli
 			return providers.Result{}, err
 		}
 		if len(tokens) == 0 {
-			return providers.Result{}, temporal.NewNonRetryableApplicationError("the user has no registered device", ErrTypeNoDevice, nil)
+			return providers.Result{}, temporal.NewNonRetryableApplicationError("the user has no registered device", herald.ErrTypeNoDevice, nil)
 		}
 		done := map[string]string{} // token → provider message id
 		if activity.HasHeartbeatDetails(ctx) {
@@ -149,7 +111,7 @@ func (a *Activities) DeliverPush(ctx context.Context, in DeliverPushInput) (Deli
 			return providers.Result{ProviderMessageID: firstID}, nil
 		case dead == len(tokens):
 			return providers.Result{}, temporal.NewNonRetryableApplicationError(
-				"every registered device token was rejected as unregistered; they were removed", ErrTypeProviderPermanent, lastErr)
+				"every registered device token was rejected as unregistered; they were removed", herald.ErrTypeProviderPermanent, lastErr)
 		default:
 			// Some devices are still to be reached: retry them (the others are remembered).
 			return providers.Result{}, lastErr
@@ -173,30 +135,30 @@ func orFirst(cur, id string) string {
 //
 // The residual window is a crash between 3 and 4 with no receipt yet: the retry calls
 // the provider again. Providers without idempotency keys (all three) may then send twice.
-func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *progress, send func(context.Context, resolver.Sender) (providers.Result, error)) (DeliverResult, error) {
+func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *progress, send func(context.Context, resolver.Sender) (providers.Result, error)) (contract.DeliverResult, error) {
 	d, err := a.Store.GetDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel)
 	if err != nil {
-		return DeliverResult{}, fmt.Errorf("read delivery guard: %w", err)
+		return contract.DeliverResult{}, fmt.Errorf("read delivery guard: %w", err)
 	}
-	if d.Status == store.DeliverySent || d.Status == store.DeliveryDelivered {
-		return DeliverResult{Status: d.Status, Duplicate: true}, nil
+	if d.Status == herald.DeliverySent || d.Status == herald.DeliveryDelivered {
+		return contract.DeliverResult{Status: d.Status, Duplicate: true}, nil
 	}
 	if r, ok, err := a.Providers.LatestReceipt(ctx, tags.TenantID, tags.NotificationID, tags.Channel); err != nil {
-		return DeliverResult{}, fmt.Errorf("read receipts: %w", err)
+		return contract.DeliverResult{}, fmt.Errorf("read receipts: %w", err)
 	} else if ok {
 		status := r.DeliveryStatus()
-		if status == store.DeliveryFailed {
-			status = store.DeliverySent // it was accepted; the bounce is recorded by the webhook
+		if status == herald.DeliveryFailed {
+			status = herald.DeliverySent // it was accepted; the bounce is recorded by the webhook
 		}
 		if err := a.recordSent(ctx, tags, r.Provider, r.ProviderMessageID, status); err != nil {
-			return DeliverResult{}, err
+			return contract.DeliverResult{}, err
 		}
-		return DeliverResult{Status: status, Duplicate: true}, nil
+		return contract.DeliverResult{Status: status, Duplicate: true}, nil
 	}
 
 	chain, err := a.Senders.Chain(ctx, tags.TenantID, tags.Channel)
 	if err != nil {
-		return DeliverResult{}, err
+		return contract.DeliverResult{}, err
 	}
 	// Failover: each provider gets FailoverAfter attempts, then the next one takes
 	// over. A provider whose circuit is open is skipped at once. The guard above
@@ -207,16 +169,16 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 		sender := chain[idx]
 		provider := sender.Provider
 		if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
-			Status: store.DeliverySending, Provider: &provider, CountAttempt: true,
+			Status: herald.DeliverySending, Provider: &provider, CountAttempt: true,
 		}); err != nil {
-			return DeliverResult{}, err
+			return contract.DeliverResult{}, err
 		}
 		stop := keepHeartbeating(ctx, hb)
 		if sender.RatePerSecond > 0 && a.Limiter != nil {
 			// The account's send rate holds across every worker: the bucket is in PostgreSQL.
 			if err := a.Limiter.Wait(ctx, "provider:"+sender.Account, sender.RatePerSecond, 1); err != nil {
 				stop()
-				return DeliverResult{}, err
+				return contract.DeliverResult{}, err
 			}
 		}
 		res, sendErr := send(ctx, sender)
@@ -228,13 +190,13 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 				idx++
 				continue
 			}
-			return DeliverResult{}, err
+			return contract.DeliverResult{}, err
 		}
-		if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, store.DeliverySent); err != nil {
-			return DeliverResult{}, err
+		if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, herald.DeliverySent); err != nil {
+			return contract.DeliverResult{}, err
 		}
 		a.recordAttempt(ctx, tags, provider, nil)
-		return DeliverResult{Status: store.DeliverySent}, nil
+		return contract.DeliverResult{Status: herald.DeliverySent}, nil
 	}
 }
 
@@ -286,7 +248,7 @@ func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provid
 func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendErr error) error {
 	msg := sendErr.Error()
 	if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
-		Status: store.DeliverySending, LastError: &msg,
+		Status: herald.DeliverySending, LastError: &msg,
 	}); err != nil {
 		activity.GetLogger(ctx).Warn("recording the send error failed", "error", err)
 	}
@@ -299,7 +261,7 @@ func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendEr
 		return sendErr
 	}
 	if pe.Permanent {
-		return temporal.NewNonRetryableApplicationError(pe.Error(), ErrTypeProviderPermanent, sendErr)
+		return temporal.NewNonRetryableApplicationError(pe.Error(), herald.ErrTypeProviderPermanent, sendErr)
 	}
 	return temporal.NewApplicationErrorWithOptions(pe.Error(), "ProviderUnavailable", temporal.ApplicationErrorOptions{
 		Cause: sendErr, NextRetryDelay: pe.RetryAfter,

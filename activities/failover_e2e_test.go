@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
-	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/resolver"
@@ -25,8 +25,8 @@ func fastRetries(t *testing.T, h *apitest.Harness, tenantID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast := store.RetryPolicy{InitialInterval: store.Duration{Duration: 100 * time.Millisecond}, MaximumInterval: store.Duration{Duration: 200 * time.Millisecond}, MaximumAttempts: 6}
-	ts.RetryPolicies = map[string]store.RetryPolicy{"email": fast, "sms": fast}
+	fast := herald.RetryPolicy{InitialInterval: herald.Duration{Duration: 100 * time.Millisecond}, MaximumInterval: herald.Duration{Duration: 200 * time.Millisecond}, MaximumAttempts: 6}
+	ts.RetryPolicies = map[string]herald.RetryPolicy{"email": fast, "sms": fast}
 	if err := h.Store.PutTenantSettings(ctx, tenantID, ts); err != nil {
 		t.Fatal(err)
 	}

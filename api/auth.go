@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 )
 
@@ -32,7 +33,7 @@ func (s *Server) authenticate(c *gin.Context) {
 		}
 	}
 	t, err := s.store.TenantByAPIKey(c.Request.Context(), key)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
 		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "the API key is not valid", Field: "Authorization"})
 		return

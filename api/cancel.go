@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
-	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/workflows"
 )
 
@@ -44,7 +44,7 @@ func (s *Server) cancelNotification(c *gin.Context) {
 	switch {
 	case err == nil:
 		s.respondNotification(c, http.StatusOK, tenantID, id, workflowID, runID)
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeAlreadySent:
+	case errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeAlreadySent:
 		s.conflict(c, tenantID, id, workflowID, runID, appErr.Message())
 	case errors.As(err, &nf) || errors.As(err, &invalid):
 		// No open run: either no such notification, or its run has closed (sent and
@@ -61,7 +61,7 @@ func (s *Server) cancelNotification(c *gin.Context) {
 
 func (s *Server) respondNotification(c *gin.Context, status int, tenantID, id, workflowID, runID string) {
 	n, err := s.store.GetNotification(c.Request.Context(), tenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		view, verr := s.viewFromWorkflow(c.Request.Context(), workflowID, runID, id)
 		if verr != nil {
 			s.abort(c, temporalError(c, verr))
@@ -80,7 +80,7 @@ func (s *Server) respondNotification(c *gin.Context, status int, tenantID, id, w
 // conflict answers 409 with the notification's current state.
 func (s *Server) conflict(c *gin.Context, tenantID, id, workflowID, runID, why string) {
 	n, err := s.store.GetNotification(c.Request.Context(), tenantID, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, err)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -83,7 +84,7 @@ func (s *Server) redriveDeadLetter(c *gin.Context) {
 	}
 	tenantID := tenantOf(c).ID
 	d, err := s.store.GetDeadLetter(c.Request.Context(), tenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, notFound("dead letter"))
 		return
 	}

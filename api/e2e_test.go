@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
-	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/templates"
 )
 
@@ -32,7 +32,7 @@ func waitDelivered(t *testing.T, h *apitest.Harness, key, id string) apitest.Res
 	var last apitest.Response
 	h.Eventually(20*time.Second, "notification "+id+" delivered", func() bool {
 		last = h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)
-		return last.Status == http.StatusOK && last.Str("status") == store.NotificationDelivered
+		return last.Status == http.StatusOK && last.Str("status") == herald.NotificationDelivered
 	})
 	return last
 }
@@ -158,7 +158,7 @@ func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 	}
 	// A retry after delivery still returns the original id, now with its status.
 	again := submit(h, key, body)
-	if again.Status != http.StatusOK || again.Str("notification_id") != id || again.Str("status") != store.NotificationDelivered {
+	if again.Status != http.StatusOK || again.Str("notification_id") != id || again.Str("status") != herald.NotificationDelivered {
 		t.Fatalf("late duplicate: %d %s", again.Status, again.Body)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 )
@@ -79,7 +80,7 @@ func (s *Server) markRead(c *gin.Context) {
 		return
 	}
 	it, err := s.store.MarkInboxRead(c.Request.Context(), tenantID, userID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, notFound("inbox item"))
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -28,7 +29,7 @@ const (
 )
 
 // knownChannels are the channels Herald delivers; anything else is rejected, never dropped.
-var knownChannels = []string{workflows.ChannelInApp, workflows.ChannelEmail, workflows.ChannelSMS, workflows.ChannelPush}
+var knownChannels = []string{herald.ChannelInApp, herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}
 
 // Memo keys set at start.
 const (
@@ -192,9 +193,9 @@ func (s *Server) createNotification(c *gin.Context) {
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
-		status := store.NotificationQueued
+		status := herald.NotificationQueued
 		if !in.SendAt.IsZero() {
-			status = store.NotificationScheduled
+			status = herald.NotificationScheduled
 		}
 		c.JSON(http.StatusAccepted, gin.H{
 			"notification_id": ids.NotificationID(acc.key, run.GetRunID()),
@@ -217,7 +218,7 @@ func (s *Server) createNotification(c *gin.Context) {
 // rather than at delivery.
 func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, defaultChannels bool) error {
 	rec, err := s.latestTemplate(c.Request.Context(), in.TenantID, in.TemplateID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
 			Message: "template " + in.TemplateID + " does not exist; create it with PUT /v1/templates/{template_id}"}
 	}
@@ -270,7 +271,7 @@ func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput) 
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SearchAttrTenant.ValueSet(in.TenantID),
 			workflows.SearchAttrUser.ValueSet(in.UserID),
-			workflows.SearchAttrStatus.ValueSet(store.NotificationQueued),
+			workflows.SearchAttrStatus.ValueSet(herald.NotificationQueued),
 		),
 	}
 }
@@ -281,9 +282,9 @@ func (s *Server) duplicate(c *gin.Context, key ids.KeyHash, workflowID, runID st
 	tenantID := tenantOf(c).ID
 	id := ids.NotificationID(key, runID)
 	status, acceptedAt, err := s.store.NotificationStatus(c.Request.Context(), tenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		// The original's first activity has not run yet: ask Temporal when it started.
-		status = store.NotificationQueued
+		status = herald.NotificationQueued
 		desc, derr := s.temporal.DescribeWorkflowExecution(c.Request.Context(), workflowID, runID)
 		if derr != nil {
 			s.abort(c, temporalError(c, derr))
@@ -343,7 +344,7 @@ func (s *Server) getNotification(c *gin.Context) {
 		c.JSON(http.StatusOK, v)
 		return
 	}
-	if !errors.Is(err, store.ErrNotFound) {
+	if !errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, err)
 		return
 	}
@@ -398,7 +399,7 @@ func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id str
 	info := desc.GetWorkflowExecutionInfo()
 	started := info.GetStartTime().AsTime().UTC().Truncate(time.Microsecond)
 	v := notificationView{
-		NotificationID: id, Status: store.NotificationQueued, AcceptedAt: started, UpdatedAt: started,
+		NotificationID: id, Status: herald.NotificationQueued, AcceptedAt: started, UpdatedAt: started,
 		WorkflowID: workflowID, RunID: runID, Channels: []channelView{},
 	}
 	dc := converter.GetDefaultDataConverter()
@@ -412,7 +413,7 @@ func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id str
 		return notificationView{}, fmt.Errorf("decode memo of %s: %w", workflowID, err)
 	}
 	for _, ch := range channels {
-		v.Channels = append(v.Channels, channelView{Delivery: store.Delivery{Channel: ch, Status: store.DeliveryPending, UpdatedAt: started},
+		v.Channels = append(v.Channels, channelView{Delivery: store.Delivery{Channel: ch, Status: herald.DeliveryPending, UpdatedAt: started},
 			History: []store.Attempt{}})
 	}
 	return v, nil

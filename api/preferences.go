@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/text/language"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
 	"github.com/herald-notify/herald/internal/store"
 )
@@ -35,9 +36,9 @@ type userPreferencesView struct {
 
 // settingsView is the tenant's caps and default locale.
 type settingsView struct {
-	CategoryCaps  map[string]int               `json:"category_caps"`
-	DefaultLocale string                       `json:"default_locale"`
-	RetryPolicies map[string]store.RetryPolicy `json:"retry_policies"`
+	CategoryCaps  map[string]int                `json:"category_caps"`
+	DefaultLocale string                        `json:"default_locale"`
+	RetryPolicies map[string]herald.RetryPolicy `json:"retry_policies"`
 	// API limits on POST /v1/notifications; 0 means the server default.
 	APIRatePerSecond float64 `json:"api_rate_per_second"`
 	APIBurst         int     `json:"api_burst"`
@@ -90,19 +91,19 @@ type retryPolicyRequest struct {
 
 // retries validates the retry overrides: provider channels only, positive
 // durations (Go syntax: "500ms", "2m"), coefficient ≥ 1, attempts 1..100.
-func (r putSettingsRequest) retries() (map[string]store.RetryPolicy, *Error) {
-	out := map[string]store.RetryPolicy{}
+func (r putSettingsRequest) retries() (map[string]herald.RetryPolicy, *Error) {
+	out := map[string]herald.RetryPolicy{}
 	for _, ch := range sortedChannels(r.RetryPolicies) {
 		in := r.RetryPolicies[ch]
 		field := "retry_policies." + ch
 		if ch != "email" && ch != "sms" && ch != "push" {
 			return nil, badField(field, "invalid_field", "retry policies apply to email, sms and push")
 		}
-		var p store.RetryPolicy
+		var p herald.RetryPolicy
 		for _, d := range []struct {
 			name string
 			v    *string
-			dst  *store.Duration
+			dst  *herald.Duration
 		}{{"initial_interval", in.InitialInterval, &p.InitialInterval}, {"maximum_interval", in.MaximumInterval, &p.MaximumInterval}, {"expiration", in.Expiration, &p.Expiration}} {
 			if d.v == nil {
 				continue
@@ -283,7 +284,7 @@ func (s *Server) putSettings(c *gin.Context) {
 	if verr == nil {
 		verr = req.validLocale()
 	}
-	var retries map[string]store.RetryPolicy
+	var retries map[string]herald.RetryPolicy
 	if verr == nil {
 		retries, verr = req.retries()
 	}
@@ -327,7 +328,7 @@ func (s *Server) answerSettings(c *gin.Context, tenantID string) {
 		ts.CategoryCaps = map[string]int{}
 	}
 	if ts.RetryPolicies == nil {
-		ts.RetryPolicies = map[string]store.RetryPolicy{}
+		ts.RetryPolicies = map[string]herald.RetryPolicy{}
 	}
 	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies,
 		APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota})

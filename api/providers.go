@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/fcm"
 	"github.com/herald-notify/herald/providers/sandbox"
@@ -32,13 +33,13 @@ import (
 
 // channelProviders lists which providers can serve a channel, in display order.
 var channelProviders = map[string][]string{
-	providers.ChannelEmail: {sendgrid.Name, smtp.Name, sandbox.Name},
-	providers.ChannelSMS:   {twilio.Name, sandbox.Name},
-	providers.ChannelPush:  {fcm.Name, sandbox.Name},
+	herald.ChannelEmail: {sendgrid.Name, smtp.Name, sandbox.Name},
+	herald.ChannelSMS:   {twilio.Name, sandbox.Name},
+	herald.ChannelPush:  {fcm.Name, sandbox.Name},
 }
 
 // providerChannels is the channel order of GET /v1/providers.
-var providerChannels = []string{providers.ChannelEmail, providers.ChannelSMS, providers.ChannelPush}
+var providerChannels = []string{herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}
 
 // MaxProviderPriority bounds a provider config's priority.
 const MaxProviderPriority = 1000
@@ -169,7 +170,7 @@ func (s *Server) putProvider(c *gin.Context) {
 	tenantID := tenantOf(c).ID
 	ctx := c.Request.Context()
 	existing, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, channel, provider)
-	created := errors.Is(err, providers.ErrNotFound)
+	created := errors.Is(err, herald.ErrNotFound)
 	if err != nil && !created {
 		s.abort(c, err)
 		return
@@ -208,7 +209,7 @@ func (s *Server) listProviders(c *gin.Context) {
 	for _, ch := range providerChannels {
 		for _, p := range channelProviders[ch] {
 			pc, err := s.cfg.Providers.GetProviderConfig(c.Request.Context(), tenantID, ch, p)
-			if errors.Is(err, providers.ErrNotFound) {
+			if errors.Is(err, herald.ErrNotFound) {
 				continue
 			}
 			if err != nil {
@@ -431,7 +432,7 @@ func validServiceAccount(ctx context.Context, st fcm.Settings, creds []byte) *Er
 		return badField("credentials.private_key", "invalid_field", "credentials.private_key must be a PEM private key")
 	}
 	settings, _ := json.Marshal(st)
-	if _, err := fcm.FromConfig(ctx, providers.ProviderConfig{Channel: providers.ChannelPush, Provider: fcm.Name,
+	if _, err := fcm.FromConfig(ctx, providers.ProviderConfig{Channel: herald.ChannelPush, Provider: fcm.Name,
 		Settings: settings, Secret: creds}, ""); err != nil {
 		// The error may quote the key file; say only that it was refused.
 		return badField("credentials", "invalid_field", "credentials are not a usable service account key")

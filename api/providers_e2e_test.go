@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
-	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Secret values that must never come back from the API.
@@ -207,7 +207,7 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	if d := w.do(h, http.MethodDelete, "/v1/providers/in_app/sandbox", key, nil); d.Status != http.StatusBadRequest {
 		t.Fatalf("delete on in_app: %d %s", d.Status, d.Body)
 	}
-	if _, err := h.Providers.GetProviderConfig(ctx, tenantID, "push", "sandbox"); err != providers.ErrNotFound {
+	if _, err := h.Providers.GetProviderConfig(ctx, tenantID, "push", "sandbox"); err != herald.ErrNotFound {
 		t.Fatalf("deleted config still stored: %v", err)
 	}
 }

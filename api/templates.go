@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 )
@@ -103,7 +104,7 @@ func (s *Server) putTemplate(c *gin.Context) {
 	ctx := c.Request.Context()
 	_, err := s.store.GetTemplate(ctx, tenantID, id, 0)
 	existed := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, err)
 		return
 	}
@@ -185,7 +186,7 @@ func (s *Server) deleteTemplate(c *gin.Context) {
 // answering 404 (or the error) itself when there is none.
 func (s *Server) templateVersion(c *gin.Context, id string, version int) (store.TemplateRecord, bool) {
 	rec, err := s.store.GetTemplate(c.Request.Context(), tenantOf(c).ID, id, version)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, notFound("template"))
 		return rec, false
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 )
 
@@ -110,7 +110,7 @@ func (s *Server) postUnsubscribe(c *gin.Context) {
 		return
 	}
 	err := s.store.SetCategoryEnabled(c.Request.Context(), claims.TenantID, claims.UserID, claims.Category, false)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		fail(errBadUnsubscribeToken)
 		return
 	}

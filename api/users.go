@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 )
 
@@ -82,7 +83,7 @@ func (s *Server) getUser(c *gin.Context) {
 		return
 	}
 	u, err := s.store.GetUser(c.Request.Context(), tenantOf(c).ID, userID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, notFound("user"))
 		return
 	}

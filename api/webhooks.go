@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/providers"
@@ -113,8 +114,8 @@ func (s *Server) sendgridWebhook(c *gin.Context) {
 	}
 
 	ctx := c.Request.Context()
-	pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, providers.ChannelEmail, sendgrid.Name)
-	if errors.Is(err, providers.ErrNotFound) {
+	pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, herald.ChannelEmail, sendgrid.Name)
+	if errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, webhookUnauthorized("no SendGrid webhook key is configured for the tenant"))
 		return
 	}
@@ -149,7 +150,7 @@ func (s *Server) sendgridWebhook(c *gin.Context) {
 			return
 		}
 	}
-	res, err := s.applyReceipts(ctx, tenantID, providers.ChannelEmail, receipts)
+	res, err := s.applyReceipts(ctx, tenantID, herald.ChannelEmail, receipts)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -178,8 +179,8 @@ func (s *Server) twilioWebhook(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, providers.ChannelSMS, twilio.Name)
-	if errors.Is(err, providers.ErrNotFound) {
+	pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, herald.ChannelSMS, twilio.Name)
+	if errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, webhookUnauthorized("no Twilio credentials are configured for the tenant"))
 		return
 	}
@@ -211,7 +212,7 @@ func (s *Server) twilioWebhook(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	res, err := s.applyReceipts(ctx, tenantID, providers.ChannelSMS, []providers.Receipt{r})
+	res, err := s.applyReceipts(ctx, tenantID, herald.ChannelSMS, []providers.Receipt{r})
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -261,7 +262,7 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 				switch {
 				case err == nil:
 					isKnown = true
-				case !errors.Is(err, store.ErrNotFound):
+				case !errors.Is(err, herald.ErrNotFound):
 					return res, err
 				}
 			}
@@ -287,7 +288,7 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 			id := r.ProviderMessageID
 			u.ProviderMessageID = &id
 		}
-		if u.Status == store.DeliveryFailed {
+		if u.Status == herald.DeliveryFailed {
 			reason := r.Reason
 			if reason == "" {
 				reason = r.ProviderStatus
@@ -311,7 +312,7 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 	}
 	sort.Strings(order)
 	for _, id := range order {
-		if _, err := s.store.RecomputeNotificationStatus(ctx, tenantID, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.store.RecomputeNotificationStatus(ctx, tenantID, id); err != nil && !errors.Is(err, herald.ErrNotFound) {
 			return res, err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/secrets"
 )
 
@@ -19,9 +20,6 @@ type DB interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
-
-// ErrNotFound: no such row for the tenant.
-var ErrNotFound = errors.New("providers: not found")
 
 // Store reads and writes provider_configs, push_tokens and provider_receipts.
 // Every method takes the tenant and filters by it.
@@ -111,7 +109,7 @@ func (s *Store) scanConfig(row pgx.Row) (ProviderConfig, error) {
 	var settings, sealed []byte
 	if err := row.Scan(&c.TenantID, &c.Channel, &c.Provider, &c.Priority, &c.Enabled, &settings, &sealed, &c.UpdatedAt, &c.RatePerSecond); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return c, ErrNotFound
+			return c, herald.ErrNotFound
 		}
 		return c, err
 	}

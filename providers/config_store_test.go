@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/providers"
@@ -111,7 +112,7 @@ func TestProviderConfigSecretsAreSealedAndBoundToTheRow(t *testing.T) {
 	if _, err := providers.NewStore(tx, keyring(t)).GetProviderConfig(ctx, tenant, "email", "sendgrid"); !errors.Is(err, secrets.ErrOpen) {
 		t.Fatalf("wrong key: err = %v", err)
 	}
-	if _, err := s.GetProviderConfig(ctx, tenant, "sms", "twilio"); !errors.Is(err, providers.ErrNotFound) {
+	if _, err := s.GetProviderConfig(ctx, tenant, "sms", "twilio"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
 }

@@ -12,13 +12,6 @@ import (
 	"time"
 )
 
-// Channel names, equal to the workflow's channel constants.
-const (
-	ChannelEmail = "email"
-	ChannelSMS   = "sms"
-	ChannelPush  = "push"
-)
-
 // Tags name the notification a provider call belongs to. Every provider carries them
 // along with the message (SendGrid custom_args, the Twilio StatusCallback URL, FCM
 // data) so that a delivery receipt names the notification even when Herald never

@@ -33,7 +33,7 @@ func LaneTaskQueue(base, lane string) string {
 const QueryStatus = "status"
 
 // UpdateCancel cancels a notification not yet sent on any channel; it is rejected
-// (ErrTypeAlreadySent) otherwise.
+// (herald.ErrTypeAlreadySent) otherwise.
 const UpdateCancel = "cancel"
 
 // Search attributes registered on the Temporal server (make run / make test do it),
@@ -53,11 +53,3 @@ func SearchAttributeNames() []string {
 		SearchAttrStatus.GetName(), SearchAttrNotificationID.GetName(),
 	}
 }
-
-// Channel names.
-const (
-	ChannelInApp = "in_app"
-	ChannelEmail = "email"
-	ChannelSMS   = "sms"
-	ChannelPush  = "push"
-)

@@ -6,20 +6,17 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
-	"github.com/herald-notify/herald/internal/store"
 )
-
-// ReasonRenderFailed marks a channel whose template could not render the data.
-const ReasonRenderFailed = "render_failed"
 
 // gateAndDeliver applies preferences, quiet hours and caps before anything is
 // rendered (so opted-out content is never produced, nor logged), then renders and
 // delivers each surviving channel on its own.
 func (w *notification) gateAndDeliver(ctx workflow.Context) error {
-	var prefs activities.PreferencesResult
-	if err := w.db(ctx, a.LoadPreferences, activities.LoadPreferencesInput{
+	var prefs contract.PreferencesResult
+	if err := w.db(ctx, a.LoadPreferences, contract.LoadPreferencesInput{
 		TenantID: w.in.TenantID, UserID: w.in.UserID,
 	}).Get(ctx, &prefs); err != nil {
 		return err
@@ -38,7 +35,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 	// has somewhere to go. Critical notifications bypass caps.
 	if limit := prefs.CategoryCaps[w.in.Category]; limit > 0 && live > 0 && !w.in.Critical {
 		var allowed bool
-		if err := w.db(ctx, a.ClaimCap, activities.ClaimCapInput{
+		if err := w.db(ctx, a.ClaimCap, contract.ClaimCapInput{
 			TenantID: w.in.TenantID, UserID: w.in.UserID, Category: w.in.Category,
 			NotificationID: w.state.NotificationID, Limit: limit, At: w.state.AcceptedAt,
 		}).Get(ctx, &allowed); err != nil {
@@ -47,7 +44,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 		if !allowed {
 			for _, ch := range w.in.Channels {
 				if d := decisions[ch]; d.Action != preferences.Suppress {
-					decisions[ch] = preferences.Decision{Channel: ch, Action: preferences.Suppress, Reason: preferences.ReasonCapExceeded}
+					decisions[ch] = preferences.Decision{Channel: ch, Action: preferences.Suppress, Reason: herald.ReasonCapExceeded}
 				}
 			}
 		}
@@ -63,50 +60,50 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 // change made meanwhile is honoured), then renders and delivers the channel.
 func (w *notification) channelFlow(ctx workflow.Context, ch string, d preferences.Decision, tenantLocale string) {
 	for d.Action == preferences.Defer {
-		w.schedule(ctx, ch, string(d.Reason))
+		w.schedule(ctx, ch, d.Reason)
 		if err := workflow.Sleep(ctx, d.DeferUntil.Sub(workflow.Now(ctx))); err != nil {
-			w.finishChannel(ctx, ch, store.DeliveryCancelled, err, "")
+			w.finishChannel(ctx, ch, herald.DeliveryCancelled, err, "")
 			return
 		}
-		var prefs activities.PreferencesResult
-		if err := w.db(ctx, a.LoadPreferences, activities.LoadPreferencesInput{
+		var prefs contract.PreferencesResult
+		if err := w.db(ctx, a.LoadPreferences, contract.LoadPreferencesInput{
 			TenantID: w.in.TenantID, UserID: w.in.UserID,
 		}).Get(ctx, &prefs); err != nil {
-			w.finishChannel(ctx, ch, store.DeliveryFailed, err, "")
+			w.finishChannel(ctx, ch, herald.DeliveryFailed, err, "")
 			return
 		}
 		d = w.evaluate(ctx, prefs, []string{ch})[0]
 	}
 	if d.Action == preferences.Suppress {
-		w.suppress(ctx, ch, string(d.Reason))
+		w.suppress(ctx, ch, d.Reason)
 		return
 	}
 
-	var r activities.RenderResult
-	if err := w.db(ctx, a.Render, activities.RenderInput{
+	var r contract.RenderResult
+	if err := w.db(ctx, a.Render, contract.RenderInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, TemplateVersion: w.in.TemplateVersion, Channel: ch,
 		UserLocale: w.recipient.Locale, TenantLocale: tenantLocale, Data: w.in.Data,
 	}).Get(ctx, &r); err != nil {
 		reason := ""
 		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeRenderFailed {
-			reason = ReasonRenderFailed
+		if errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeRenderFailed {
+			reason = herald.ReasonRenderFailed
 		}
-		w.finishChannel(ctx, ch, store.DeliveryFailed, err, reason)
+		w.finishChannel(ctx, ch, herald.DeliveryFailed, err, reason)
 		return
 	}
 	w.deliverChannel(ctx, ch, contentOf(r))
 }
 
 // evaluate decides channels with the pure preference rules at workflow time.
-func (w *notification) evaluate(ctx workflow.Context, prefs activities.PreferencesResult, channels []string) []preferences.Decision {
+func (w *notification) evaluate(ctx workflow.Context, prefs contract.PreferencesResult, channels []string) []preferences.Decision {
 	return preferences.Evaluate(preferences.EvalInput{
 		Channels: channels, Category: w.in.Category, Critical: w.in.Critical, Prefs: prefs.Prefs,
 		Addresses: map[string]bool{
-			ChannelEmail: w.recipient.Email != "",
-			ChannelSMS:   w.recipient.Phone != "",
-			ChannelPush:  true, // device tokens are read at send time; none → no_address then
+			herald.ChannelEmail: w.recipient.Email != "",
+			herald.ChannelSMS:   w.recipient.Phone != "",
+			herald.ChannelPush:  true, // device tokens are read at send time; none → no_address then
 		},
 		Now: workflow.Now(ctx), UserTimezone: w.recipient.Timezone,
 	})
@@ -118,15 +115,15 @@ func (w *notification) schedule(ctx workflow.Context, ch, reason string) {
 		return
 	}
 	cs := w.state.Channels[ch]
-	cs.Status, cs.Reason, cs.UpdatedAt = store.DeliveryScheduled, reason, workflow.Now(ctx)
-	if err := w.db(ctx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
-		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: ch, Status: store.DeliveryScheduled, Reason: reason,
+	cs.Status, cs.Reason, cs.UpdatedAt = herald.DeliveryScheduled, reason, workflow.Now(ctx)
+	if err := w.db(ctx, a.RecordChannelStatus, contract.RecordChannelStatusInput{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: ch, Status: herald.DeliveryScheduled, Reason: reason,
 	}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording the scheduled channel failed", "channel", ch, "error", err)
 	}
 }
 
-func contentOf(r activities.RenderResult) content {
+func contentOf(r contract.RenderResult) content {
 	var c content
 	switch {
 	case r.Rendered.InApp != nil:

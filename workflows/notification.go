@@ -12,8 +12,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
-	"github.com/herald-notify/herald/internal/store"
 )
 
 // NotificationInput is what the API accepted.
@@ -75,7 +76,7 @@ type notification struct {
 	info      *workflow.Info
 	state     NotificationState
 	keyHex    string
-	recipient activities.Recipient
+	recipient contract.Recipient
 
 	// deliveryCtx is cancelled by the cancel update: waits end and nothing more is
 	// scheduled for delivery.
@@ -90,7 +91,7 @@ type notification struct {
 	// changeLocalActivities); earlier runs keep their regular activities.
 	local bool
 	// retry holds the tenant's per-channel retry overrides.
-	retry map[string]store.RetryPolicy
+	retry map[string]herald.RetryPolicy
 }
 
 // setup derives the notification id and registers the status query.
@@ -105,13 +106,13 @@ func newNotification(ctx workflow.Context, in NotificationInput) (*notification,
 		NotificationID: ids.NotificationID(key, info.WorkflowExecution.RunID),
 		UserID:         in.UserID,
 		TemplateID:     in.TemplateID,
-		Status:         store.NotificationQueued,
+		Status:         herald.NotificationQueued,
 		AcceptedAt:     info.WorkflowStartTime,
 		DedupUntil:     info.WorkflowStartTime.Add(in.DedupWindow),
 		Channels:       map[string]*ChannelState{},
 	}
 	for _, ch := range in.Channels {
-		w.state.Channels[ch] = &ChannelState{Status: store.DeliveryPending, UpdatedAt: info.WorkflowStartTime}
+		w.state.Channels[ch] = &ChannelState{Status: herald.DeliveryPending, UpdatedAt: info.WorkflowStartTime}
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (NotificationState, error) {
 		return w.state, nil
@@ -127,9 +128,6 @@ func newNotification(ctx workflow.Context, in NotificationInput) (*notification,
 	return w, nil
 }
 
-// ErrTypeAlreadySent rejects a cancel once a channel is being or was sent.
-const ErrTypeAlreadySent = "AlreadySent"
-
 // validateCancel admits a cancel only while no channel is being or has been sent.
 func (w *notification) validateCancel(ctx workflow.Context) error {
 	if w.cancelled {
@@ -138,16 +136,16 @@ func (w *notification) validateCancel(ctx workflow.Context) error {
 	waiting := 0
 	for _, ch := range w.in.Channels {
 		switch w.state.Channels[ch].Status {
-		case store.DeliverySending, store.DeliverySent, store.DeliveryDelivered:
-			return temporal.NewApplicationError("the notification was already sent on "+ch, ErrTypeAlreadySent)
-		case store.DeliveryPending, store.DeliveryScheduled:
+		case herald.DeliverySending, herald.DeliverySent, herald.DeliveryDelivered:
+			return temporal.NewApplicationError("the notification was already sent on "+ch, herald.ErrTypeAlreadySent)
+		case herald.DeliveryPending, herald.DeliveryScheduled:
 			waiting++
 		}
 	}
 	if waiting == 0 {
 		// Every channel already ended (failed, suppressed): nothing is left to cancel,
 		// and a dead letter stays redrivable.
-		return temporal.NewApplicationError("every channel has already finished", ErrTypeAlreadySent)
+		return temporal.NewApplicationError("every channel has already finished", herald.ErrTypeAlreadySent)
 	}
 	return nil
 }
@@ -168,12 +166,12 @@ func (w *notification) cancel(ctx workflow.Context) (NotificationState, error) {
 	}
 	for _, ch := range w.in.Channels {
 		switch w.state.Channels[ch].Status {
-		case store.DeliveryPending, store.DeliveryScheduled:
-			w.finishChannel(ctx, ch, store.DeliveryCancelled, nil, ReasonCancelled)
+		case herald.DeliveryPending, herald.DeliveryScheduled:
+			w.finishChannel(ctx, ch, herald.DeliveryCancelled, nil, herald.ReasonCancelled)
 		}
 	}
 	status := overallStatus(w.state.Channels)
-	if err := w.db(ctx, a.RecordStatus, activities.RecordStatusInput{
+	if err := w.db(ctx, a.RecordStatus, contract.RecordStatusInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
 	}).Get(ctx, &status); err != nil {
 		return w.state, err
@@ -187,7 +185,7 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrNotificationID.ValueSet(w.state.NotificationID)); err != nil {
 		return w.state, err
 	}
-	if err := w.db(ctx, a.RecordAccepted, activities.RecordAcceptedInput{
+	if err := w.db(ctx, a.RecordAccepted, contract.RecordAcceptedInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
@@ -217,14 +215,14 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	if workflow.GetVersion(ctx, changeStatusFromDeliveries, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		// Runs started before provider channels: search attribute first, status as computed.
 		w.setStatus(ctx, status)
-		if err := record(ctx, a.RecordStatus, activities.RecordStatusInput{
+		if err := record(ctx, a.RecordStatus, contract.RecordStatusInput{
 			TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
 		}).Get(ctx, nil); err != nil {
 			return w.state, err
 		}
 	} else {
 		// The deliveries table has the last word: receipts may have arrived meanwhile.
-		if err := record(ctx, a.RecordStatus, activities.RecordStatusInput{
+		if err := record(ctx, a.RecordStatus, contract.RecordStatusInput{
 			TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Status: status,
 		}).Get(ctx, &status); err != nil {
 			return w.state, err
@@ -244,15 +242,15 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 
 // deliver loads the recipient and delivers every channel.
 func (w *notification) deliver(ctx workflow.Context) error {
-	w.setStatus(ctx, store.NotificationSending)
-	err := w.db(ctx, a.LoadRecipient, activities.LoadRecipientInput{
+	w.setStatus(ctx, herald.NotificationSending)
+	err := w.db(ctx, a.LoadRecipient, contract.LoadRecipientInput{
 		TenantID: w.in.TenantID, UserID: w.in.UserID,
 	}).Get(ctx, &w.recipient)
 	switch {
 	case err != nil:
 		// The user was deleted after acceptance: every channel fails with the reason.
 		for _, ch := range w.in.Channels {
-			w.finishChannel(ctx, ch, store.DeliveryFailed, err, "")
+			w.finishChannel(ctx, ch, herald.DeliveryFailed, err, "")
 		}
 	case w.in.TemplateVersion == 0:
 		w.deliverAll(ctx, simpleContent(w.in.TemplateID, w.in.Data))
@@ -267,9 +265,9 @@ func (w *notification) deliver(ctx workflow.Context) error {
 func (w *notification) scheduleAll(ctx workflow.Context) {
 	for _, ch := range w.in.Channels {
 		cs := w.state.Channels[ch]
-		cs.Status, cs.Reason, cs.UpdatedAt = store.DeliveryScheduled, ReasonSendAt, workflow.Now(ctx)
+		cs.Status, cs.Reason, cs.UpdatedAt = herald.DeliveryScheduled, herald.ReasonSendAt, workflow.Now(ctx)
 	}
-	w.setStatus(ctx, store.NotificationScheduled)
+	w.setStatus(ctx, herald.NotificationScheduled)
 }
 
 // deliverAll delivers the same content on each channel, independently (a
@@ -308,34 +306,34 @@ func simpleContent(templateID string, data map[string]any) content {
 }
 
 func (w *notification) deliverChannel(ctx workflow.Context, channel string, c content) {
-	w.state.Channels[channel].Status = store.DeliverySending
+	w.state.Channels[channel].Status = herald.DeliverySending
 	tenant, id := w.in.TenantID, w.state.NotificationID
-	var p activities.RedrivePayload
+	var p contract.RedrivePayload
 	switch channel {
-	case ChannelInApp:
+	case herald.ChannelInApp:
 		w.finishDelivery(ctx, channel, w.db(ctx, a.DeliverInApp,
-			activities.DeliverInAppInput{TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.Title, Body: c.Body,
+			contract.DeliverInAppInput{TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.Title, Body: c.Body,
 				ActionURL: c.ActionURL, AcceptedAt: w.state.AcceptedAt}), p)
 		return
-	case ChannelEmail:
+	case herald.ChannelEmail:
 		if w.recipient.Email == "" {
-			w.suppress(ctx, channel, ReasonNoAddress)
+			w.suppress(ctx, channel, herald.ReasonNoAddress)
 			return
 		}
-		p.Email = &activities.DeliverEmailInput{TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: c.Subject,
+		p.Email = &contract.DeliverEmailInput{TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: c.Subject,
 			Text: c.Text, HTML: c.HTML, Headers: c.Headers, Category: w.in.Category}
-	case ChannelSMS:
+	case herald.ChannelSMS:
 		if w.recipient.Phone == "" {
-			w.suppress(ctx, channel, ReasonNoAddress)
+			w.suppress(ctx, channel, herald.ReasonNoAddress)
 			return
 		}
-		p.SMS = &activities.DeliverSMSInput{TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: c.SMS}
-	case ChannelPush:
-		p.Push = &activities.DeliverPushInput{TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: c.Title, Body: c.Body, Data: c.PushData}
+		p.SMS = &contract.DeliverSMSInput{TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: c.SMS}
+	case herald.ChannelPush:
+		p.Push = &contract.DeliverPushInput{TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: c.Title, Body: c.Body, Data: c.PushData}
 	default:
 		// The API rejects unknown channels; a history from a newer binary must not
 		// silently drop one, so record it as failed with the reason.
-		w.finishChannel(ctx, channel, store.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel), "")
+		w.finishChannel(ctx, channel, herald.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel), "")
 		return
 	}
 	w.finishDelivery(ctx, channel, executeDelivery(ctx, p, w.retry), p)
@@ -343,39 +341,39 @@ func (w *notification) deliverChannel(ctx workflow.Context, channel string, c co
 
 // executeDelivery runs the provider delivery activity a payload describes (also
 // used by a redrive, so both go through the same guard).
-func executeDelivery(ctx workflow.Context, p activities.RedrivePayload, retry map[string]store.RetryPolicy) workflow.Future {
+func executeDelivery(ctx workflow.Context, p contract.RedrivePayload, retry map[string]herald.RetryPolicy) workflow.Future {
 	switch {
 	case p.Email != nil:
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(ChannelEmail, retry)), a.DeliverEmail, *p.Email)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(herald.ChannelEmail, retry)), a.DeliverEmail, *p.Email)
 	case p.SMS != nil:
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(ChannelSMS, retry)), a.DeliverSMS, *p.SMS)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(herald.ChannelSMS, retry)), a.DeliverSMS, *p.SMS)
 	default:
-		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(ChannelPush, retry)), a.DeliverPush, *p.Push)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(herald.ChannelPush, retry)), a.DeliverPush, *p.Push)
 	}
 }
 
 // finishDelivery records a delivery's outcome. A provider channel whose retries
 // ran out (not a permanent refusal) is dead-lettered with its payload for a redrive.
-func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut workflow.Future, p activities.RedrivePayload) {
-	var res activities.DeliverResult
+func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut workflow.Future, p contract.RedrivePayload) {
+	var res contract.DeliverResult
 	err := fut.Get(ctx, &res)
 	if err == nil {
 		w.setChannel(ctx, channel, res.Status, "")
 		return
 	}
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeNoDevice {
-		w.suppress(ctx, channel, ReasonNoAddress)
+	if errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeNoDevice {
+		w.suppress(ctx, channel, herald.ReasonNoAddress)
 		return
 	}
-	if channel == ChannelInApp || w.cancelled || isFinal(err) || workflow.GetVersion(ctx, changeDeadLetters, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		w.finishChannel(ctx, channel, store.DeliveryFailed, err, "")
+	if channel == herald.ChannelInApp || w.cancelled || isFinal(err) || workflow.GetVersion(ctx, changeDeadLetters, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		w.finishChannel(ctx, channel, herald.DeliveryFailed, err, "")
 		return
 	}
-	w.setChannel(ctx, channel, store.DeliveryFailed, errorMessage(err))
-	w.state.Channels[channel].Reason = ReasonDeadLettered
+	w.setChannel(ctx, channel, herald.DeliveryFailed, errorMessage(err))
+	w.state.Channels[channel].Reason = herald.ReasonDeadLettered
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if derr := w.db(dctx, a.DeadLetter, activities.DeadLetterInput{
+	if derr := w.db(dctx, a.DeadLetter, contract.DeadLetterInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, TemplateID: w.in.TemplateID,
 		Attempts: int(providerOptions(channel, w.retry).RetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
 	}).Get(ctx, nil); derr != nil {
@@ -390,7 +388,7 @@ func isFinal(err error) bool {
 		return false
 	}
 	switch appErr.Type() {
-	case activities.ErrTypeProviderPermanent, activities.ErrTypeNoDevice, activities.ErrTypeRenderFailed:
+	case herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice, herald.ErrTypeRenderFailed:
 		return true
 	}
 	return appErr.NonRetryable()
@@ -418,27 +416,18 @@ const changeDeadLetters = "dead-letters"
 // table (receipts included) before the search attribute is set.
 const changeStatusFromDeliveries = "status-from-deliveries"
 
-// Reasons, visible in the status API and the workflow's query.
-const (
-	ReasonNoAddress = "no_address"
-	ReasonSendAt    = "send_at"
-	ReasonCancelled = "cancelled_by_request"
-	// ReasonDeadLettered: retries ran out; the dead letter can be redriven.
-	ReasonDeadLettered = "dead_lettered"
-)
-
 // suppress records that a channel was not attempted, and why.
 func (w *notification) suppress(ctx workflow.Context, channel, reason string) {
-	w.finishChannel(ctx, channel, store.DeliverySuppressed, nil, reason)
+	w.finishChannel(ctx, channel, herald.DeliverySuppressed, nil, reason)
 }
 
 // finishChannel records a channel outcome the workflow decided (the activity that
 // would have recorded it failed, or the channel was suppressed), in PostgreSQL as
 // well as in the query state.
 func (w *notification) finishChannel(ctx workflow.Context, channel, status string, cause error, reason string) {
-	if w.cancelled && status == store.DeliveryFailed {
+	if w.cancelled && status == herald.DeliveryFailed {
 		// The work was interrupted by the cancel, not failed by a provider.
-		status, cause, reason = store.DeliveryCancelled, nil, ReasonCancelled
+		status, cause, reason = herald.DeliveryCancelled, nil, herald.ReasonCancelled
 	}
 	// Record even when the delivery context was cancelled.
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
@@ -448,7 +437,7 @@ func (w *notification) finishChannel(ctx workflow.Context, channel, status strin
 	}
 	w.setChannel(ctx, channel, status, msg)
 	w.state.Channels[channel].Reason = reason
-	if err := w.db(ctx, a.RecordChannelStatus, activities.RecordChannelStatusInput{
+	if err := w.db(ctx, a.RecordChannelStatus, contract.RecordChannelStatusInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, Status: status, Error: msg, Reason: reason,
 	}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording channel status failed", "channel", channel, "error", err)
@@ -480,17 +469,17 @@ func overallStatus(chs map[string]*ChannelState) string {
 	//workflowcheck:ignore
 	for _, cs := range chs {
 		switch cs.Status {
-		case store.DeliveryDelivered:
+		case herald.DeliveryDelivered:
 			delivered++
-		case store.DeliverySent:
+		case herald.DeliverySent:
 			sent++
-		case store.DeliveryFailed:
+		case herald.DeliveryFailed:
 			failed++
-		case store.DeliverySuppressed:
+		case herald.DeliverySuppressed:
 			suppressed++
-		case store.DeliveryCancelled:
+		case herald.DeliveryCancelled:
 			cancelled++
-		case store.DeliveryScheduled:
+		case herald.DeliveryScheduled:
 			scheduled++
 			other++
 		default:
@@ -500,21 +489,21 @@ func overallStatus(chs map[string]*ChannelState) string {
 	n := len(chs)
 	switch {
 	case scheduled > 0 && scheduled == other:
-		return store.NotificationScheduled
+		return herald.NotificationScheduled
 	case other > 0:
-		return store.NotificationSending
+		return herald.NotificationSending
 	case failed == n:
-		return store.NotificationFailed
+		return herald.NotificationFailed
 	case failed > 0:
-		return store.NotificationPartiallyFailed
+		return herald.NotificationPartiallyFailed
 	case cancelled == n:
-		return store.NotificationCancelled
+		return herald.NotificationCancelled
 	case suppressed+cancelled == n:
-		return store.NotificationSuppressed
+		return herald.NotificationSuppressed
 	case sent == 0:
-		return store.NotificationDelivered
+		return herald.NotificationDelivered
 	default:
-		return store.NotificationSent
+		return herald.NotificationSent
 	}
 }
 

@@ -16,8 +16,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
-	"github.com/herald-notify/herald/internal/store"
 )
 
 type notificationSuite struct {
@@ -43,24 +44,24 @@ func (s *notificationSuite) SetupTest() {
 func (s *notificationSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
 
 func input(window time.Duration) NotificationInput {
-	return NotificationInput{TenantID: "t1", UserID: "u1", TemplateID: "order_shipped", Channels: []string{ChannelInApp},
+	return NotificationInput{TenantID: "t1", UserID: "u1", TemplateID: "order_shipped", Channels: []string{herald.ChannelInApp},
 		Data: map[string]any{"title": "Shipped", "order": "42"}, DedupWindow: window}
 }
 
 func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
-	var recorded activities.RecordAcceptedInput
-	s.env.OnActivity(a.RecordAccepted, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.RecordAcceptedInput) error {
+	var recorded contract.RecordAcceptedInput
+	s.env.OnActivity(a.RecordAccepted, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordAcceptedInput) error {
 		recorded = in
 		return nil
 	}).Once()
-	s.env.OnActivity(a.LoadRecipient, mock.Anything, activities.LoadRecipientInput{TenantID: "t1", UserID: "u1"}).
-		Return(activities.Recipient{UserID: "u1"}, nil).Once()
-	s.env.OnActivity(a.DeliverInApp, mock.Anything, mock.MatchedBy(func(in activities.DeliverInAppInput) bool {
+	s.env.OnActivity(a.LoadRecipient, mock.Anything, contract.LoadRecipientInput{TenantID: "t1", UserID: "u1"}).
+		Return(contract.Recipient{UserID: "u1"}, nil).Once()
+	s.env.OnActivity(a.DeliverInApp, mock.Anything, mock.MatchedBy(func(in contract.DeliverInAppInput) bool {
 		return in.Title == "Shipped" && in.Body == "order: 42" && in.NotificationID == recorded.NotificationID
-	})).Return(activities.DeliverResult{Status: store.DeliveryDelivered}, nil).Once()
-	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in activities.RecordStatusInput) bool {
-		return in.Status == store.NotificationDelivered
-	})).Return(store.NotificationDelivered, nil).Once()
+	})).Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
+	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
+		return in.Status == herald.NotificationDelivered
+	})).Return(herald.NotificationDelivered, nil).Once()
 
 	// While the window is open the query answers "delivered".
 	s.env.RegisterDelayedCallback(func() {
@@ -68,8 +69,8 @@ func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 		s.Require().NoError(err)
 		var st NotificationState
 		s.Require().NoError(v.Get(&st))
-		s.Equal(store.NotificationDelivered, st.Status)
-		s.Equal(store.DeliveryDelivered, st.Channels[ChannelInApp].Status)
+		s.Equal(herald.NotificationDelivered, st.Status)
+		s.Equal(herald.DeliveryDelivered, st.Channels[herald.ChannelInApp].Status)
 		s.False(s.env.IsWorkflowCompleted(), "the workflow must stay open for the dedup window")
 	}, 23*time.Hour)
 
@@ -78,7 +79,7 @@ func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 	s.Require().NoError(s.env.GetWorkflowError())
 	var res NotificationResult
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
-	s.Equal(store.NotificationDelivered, res.Status)
+	s.Equal(herald.NotificationDelivered, res.Status)
 	s.Equal(ids.NotificationID(s.key, recorded.RunID), res.NotificationID)
 	s.Equal(recorded.NotificationID, res.NotificationID)
 	s.Equal(s.key.String(), recorded.DedupKeyHash)
@@ -87,14 +88,14 @@ func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 
 func (s *notificationSuite) TestRetriesATransientInboxFailure() {
 	s.env.OnActivity(a.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(a.LoadRecipient, mock.Anything, mock.Anything).Return(activities.Recipient{UserID: "u1"}, nil)
+	s.env.OnActivity(a.LoadRecipient, mock.Anything, mock.Anything).Return(contract.Recipient{UserID: "u1"}, nil)
 	s.env.OnActivity(a.DeliverInApp, mock.Anything, mock.Anything).
-		Return(activities.DeliverResult{}, errors.New("connection reset")).Twice()
+		Return(contract.DeliverResult{}, errors.New("connection reset")).Twice()
 	s.env.OnActivity(a.DeliverInApp, mock.Anything, mock.Anything).
-		Return(activities.DeliverResult{Status: store.DeliveryDelivered}, nil).Once()
-	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in activities.RecordStatusInput) bool {
-		return in.Status == store.NotificationDelivered
-	})).Return(store.NotificationDelivered, nil).Once()
+		Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
+	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
+		return in.Status == herald.NotificationDelivered
+	})).Return(herald.NotificationDelivered, nil).Once()
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute))
 	s.Require().NoError(s.env.GetWorkflowError())
@@ -103,20 +104,20 @@ func (s *notificationSuite) TestRetriesATransientInboxFailure() {
 func (s *notificationSuite) TestDeletedUserFailsEveryChannelWithTheReason() {
 	s.env.OnActivity(a.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
 	s.env.OnActivity(a.LoadRecipient, mock.Anything, mock.Anything).
-		Return(activities.Recipient{}, temporal.NewNonRetryableApplicationError("user u1 does not exist", activities.ErrTypeUnknownUser, nil)).Once()
-	s.env.OnActivity(a.RecordChannelStatus, mock.Anything, mock.MatchedBy(func(in activities.RecordChannelStatusInput) bool {
-		return in.Status == store.DeliveryFailed && in.Error == "user u1 does not exist"
+		Return(contract.Recipient{}, temporal.NewNonRetryableApplicationError("user u1 does not exist", herald.ErrTypeUnknownUser, nil)).Once()
+	s.env.OnActivity(a.RecordChannelStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordChannelStatusInput) bool {
+		return in.Status == herald.DeliveryFailed && in.Error == "user u1 does not exist"
 	})).Return(nil)
-	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in activities.RecordStatusInput) bool {
-		return in.Status == store.NotificationFailed
-	})).Return(store.NotificationFailed, nil).Once()
+	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
+		return in.Status == herald.NotificationFailed
+	})).Return(herald.NotificationFailed, nil).Once()
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute))
 	s.Require().NoError(s.env.GetWorkflowError())
 	var res NotificationResult
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
-	s.Equal(store.NotificationFailed, res.Status)
-	s.Equal("user u1 does not exist", res.Channels[ChannelInApp].LastError)
+	s.Equal(herald.NotificationFailed, res.Status)
+	s.Equal("user u1 does not exist", res.Channels[herald.ChannelInApp].LastError)
 }
 
 func TestOverallStatus(t *testing.T) {
@@ -131,13 +132,13 @@ func TestOverallStatus(t *testing.T) {
 		in   map[string]*ChannelState
 		want string
 	}{
-		{st(store.DeliveryDelivered), store.NotificationDelivered},
-		{st(store.DeliveryDelivered, store.DeliverySent), store.NotificationSent},
-		{st(store.DeliveryFailed, store.DeliveryFailed), store.NotificationFailed},
-		{st(store.DeliveryFailed, store.DeliveryDelivered), store.NotificationPartiallyFailed},
-		{st(store.DeliverySuppressed), store.NotificationSuppressed},
-		{st(store.DeliverySuppressed, store.DeliveryDelivered), store.NotificationDelivered},
-		{st(store.DeliverySending, store.DeliveryDelivered), store.NotificationSending},
+		{st(herald.DeliveryDelivered), herald.NotificationDelivered},
+		{st(herald.DeliveryDelivered, herald.DeliverySent), herald.NotificationSent},
+		{st(herald.DeliveryFailed, herald.DeliveryFailed), herald.NotificationFailed},
+		{st(herald.DeliveryFailed, herald.DeliveryDelivered), herald.NotificationPartiallyFailed},
+		{st(herald.DeliverySuppressed), herald.NotificationSuppressed},
+		{st(herald.DeliverySuppressed, herald.DeliveryDelivered), herald.NotificationDelivered},
+		{st(herald.DeliverySending, herald.DeliveryDelivered), herald.NotificationSending},
 	}
 	for _, c := range cases {
 		if got := overallStatus(c.in); got != c.want {

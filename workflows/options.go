@@ -3,11 +3,9 @@ package workflows
 import (
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/herald-notify/herald/activities"
-	"github.com/herald-notify/herald/internal/store"
 )
 
 // databaseActivityOptions: PostgreSQL writes retry with backoff for up to a day, so a
@@ -19,7 +17,7 @@ var databaseActivityOptions = workflow.ActivityOptions{
 		InitialInterval:        time.Second,
 		BackoffCoefficient:     2,
 		MaximumInterval:        time.Minute,
-		NonRetryableErrorTypes: []string{activities.ErrTypeUnknownUser},
+		NonRetryableErrorTypes: []string{herald.ErrTypeUnknownUser},
 	},
 }
 
@@ -38,7 +36,7 @@ var providerRetryPolicy = &temporal.RetryPolicy{
 	BackoffCoefficient:     2,
 	MaximumInterval:        5 * time.Minute,
 	MaximumAttempts:        12,
-	NonRetryableErrorTypes: []string{activities.ErrTypeProviderPermanent, activities.ErrTypeNoDevice},
+	NonRetryableErrorTypes: []string{herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice},
 }
 
 // One option set per provider channel, so each can be tuned on its own; a slow
@@ -53,12 +51,12 @@ var (
 
 // providerOptions are a provider channel's activity options with the tenant's
 // retry override (zero fields keep the default) applied.
-func providerOptions(channel string, override map[string]store.RetryPolicy) workflow.ActivityOptions {
+func providerOptions(channel string, override map[string]herald.RetryPolicy) workflow.ActivityOptions {
 	var opts workflow.ActivityOptions
 	switch channel {
-	case ChannelEmail:
+	case herald.ChannelEmail:
 		opts = emailActivityOptions
-	case ChannelSMS:
+	case herald.ChannelSMS:
 		opts = smsActivityOptions
 	default:
 		opts = pushActivityOptions

@@ -3,9 +3,8 @@ package workflows
 import (
 	"fmt"
 
+	"github.com/herald-notify/herald/activities/contract"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/herald-notify/herald/activities"
 )
 
 // RedriveInput names a dead letter to deliver again.
@@ -36,8 +35,8 @@ func RedriveWorkflowID(tenantID string, deadLetterID int64) string {
 // exists), nothing is sent again. A redrive that fails again re-opens the dead letter.
 func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, error) {
 	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
-	var claim activities.BeginRedriveResult
-	if err := workflow.ExecuteActivity(dbCtx, a.BeginRedrive, activities.BeginRedriveInput{
+	var claim contract.BeginRedriveResult
+	if err := workflow.ExecuteActivity(dbCtx, a.BeginRedrive, contract.BeginRedriveInput{
 		TenantID: in.TenantID, DeadLetterID: in.DeadLetterID,
 	}).Get(ctx, &claim); err != nil || !claim.Claimed {
 		return RedriveResult{}, err
@@ -46,9 +45,9 @@ func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, erro
 	if p.Email == nil && p.SMS == nil && p.Push == nil {
 		return RedriveResult{Claimed: true}, fmt.Errorf("dead letter %d has no delivery payload", in.DeadLetterID)
 	}
-	var res activities.DeliverResult
+	var res contract.DeliverResult
 	if err := executeDelivery(ctx, p, claim.RetryPolicies).Get(ctx, &res); err != nil {
-		if derr := workflow.ExecuteActivity(dbCtx, a.DeadLetter, activities.DeadLetterInput{
+		if derr := workflow.ExecuteActivity(dbCtx, a.DeadLetter, contract.DeadLetterInput{
 			TenantID: in.TenantID, NotificationID: claim.NotificationID, Channel: claim.Channel, TemplateID: claim.TemplateID,
 			Attempts: int(providerRetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
 		}).Get(ctx, nil); derr != nil {
@@ -56,7 +55,7 @@ func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, erro
 		}
 		return RedriveResult{Claimed: true, Status: "failed"}, nil
 	}
-	if err := workflow.ExecuteActivity(dbCtx, a.FinishRedrive, activities.FinishRedriveInput{
+	if err := workflow.ExecuteActivity(dbCtx, a.FinishRedrive, contract.FinishRedriveInput{
 		TenantID: in.TenantID, DeadLetterID: in.DeadLetterID,
 	}).Get(ctx, nil); err != nil {
 		return RedriveResult{Claimed: true, Status: res.Status}, err

@@ -30,6 +30,7 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
@@ -465,7 +466,7 @@ func (b *bench) newNotification(series string, i int, users []string) notificati
 	n := notification{key: fmt.Sprintf("bench-%s-%s-%d", b.runID, series, i), user: users[i%len(users)]}
 	data := map[string]any{"title": "Herald bench", "body": fmt.Sprintf("bench message %s #%d", series, i)}
 	req := map[string]any{
-		"user_id": n.user, "template_id": benchTemplate, "channels": []string{workflows.ChannelInApp},
+		"user_id": n.user, "template_id": benchTemplate, "channels": []string{herald.ChannelInApp},
 		"data": data, "idempotency_key": n.key,
 	}
 	window := selfHostDedupWindow
@@ -476,7 +477,7 @@ func (b *bench) newNotification(series string, i int, users []string) notificati
 	n.body, _ = json.Marshal(req)
 	n.input = workflows.NotificationInput{
 		TenantID: b.tenantID, UserID: n.user, TemplateID: benchTemplate,
-		Channels: []string{workflows.ChannelInApp}, Data: data, DedupWindow: window,
+		Channels: []string{herald.ChannelInApp}, Data: data, DedupWindow: window,
 		TemplateVersion: b.template.Version, Category: b.template.Category, Critical: b.template.Critical,
 	}
 	return n

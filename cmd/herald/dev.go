@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -51,7 +52,7 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	t, err := st.TenantByName(ctx, demoTenant)
 	var key string
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, herald.ErrNotFound):
 		t, key, err = st.CreateTenant(ctx, demoTenant)
 	case err == nil:
 		// Only key hashes are stored, so an earlier key cannot be shown again: mint one.
@@ -115,7 +116,7 @@ func ensureDevSecretsKey() error {
 
 // ensureDemoTemplate gives the demo tenant a "welcome" template on every channel.
 func ensureDemoTemplate(ctx context.Context, st *store.Store, tenantID string) error {
-	if _, err := st.GetTemplate(ctx, tenantID, "welcome", 0); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetTemplate(ctx, tenantID, "welcome", 0); !errors.Is(err, herald.ErrNotFound) {
 		return err
 	}
 	_, err := st.PutTemplate(ctx, tenantID, templates.Template{

@@ -1,6 +1,10 @@
 package preferences
 
-import "time"
+import (
+	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
+)
 
 // Action is what to do with one channel of a notification.
 type Action string
@@ -17,29 +21,13 @@ const (
 	Defer Action = "defer"
 )
 
-// Reason explains a Suppress or Defer decision; the values are the reasons
-// shown by the status API.
-type Reason string
-
-const (
-	ReasonOptedOutChannel  Reason = "opted_out_channel"
-	ReasonOptedOutCategory Reason = "opted_out_category"
-	ReasonQuietHours       Reason = "quiet_hours"
-	// ReasonCapExceeded is not produced by Evaluate: per-user caps need the
-	// delivery history and are enforced by the store; the constant is here so
-	// every suppression reason has one spelling. Critical notifications are
-	// exempt from caps.
-	ReasonCapExceeded Reason = "cap_exceeded"
-	ReasonNoAddress   Reason = "no_address"
-)
-
 // Decision is the verdict for one channel. Reason is empty for Deliver;
 // DeferUntil is set only for Defer (the end of the quiet window, in the
 // window's time zone).
 type Decision struct {
 	Channel    string    `json:"channel"`
 	Action     Action    `json:"action"`
-	Reason     Reason    `json:"reason,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
 	DeferUntil time.Time `json:"defer_until,omitzero"`
 }
 
@@ -90,7 +78,7 @@ type EvalInput struct {
 //
 // Quiet hours use Prefs.QuietHours.Timezone, else in.UserTimezone, else UTC
 // (an unknown zone falls through to the next one). Caps are not evaluated
-// here (see ReasonCapExceeded). Evaluate is deterministic and reads no clock.
+// here (see herald.ReasonCapExceeded). Evaluate is deterministic and reads no clock.
 func Evaluate(in EvalInput) []Decision {
 	cat, hasCat := in.Prefs.Categories[in.Category]
 	if in.Category == "" {
@@ -110,16 +98,16 @@ func Evaluate(in EvalInput) []Decision {
 		seen[ch] = true
 		d := Decision{Channel: ch, Action: Deliver}
 		switch {
-		case ch != ChannelInApp && !in.Addresses[ch]:
-			d.Action, d.Reason = Suppress, ReasonNoAddress
+		case ch != herald.ChannelInApp && !in.Addresses[ch]:
+			d.Action, d.Reason = Suppress, herald.ReasonNoAddress
 		case isOff(in.Prefs.Channels, ch):
-			d.Action, d.Reason = Suppress, ReasonOptedOutChannel
+			d.Action, d.Reason = Suppress, herald.ReasonOptedOutChannel
 		case !in.Critical && hasCat && (isFalse(cat.Enabled) || isOff(cat.Channels, ch)):
-			d.Action, d.Reason = Suppress, ReasonOptedOutCategory
-		case inQuiet && (ch == ChannelPush || ch == ChannelSMS || ch == ChannelEmail):
+			d.Action, d.Reason = Suppress, herald.ReasonOptedOutCategory
+		case inQuiet && (ch == herald.ChannelPush || ch == herald.ChannelSMS || ch == herald.ChannelEmail):
 			// in.Critical is false here: quiet hours are not computed for
 			// critical notifications.
-			d.Action, d.Reason, d.DeferUntil = Defer, ReasonQuietHours, quietEnd
+			d.Action, d.Reason, d.DeferUntil = Defer, herald.ReasonQuietHours, quietEnd
 		}
 		out = append(out, d)
 	}

@@ -17,28 +17,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
-
-// Channel names, identical to the names used by the API and the workflow.
-const (
-	ChannelInApp = "in_app"
-	ChannelEmail = "email"
-	ChannelSMS   = "sms"
-	ChannelPush  = "push"
-)
-
-// Channels lists the known channels.
-var Channels = []string{ChannelInApp, ChannelEmail, ChannelSMS, ChannelPush}
-
-// KnownChannel reports whether ch is one of Channels.
-func KnownChannel(ch string) bool {
-	for _, c := range Channels {
-		if c == ch {
-			return true
-		}
-	}
-	return false
-}
 
 // Preferences is a preference document, for a user or as tenant-wide
 // defaults:
@@ -90,7 +71,7 @@ const MaxCategories = 200
 func (p Preferences) Validate() []FieldError {
 	var errs []FieldError
 	for _, ch := range sortedKeys(p.Channels) {
-		if !KnownChannel(ch) {
+		if !herald.IsChannel(ch) {
 			errs = append(errs, unknownChannel("channels."+ch, ch))
 		}
 	}
@@ -102,7 +83,7 @@ func (p Preferences) Validate() []FieldError {
 			errs = append(errs, FieldError{Field: "categories." + cat, Message: "category names must be 1 to 64 characters"})
 		}
 		for _, ch := range sortedKeys(p.Categories[cat].Channels) {
-			if !KnownChannel(ch) {
+			if !herald.IsChannel(ch) {
 				errs = append(errs, unknownChannel("categories."+cat+".channels."+ch, ch))
 			}
 		}

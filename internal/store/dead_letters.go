@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Attempt outcomes.
@@ -172,7 +174,7 @@ func (s *Store) BeginRedrive(ctx context.Context, tenantID string, id int64) (De
 		d, err = scanDeadLetter(tx.db.QueryRow(ctx, `
 			UPDATE dead_letters SET status = 'redriving', redrives = redrives + 1, updated_at = now()
 			WHERE tenant_id = $1 AND id = $2 AND status = 'open' RETURNING `+deadLetterColumns, tenantID, id))
-		if err == ErrNotFound {
+		if err == herald.ErrNotFound {
 			return nil
 		}
 		if err != nil {

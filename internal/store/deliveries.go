@@ -1,30 +1,31 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
-// Per-channel delivery statuses.
-const (
-	DeliveryPending    = "pending"
-	DeliveryScheduled  = "scheduled"
-	DeliverySending    = "sending"
-	DeliverySent       = "sent"      // the provider accepted
-	DeliveryDelivered  = "delivered" // receipt confirmed, or stored in the inbox
-	DeliveryFailed     = "failed"
-	DeliverySuppressed = "suppressed"
-	DeliveryCancelled  = "cancelled"
-)
-
-// deliveryRankSQL orders statuses so that an update never moves a channel backwards:
-// a late 'sent' never overwrites 'delivered', and a bounce receipt may turn 'sent'
-// into 'failed'. 'failed' is terminal for the workflow; a delivery receipt that
-// proves the provider accepted after all still moves it to 'delivered'.
-const deliveryRankSQL = `CASE %s
-	WHEN 'pending' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'sending' THEN 2 WHEN 'sent' THEN 3
-	WHEN 'failed' THEN 4 ELSE 5 END`
+// deliveryRankSQL is herald.DeliveryRank as a SQL CASE over a status
+// expression (%s), so an UPDATE never moves a channel backwards.
+var deliveryRankSQL = func() string {
+	statuses := slices.SortedFunc(maps.Keys(herald.DeliveryRank), func(a, b string) int {
+		return cmp.Or(cmp.Compare(herald.DeliveryRank[a], herald.DeliveryRank[b]), cmp.Compare(a, b))
+	})
+	var b strings.Builder
+	b.WriteString("CASE %s")
+	for _, st := range statuses {
+		fmt.Fprintf(&b, " WHEN '%s' THEN %d", st, herald.DeliveryRank[st])
+	}
+	b.WriteString(" END")
+	return b.String()
+}()
 
 // Delivery is the durable (notification_id, channel) record.
 type Delivery struct {

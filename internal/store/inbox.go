@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // InboxItem is one notification in a user's in-app inbox.
@@ -32,7 +34,7 @@ func (s *Store) DeliverToInbox(ctx context.Context, tenantID, userID, notificati
 		inserted = tag.RowsAffected() == 1
 		provider := "inbox"
 		_, err = tx.UpdateDelivery(ctx, tenantID, notificationID, "in_app", DeliveryUpdate{
-			Status: DeliveryDelivered, Provider: &provider, CountAttempt: inserted,
+			Status: herald.DeliveryDelivered, Provider: &provider, CountAttempt: inserted,
 		})
 		return err
 	})

@@ -3,19 +3,9 @@ package store
 import (
 	"context"
 	"time"
-)
 
-// Overall notification statuses.
-const (
-	NotificationQueued          = "queued"
-	NotificationSending         = "sending"
-	NotificationDelivered       = "delivered"
-	NotificationSent            = "sent"
-	NotificationPartiallyFailed = "partially_failed"
-	NotificationFailed          = "failed"
-	NotificationSuppressed      = "suppressed"
-	NotificationScheduled       = "scheduled"
-	NotificationCancelled       = "cancelled"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/jackc/pgx/v5"
 )
 
 // Notification is one accepted notification (one run of its workflow).
@@ -52,9 +42,9 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 			return err
 		}
 		// A scheduled notification's channels wait for send_at from the start.
-		status, reason := DeliveryPending, ""
-		if n.Status == NotificationScheduled {
-			status, reason = DeliveryScheduled, "send_at"
+		status, reason := herald.DeliveryPending, ""
+		if n.Status == herald.NotificationScheduled {
+			status, reason = herald.DeliveryScheduled, "send_at"
 		}
 		for _, ch := range n.Channels {
 			if _, err := tx.db.Exec(ctx, `
@@ -95,37 +85,36 @@ func (s *Store) NotificationStatus(ctx context.Context, tenantID, id string) (st
 func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id, status string) error {
 	tag, err := s.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2`, tenantID, id, status)
 	if err == nil && tag.RowsAffected() == 0 {
-		return ErrNotFound
+		return herald.ErrNotFound
 	}
 	return err
 }
 
-// RecomputeNotificationStatus derives the overall status from the deliveries, for
-// changes that arrive after the workflow recorded it (delivery receipts). It uses the
-// same rules as the workflow: all delivered → delivered; all at least sent → sent;
-// all failed → failed; some failed → partially_failed; any still in flight → sending.
+// RecomputeNotificationStatus derives the overall status from the deliveries with
+// herald.OverallStatus (the workflow's own rule), stores and returns it. Receipts
+// that arrive after the workflow recorded its status call it too; the
+// notification row is locked first so concurrent recomputations apply in order and
+// the last one sees every delivery update committed before it.
 func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id string) (string, error) {
 	var status string
-	err := s.db.QueryRow(ctx, `
-		WITH d AS (
-			SELECT count(*) AS n,
-				count(*) FILTER (WHERE status = 'delivered') AS delivered,
-				count(*) FILTER (WHERE status = 'sent') AS sent,
-				count(*) FILTER (WHERE status = 'failed') AS failed,
-				count(*) FILTER (WHERE status = 'suppressed') AS suppressed,
-				count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
-				count(*) FILTER (WHERE status = 'scheduled') AS scheduled
-			FROM deliveries WHERE tenant_id = $1 AND notification_id = $2)
-		UPDATE notifications SET updated_at = now(), status = CASE
-				WHEN d.scheduled > 0 AND d.delivered + d.sent + d.failed + d.suppressed + d.cancelled + d.scheduled = d.n THEN 'scheduled'
-				WHEN d.delivered + d.sent + d.failed + d.suppressed + d.cancelled < d.n THEN 'sending'
-				WHEN d.failed = d.n THEN 'failed'
-				WHEN d.failed > 0 THEN 'partially_failed'
-				WHEN d.cancelled = d.n THEN 'cancelled'
-				WHEN d.suppressed + d.cancelled = d.n THEN 'suppressed'
-				WHEN d.sent = 0 THEN 'delivered'
-				ELSE 'sent' END
-		FROM d WHERE tenant_id = $1 AND id = $2 AND d.n > 0
-		RETURNING status`, tenantID, id).Scan(&status)
-	return status, notFound(err)
+	err := s.InTx(ctx, func(tx *Store) error {
+		var locked int
+		if err := tx.db.QueryRow(ctx, `SELECT 1 FROM notifications WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, tenantID, id).Scan(&locked); err != nil {
+			return notFound(err)
+		}
+		rows, err := tx.db.Query(ctx, `SELECT status FROM deliveries WHERE tenant_id = $1 AND notification_id = $2`, tenantID, id)
+		if err != nil {
+			return err
+		}
+		statuses, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(statuses) == 0 {
+			return herald.ErrNotFound
+		}
+		status = herald.OverallStatus(statuses)
+		return tx.SetNotificationStatus(ctx, tenantID, id, status)
+	})
+	return status, err
 }

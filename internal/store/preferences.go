@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
 )
 
@@ -15,7 +16,7 @@ func (s *Store) GetPreferences(ctx context.Context, tenantID, userID string) (pr
 	var raw []byte
 	var p preferences.Preferences
 	err := s.db.QueryRow(ctx, `SELECT preferences FROM user_preferences WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID).Scan(&raw)
-	if err = notFound(err); errors.Is(err, ErrNotFound) {
+	if err = notFound(err); errors.Is(err, herald.ErrNotFound) {
 		return p, nil
 	} else if err != nil {
 		return p, err
@@ -65,7 +66,7 @@ type TenantSettings struct {
 	CategoryCaps  map[string]int `json:"category_caps"`
 	DefaultLocale string         `json:"default_locale"`
 	// RetryPolicies override the default provider retry policy per channel.
-	RetryPolicies map[string]RetryPolicy `json:"retry_policies"`
+	RetryPolicies map[string]herald.RetryPolicy `json:"retry_policies"`
 	// APIRatePerSecond, APIBurst and DailyQuota override the default limits on
 	// POST /v1/notifications (0: use the default).
 	APIRatePerSecond float64 `json:"api_rate_per_second"`
@@ -73,45 +74,15 @@ type TenantSettings struct {
 	DailyQuota       int     `json:"daily_quota"`
 }
 
-// RetryPolicy is a per-channel retry override; zero fields keep the default.
-type RetryPolicy struct {
-	InitialInterval    Duration `json:"initial_interval,omitzero"`
-	BackoffCoefficient float64  `json:"backoff_coefficient,omitempty"`
-	MaximumInterval    Duration `json:"maximum_interval,omitzero"`
-	MaximumAttempts    int      `json:"maximum_attempts,omitempty"`
-	// Expiration bounds all attempts together (Temporal's schedule-to-close).
-	Expiration Duration `json:"expiration,omitzero"`
-}
-
-// Duration is a time.Duration written as a Go duration string ("1.5s") in JSON.
-type Duration struct{ time.Duration }
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	d.Duration = v
-	return nil
-}
-
 // GetTenantSettings returns the tenant's settings (defaults when never set).
 func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
-	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[string]RetryPolicy{}}
+	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[string]herald.RetryPolicy{}}
 	var prefs, caps, retries []byte
 	err := s.db.QueryRow(ctx, `
 		SELECT preference_defaults, category_caps, default_locale, retry_policies, api_rate_per_second, api_burst, daily_quota
 		FROM tenant_settings WHERE tenant_id = $1`, tenantID).
 		Scan(&prefs, &caps, &ts.DefaultLocale, &retries, &ts.APIRatePerSecond, &ts.APIBurst, &ts.DailyQuota)
-	if err = notFound(err); errors.Is(err, ErrNotFound) {
+	if err = notFound(err); errors.Is(err, herald.ErrNotFound) {
 		return ts, nil
 	} else if err != nil {
 		return ts, err
@@ -142,7 +113,7 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 		ts.DefaultLocale = "en"
 	}
 	if ts.RetryPolicies == nil {
-		ts.RetryPolicies = map[string]RetryPolicy{}
+		ts.RetryPolicies = map[string]herald.RetryPolicy{}
 	}
 	retries, err := json.Marshal(ts.RetryPolicies)
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package store is Herald's PostgreSQL access layer: hand-written pgx queries, one
 // file per table. Every query takes the tenant ID and filters by it. pgx.ErrNoRows is
-// translated into ErrNotFound here, once.
+// translated into herald.ErrNotFound here, once.
 package store
 
 import (
@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ErrNotFound is returned when a row does not exist for the tenant.
-var ErrNotFound = errors.New("not found")
+// herald.ErrNotFound is returned when a row does not exist for the tenant.
 
 // DBTX is what both *pgxpool.Pool and pgx.Tx offer; tests run a Store in a
 // transaction they roll back.
@@ -77,7 +77,7 @@ func (s *Store) InTx(ctx context.Context, fn func(*Store) error) error {
 
 func notFound(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return herald.ErrNotFound
 	}
 	return err
 }

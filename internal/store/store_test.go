@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
 )
@@ -48,7 +49,7 @@ func TestAPIKeysAreStoredHashedAndResolveToTheirTenant(t *testing.T) {
 	if err != nil || got.ID != tn.ID {
 		t.Fatalf("TenantByAPIKey = %v, %v", got, err)
 	}
-	if _, err := st.TenantByAPIKey(ctx, key+"x"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.TenantByAPIKey(ctx, key+"x"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("wrong key: want ErrNotFound, got %v", err)
 	}
 	// The raw key is nowhere in the table.
@@ -78,7 +79,7 @@ func TestUsersAreTenantScoped(t *testing.T) {
 	if err != nil || created || u.Email != nil || *u.Phone != "+14155550100" {
 		t.Fatalf("replace: %+v %v %v", u, created, err)
 	}
-	if _, err := st.GetUser(ctx, b.ID, "u1"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetUser(ctx, b.ID, "u1"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("tenant b sees tenant a's user: %v", err)
 	}
 	if ok, _ := st.UserExists(ctx, b.ID, "u1"); ok {
@@ -95,7 +96,7 @@ func newNotification(t *testing.T, st *store.Store, ctx context.Context, tenantI
 		t.Fatal(err)
 	}
 	n := store.Notification{TenantID: tenantID, ID: id, UserID: userID, TemplateID: "tpl", Channels: []string{"in_app"},
-		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: store.NotificationQueued, AcceptedAt: time.Now()}
+		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: time.Now()}
 	if err := st.InsertNotification(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestInboxDeliveryIsIdempotent(t *testing.T) {
 		t.Fatalf("GetNotification: %+v %v", n, err)
 	}
 	d := n.Deliveries[0]
-	if d.Status != store.DeliveryDelivered || d.Attempts != 1 || d.DeliveredAt == nil || *d.Provider != "inbox" {
+	if d.Status != herald.DeliveryDelivered || d.Attempts != 1 || d.DeliveredAt == nil || *d.Provider != "inbox" {
 		t.Fatalf("delivery row: %+v", d)
 	}
 }
@@ -140,13 +141,13 @@ func TestDeliveryStatusNeverMovesBackwards(t *testing.T) {
 		status  string
 		applied bool
 	}{
-		{store.DeliverySending, true},
-		{store.DeliverySent, true},
-		{store.DeliveryDelivered, true},
-		{store.DeliverySent, false},    // a late "sent" receipt
-		{store.DeliveryPending, false}, // never back to pending
-		{store.DeliveryDelivered, true},
-		{store.DeliveryFailed, false}, // a bounce never undoes a confirmed delivery
+		{herald.DeliverySending, true},
+		{herald.DeliverySent, true},
+		{herald.DeliveryDelivered, true},
+		{herald.DeliverySent, false},    // a late "sent" receipt
+		{herald.DeliveryPending, false}, // never back to pending
+		{herald.DeliveryDelivered, true},
+		{herald.DeliveryFailed, false}, // a bounce never undoes a confirmed delivery
 	}
 	for _, s := range steps {
 		applied, err := st.UpdateDelivery(ctx, tn.ID, "n1", "in_app", store.DeliveryUpdate{Status: s.status})
@@ -155,7 +156,7 @@ func TestDeliveryStatusNeverMovesBackwards(t *testing.T) {
 		}
 	}
 	d, err := st.GetDelivery(ctx, tn.ID, "n1", "in_app")
-	if err != nil || d.Status != store.DeliveryDelivered || d.SentAt == nil {
+	if err != nil || d.Status != herald.DeliveryDelivered || d.SentAt == nil {
 		t.Fatalf("final: %+v %v", d, err)
 	}
 }
@@ -208,7 +209,7 @@ func TestInboxPagesNewestFirstAndFiltersUnread(t *testing.T) {
 			t.Fatal("read item listed as unread")
 		}
 	}
-	if _, err := st.MarkInboxRead(ctx, "other-tenant", "u1", "n4"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.MarkInboxRead(ctx, "other-tenant", "u1", "n4"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("mark read across tenants: %v", err)
 	}
 }
@@ -220,20 +221,20 @@ func TestBounceAfterSentFailsAndRecomputesTheOverallStatus(t *testing.T) {
 	if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != store.NotificationDelivered {
+	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != herald.NotificationDelivered {
 		t.Fatalf("all delivered: %q %v", got, err)
 	}
 	// Add an email channel that was sent and then bounced.
 	addChannel(t, st, ctx, tn.ID, "n1", "email")
-	for _, s := range []string{store.DeliverySent, store.DeliveryFailed} {
+	for _, s := range []string{herald.DeliverySent, herald.DeliveryFailed} {
 		if ok, err := st.UpdateDelivery(ctx, tn.ID, "n1", "email", store.DeliveryUpdate{Status: s}); err != nil || !ok {
 			t.Fatalf("email -> %s: %v %v", s, ok, err)
 		}
 	}
-	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != store.NotificationPartiallyFailed {
+	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != herald.NotificationPartiallyFailed {
 		t.Fatalf("one bounced: %q %v", got, err)
 	}
-	if _, err := st.RecomputeNotificationStatus(ctx, "other", "n1"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.RecomputeNotificationStatus(ctx, "other", "n1"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("other tenant: %v", err)
 	}
 }

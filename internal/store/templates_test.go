@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -36,7 +37,7 @@ func TestTemplatesAreVersionedAndDeletedSoftly(t *testing.T) {
 	if ok, err := st.DeleteTemplate(ctx, tn.ID, "welcome"); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
-	if _, err := st.GetTemplate(ctx, tn.ID, "welcome", 0); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetTemplate(ctx, tn.ID, "welcome", 0); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("latest after delete: %v", err)
 	}
 	if _, err := st.GetTemplate(ctx, tn.ID, "welcome", 2); err != nil {
@@ -45,7 +46,7 @@ func TestTemplatesAreVersionedAndDeletedSoftly(t *testing.T) {
 	if list, _ := st.ListTemplates(ctx, tn.ID); len(list) != 0 {
 		t.Fatalf("deleted template listed: %v", list)
 	}
-	if _, err := st.GetTemplate(ctx, "other", "welcome", 1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetTemplate(ctx, "other", "welcome", 1); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("other tenant: %v", err)
 	}
 }
@@ -69,7 +70,7 @@ func TestPreferencesAndUnsubscribe(t *testing.T) {
 	if err != nil || p.Channels["email"] || p.Categories["marketing"].Enabled == nil || *p.Categories["marketing"].Enabled {
 		t.Fatalf("after unsubscribe: %+v %v", p, err)
 	}
-	if err := st.SetCategoryEnabled(ctx, tn.ID, "ghost", "marketing", false); !errors.Is(err, store.ErrNotFound) {
+	if err := st.SetCategoryEnabled(ctx, tn.ID, "ghost", "marketing", false); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("unknown user: %v", err)
 	}
 	ts, err := st.GetTenantSettings(ctx, tn.ID)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/microcosm-cc/bluemonday"
 )
 
@@ -149,7 +150,7 @@ func Render(t Template, channel string, locale string, data map[string]any) (Ren
 		return &RenderError{Channel: channel, Field: field, Locale: resolved, Err: ErrEmptyContent}
 	}
 	switch channel {
-	case ChannelEmail:
+	case herald.ChannelEmail:
 		e := &RenderedEmail{
 			Subject: foldLines(vals["subject"]),
 			Text:    vals["text"],
@@ -164,7 +165,7 @@ func Render(t Template, channel string, locale string, data map[string]any) (Ren
 			return Rendered{}, empty("html")
 		}
 		out.Email = e
-	case ChannelSMS:
+	case herald.ChannelSMS:
 		text := vals["text"]
 		if strings.TrimSpace(text) == "" {
 			return Rendered{}, empty("text")
@@ -175,7 +176,7 @@ func Render(t Template, channel string, locale string, data map[string]any) (Ren
 				Err: fmt.Errorf("%w: %d %s segments, the limit is %d", ErrSMSTooLong, n, enc, MaxSMSSegments)}
 		}
 		out.SMS = &RenderedSMS{Text: text, Encoding: enc, Segments: n}
-	case ChannelPush:
+	case herald.ChannelPush:
 		p := &RenderedPush{Title: vals["title"], Body: vals["body"]}
 		if len(c.Push.Data) > 0 {
 			p.Data = make(map[string]string, len(c.Push.Data))
@@ -191,7 +192,7 @@ func Render(t Template, channel string, locale string, data map[string]any) (Ren
 			return Rendered{}, &PushPayloadTooLargeError{Bytes: p.PayloadBytes, Limit: FCMMaxPayloadBytes}
 		}
 		out.Push = p
-	case ChannelInApp:
+	case herald.ChannelInApp:
 		a := &RenderedInApp{Title: vals["title"], Body: vals["body"], ActionURL: strings.TrimSpace(vals["action_url"])}
 		if strings.TrimSpace(a.Body) == "" {
 			return Rendered{}, empty("body")

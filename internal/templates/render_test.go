@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 func shippedData() map[string]any {
@@ -19,7 +21,7 @@ func shippedData() map[string]any {
 func TestRenderEachChannel(t *testing.T) {
 	tpl := validTemplate()
 
-	email, err := Render(tpl, ChannelEmail, "en", shippedData())
+	email, err := Render(tpl, herald.ChannelEmail, "en", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestRenderEachChannel(t *testing.T) {
 		t.Errorf("template id/version = %q/%d", email.TemplateID, email.Version)
 	}
 
-	sms, err := Render(tpl, ChannelSMS, "en", shippedData())
+	sms, err := Render(tpl, herald.ChannelSMS, "en", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func TestRenderEachChannel(t *testing.T) {
 		t.Errorf("sms = %+v", sms.SMS)
 	}
 
-	push, err := Render(tpl, ChannelPush, "en", shippedData())
+	push, err := Render(tpl, herald.ChannelPush, "en", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func TestRenderEachChannel(t *testing.T) {
 		t.Errorf("push payload bytes = %d, want %d", push.Push.PayloadBytes, wantSize)
 	}
 
-	inApp, err := Render(tpl, ChannelInApp, "en", shippedData())
+	inApp, err := Render(tpl, herald.ChannelInApp, "en", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestRenderChannelErrors(t *testing.T) {
 		t.Errorf("unknown channel: err = %v", err)
 	}
 	tpl.SMS = nil
-	if _, err := Render(tpl, ChannelSMS, "en", shippedData()); !errors.Is(err, ErrChannelNotInTemplate) {
+	if _, err := Render(tpl, herald.ChannelSMS, "en", shippedData()); !errors.Is(err, ErrChannelNotInTemplate) {
 		t.Errorf("channel without content: err = %v", err)
 	}
 }
@@ -95,7 +97,7 @@ func TestRenderEmailEscapesDataAndSanitizes(t *testing.T) {
 		"url":  `javascript:alert(1)`,
 		"bio":  `"><img src=x onerror=alert(2)>`,
 	}
-	r, err := Render(tpl, ChannelEmail, "en", data)
+	r, err := Render(tpl, herald.ChannelEmail, "en", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +127,7 @@ func TestRenderEmailEscapesDataAndSanitizes(t *testing.T) {
 
 func TestRenderEmailSubjectIsOneLine(t *testing.T) {
 	tpl := Template{Category: "c", Email: &EmailContent{Subject: "Hi {{.name}}", Text: "x"}}
-	r, err := Render(tpl, ChannelEmail, "en", map[string]any{"name": "Eve\r\nBcc: victim@example.com"})
+	r, err := Render(tpl, herald.ChannelEmail, "en", map[string]any{"name": "Eve\r\nBcc: victim@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func TestRenderEmailSubjectIsOneLine(t *testing.T) {
 
 func TestRenderMissingVariableIsAnError(t *testing.T) {
 	tpl := validTemplate()
-	_, err := Render(tpl, ChannelSMS, "en", map[string]any{"name": "A"})
+	_, err := Render(tpl, herald.ChannelSMS, "en", map[string]any{"name": "A"})
 	var re *RenderError
 	if !errors.As(err, &re) {
 		t.Fatalf("err = %v, want *RenderError", err)
@@ -145,7 +147,7 @@ func TestRenderMissingVariableIsAnError(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	// Nested key missing.
-	_, err = Render(tpl, ChannelSMS, "en", map[string]any{"order": map[string]any{"number": 1}})
+	_, err = Render(tpl, herald.ChannelSMS, "en", map[string]any{"order": map[string]any{"number": 1}})
 	if err == nil || !strings.Contains(err.Error(), `"id"`) {
 		t.Errorf("nested missing key: err = %v", err)
 	}
@@ -183,7 +185,7 @@ func TestRenderLimits(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			r, err := Render(tc.tpl, ChannelSMS, "en", tc.data)
+			r, err := Render(tc.tpl, herald.ChannelSMS, "en", tc.data)
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("err = %v", err)
@@ -203,7 +205,7 @@ func TestRenderLimits(t *testing.T) {
 
 func TestRenderPrintfAllowedFormats(t *testing.T) {
 	tpl := Template{Category: "c", SMS: &SMSContent{Text: `{{printf "%05.2f|%-4s|%[1]v" .price "ab"}}`}}
-	r, err := Render(tpl, ChannelSMS, "en", map[string]any{"price": 3.14159})
+	r, err := Render(tpl, herald.ChannelSMS, "en", map[string]any{"price": 3.14159})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,7 @@ func TestRenderPrintfAllowedFormats(t *testing.T) {
 func TestRenderDataIsPlainJSON(t *testing.T) {
 	when := time.Date(2026, 3, 29, 10, 0, 0, 0, time.UTC)
 	tpl := Template{Category: "c", SMS: &SMSContent{Text: `{{.count}} {{.price}} {{.big}} {{.when}}`}}
-	r, err := Render(tpl, ChannelSMS, "en", map[string]any{
+	r, err := Render(tpl, herald.ChannelSMS, "en", map[string]any{
 		"count": 1_000_000, "price": 12.5, "big": json.Number("123456789012345678901234567890"), "when": when,
 	})
 	if err != nil {
@@ -226,7 +228,7 @@ func TestRenderDataIsPlainJSON(t *testing.T) {
 	}
 	// A time.Time in data arrives as a string: its methods are unreachable.
 	tpl.SMS.Text = `{{.when.Year}}`
-	if _, err := Render(tpl, ChannelSMS, "en", map[string]any{"when": when}); err == nil {
+	if _, err := Render(tpl, herald.ChannelSMS, "en", map[string]any{"when": when}); err == nil {
 		t.Error("calling a method on data succeeded, want an error")
 	}
 }
@@ -256,7 +258,7 @@ func TestRenderFunctions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tpl := Template{Category: "c", SMS: &SMSContent{Text: tc.src}}
-		r, err := Render(tpl, ChannelSMS, "en", data)
+		r, err := Render(tpl, herald.ChannelSMS, "en", data)
 		if err != nil {
 			t.Errorf("%s: %v", tc.src, err)
 			continue
@@ -272,14 +274,14 @@ func TestRenderPushPayloadLimit(t *testing.T) {
 	// Exactly at the limit passes, one byte more fails.
 	overhead := PushPayloadSize("T", "", map[string]string{"k": "v"}) + len(`,"body":""`)
 	atLimit := strings.Repeat("a", FCMMaxPayloadBytes-overhead)
-	r, err := Render(tpl, ChannelPush, "en", map[string]any{"body": atLimit})
+	r, err := Render(tpl, herald.ChannelPush, "en", map[string]any{"body": atLimit})
 	if err != nil {
 		t.Fatalf("payload at the limit: %v", err)
 	}
 	if r.Push.PayloadBytes != FCMMaxPayloadBytes {
 		t.Fatalf("payload bytes = %d, want exactly %d", r.Push.PayloadBytes, FCMMaxPayloadBytes)
 	}
-	_, err = Render(tpl, ChannelPush, "en", map[string]any{"body": atLimit + "a"})
+	_, err = Render(tpl, herald.ChannelPush, "en", map[string]any{"body": atLimit + "a"})
 	var pe *PushPayloadTooLargeError
 	if !errors.As(err, &pe) || !errors.Is(err, ErrPushPayloadTooLarge) {
 		t.Fatalf("err = %v, want *PushPayloadTooLargeError", err)
@@ -310,7 +312,7 @@ func TestRenderInAppActionURL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tpl := Template{Category: "c", InApp: &InAppContent{Body: "b", ActionURL: "{{.url}}"}}
-		_, err := Render(tpl, ChannelInApp, "en", map[string]any{"url": tc.url})
+		_, err := Render(tpl, herald.ChannelInApp, "en", map[string]any{"url": tc.url})
 		if tc.wantErr != errors.Is(err, ErrUnsafeURL) {
 			t.Errorf("action_url %q: err = %v, want unsafe=%v", tc.url, err, tc.wantErr)
 		}
@@ -322,7 +324,7 @@ func TestRenderLocaleVariants(t *testing.T) {
 	tpl.Locales["de-AT"] = Variant{SMS: &SMSContent{Text: "Bestellung {{.order.id}} ist unterwegs, servus"}}
 	tpl.Locales["fr"] = Variant{Push: &PushContent{Body: "Commande {{.order.id}}", Data: map[string]string{"lang": "fr"}}}
 
-	r, err := Render(tpl, ChannelEmail, "de-CH", shippedData())
+	r, err := Render(tpl, herald.ChannelEmail, "de-CH", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +336,7 @@ func TestRenderLocaleVariants(t *testing.T) {
 		t.Errorf("inherited text = %q", r.Email.Text)
 	}
 
-	r, err = Render(tpl, ChannelSMS, "de_at", shippedData())
+	r, err = Render(tpl, herald.ChannelSMS, "de_at", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +344,7 @@ func TestRenderLocaleVariants(t *testing.T) {
 		t.Errorf("de_at → %q %q", r.Locale, r.SMS.Text)
 	}
 
-	r, err = Render(tpl, ChannelPush, "fr-CA", shippedData())
+	r, err = Render(tpl, herald.ChannelPush, "fr-CA", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +353,7 @@ func TestRenderLocaleVariants(t *testing.T) {
 		t.Errorf("fr push = %+v (locale %q)", r.Push, r.Locale)
 	}
 
-	r, err = Render(tpl, ChannelSMS, "ja", shippedData())
+	r, err = Render(tpl, herald.ChannelSMS, "ja", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,13 +365,13 @@ func TestRenderLocaleVariants(t *testing.T) {
 func TestRenderIsDeterministic(t *testing.T) {
 	tpl := validTemplate()
 	tpl.Push.Data = map[string]string{"a": "{{.name}}", "b": "{{.order.id}}", "c": "x", "d": "y", "e": "z"}
-	want, err := Render(tpl, ChannelPush, "en", shippedData())
+	want, err := Render(tpl, herald.ChannelPush, "en", shippedData())
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantJSON, _ := json.Marshal(want)
 	for i := 0; i < 20; i++ {
-		got, err := Render(tpl, ChannelPush, "en", shippedData())
+		got, err := Render(tpl, herald.ChannelPush, "en", shippedData())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +383,7 @@ func TestRenderIsDeterministic(t *testing.T) {
 	// Errors are deterministic too: the first failing data key in key order.
 	tpl.Push.Data = map[string]string{"a": "{{.x1}}", "b": "{{.x2}}", "c": "{{.x3}}"}
 	for i := 0; i < 10; i++ {
-		_, err := Render(tpl, ChannelPush, "en", shippedData())
+		_, err := Render(tpl, herald.ChannelPush, "en", shippedData())
 		var re *RenderError
 		if !errors.As(err, &re) || re.Field != "data.a" {
 			t.Fatalf("err = %v, want a RenderError on data.a", err)
@@ -391,7 +393,7 @@ func TestRenderIsDeterministic(t *testing.T) {
 
 func TestRenderEmailHTMLRangeBudgetAndLists(t *testing.T) {
 	tpl := Template{Category: "c", Email: &EmailContent{Subject: "s", HTML: `<ul>{{range .items}}<li>{{.}}</li>{{end}}</ul>`}}
-	r, err := Render(tpl, ChannelEmail, "en", map[string]any{"items": []any{"a<b", 2}})
+	r, err := Render(tpl, herald.ChannelEmail, "en", map[string]any{"items": []any{"a<b", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +401,7 @@ func TestRenderEmailHTMLRangeBudgetAndLists(t *testing.T) {
 		t.Errorf("html = %q, want %q", got, want)
 	}
 	many := make([]any, MaxRangeIterations+1)
-	if _, err := Render(tpl, ChannelEmail, "en", map[string]any{"items": many}); !errors.Is(err, ErrRenderBudget) {
+	if _, err := Render(tpl, herald.ChannelEmail, "en", map[string]any{"items": many}); !errors.Is(err, ErrRenderBudget) {
 		t.Errorf("err = %v, want ErrRenderBudget", err)
 	}
 }

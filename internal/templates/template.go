@@ -41,20 +41,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"golang.org/x/text/language"
 )
-
-// Channel names, identical to the names used by the API and the workflow.
-const (
-	ChannelInApp = "in_app"
-	ChannelEmail = "email"
-	ChannelSMS   = "sms"
-	ChannelPush  = "push"
-)
-
-// Channels lists every channel a template can carry content for, in the
-// canonical order used by Template.Channels.
-var Channels = []string{ChannelInApp, ChannelEmail, ChannelSMS, ChannelPush}
 
 // FallbackLocale is the last step of the locale fallback chain and the locale
 // of a template's base content when Template.DefaultLocale is empty.
@@ -129,7 +118,7 @@ type Variant struct {
 // list of a notification sent with this template.
 func (t Template) Channels() []string {
 	var out []string
-	for _, ch := range Channels {
+	for _, ch := range herald.Channels {
 		if t.hasChannel(ch) {
 			out = append(out, ch)
 		}
@@ -142,13 +131,13 @@ func (t Template) HasChannel(channel string) bool { return t.hasChannel(channel)
 
 func (t Template) hasChannel(ch string) bool {
 	switch ch {
-	case ChannelEmail:
+	case herald.ChannelEmail:
 		return t.Email != nil
-	case ChannelSMS:
+	case herald.ChannelSMS:
 		return t.SMS != nil
-	case ChannelPush:
+	case herald.ChannelPush:
 		return t.Push != nil
-	case ChannelInApp:
+	case herald.ChannelInApp:
 		return t.InApp != nil
 	}
 	return false
@@ -188,25 +177,25 @@ type field struct {
 func channelFields(ch string, email *EmailContent, sms *SMSContent, push *PushContent, inApp *InAppContent) []field {
 	var fs []field
 	switch ch {
-	case ChannelEmail:
+	case herald.ChannelEmail:
 		if email != nil {
 			fs = append(fs,
 				field{ch, "subject", email.Subject, false},
 				field{ch, "html", email.HTML, true},
 				field{ch, "text", email.Text, false})
 		}
-	case ChannelSMS:
+	case herald.ChannelSMS:
 		if sms != nil {
 			fs = append(fs, field{ch, "text", sms.Text, false})
 		}
-	case ChannelPush:
+	case herald.ChannelPush:
 		if push != nil {
 			fs = append(fs, field{ch, "title", push.Title, false}, field{ch, "body", push.Body, false})
 			for _, k := range sortedKeys(push.Data) {
 				fs = append(fs, field{ch, "data." + k, push.Data[k], false})
 			}
 		}
-	case ChannelInApp:
+	case herald.ChannelInApp:
 		if inApp != nil {
 			fs = append(fs,
 				field{ch, "title", inApp.Title, false},
@@ -292,7 +281,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func knownChannel(ch string) bool {
-	for _, c := range Channels {
+	for _, c := range herald.Channels {
 		if c == ch {
 			return true
 		}

@@ -6,6 +6,8 @@ import (
 	htmltemplate "html/template"
 	"regexp"
 	"strings"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Size limits, enforced by Validate and again by Render.
@@ -96,7 +98,7 @@ func Validate(t Template) []FieldError {
 
 	total := 0
 	base := content{Email: t.Email, SMS: t.SMS, Push: t.Push, InApp: t.InApp}
-	for _, ch := range Channels {
+	for _, ch := range herald.Channels {
 		for _, e := range requiredParts(ch, base) {
 			add(e)
 		}
@@ -106,7 +108,7 @@ func Validate(t Template) []FieldError {
 				add(e)
 			}
 		}
-		if ch == ChannelPush && t.Push != nil {
+		if ch == herald.ChannelPush && t.Push != nil {
 			for _, e := range checkPushKeys(t.Push.Data, "") {
 				add(e)
 			}
@@ -132,7 +134,7 @@ func Validate(t Template) []FieldError {
 			seen[tag.String()] = loc
 		}
 		vc := content{Email: v.Email, SMS: v.SMS, Push: v.Push, InApp: v.InApp}
-		for _, ch := range Channels {
+		for _, ch := range herald.Channels {
 			fs := vc.fields(ch)
 			if len(fs) > 0 && !t.hasChannel(ch) {
 				add(FieldError{Channel: ch, Field: "template", Locale: loc, Message: "variant has content for a channel the base template lacks"})
@@ -147,7 +149,7 @@ func Validate(t Template) []FieldError {
 					add(e)
 				}
 			}
-			if ch == ChannelPush && v.Push != nil {
+			if ch == herald.ChannelPush && v.Push != nil {
 				for _, e := range checkPushKeys(v.Push.Data, loc) {
 					add(e)
 				}
@@ -167,7 +169,7 @@ func requiredParts(ch string, c content) []FieldError {
 	var errs []FieldError
 	req := func(field, msg string) { errs = append(errs, FieldError{Channel: ch, Field: field, Message: msg}) }
 	switch ch {
-	case ChannelEmail:
+	case herald.ChannelEmail:
 		if c.Email != nil {
 			if strings.TrimSpace(c.Email.Subject) == "" {
 				req("subject", "email subject is required")
@@ -176,15 +178,15 @@ func requiredParts(ch string, c content) []FieldError {
 				req("html", "email needs an html or a text body")
 			}
 		}
-	case ChannelSMS:
+	case herald.ChannelSMS:
 		if c.SMS != nil && strings.TrimSpace(c.SMS.Text) == "" {
 			req("text", "sms text is required")
 		}
-	case ChannelPush:
+	case herald.ChannelPush:
 		if c.Push != nil && strings.TrimSpace(c.Push.Title) == "" && strings.TrimSpace(c.Push.Body) == "" {
 			req("body", "push needs a title or a body")
 		}
-	case ChannelInApp:
+	case herald.ChannelInApp:
 		if c.InApp != nil && strings.TrimSpace(c.InApp.Body) == "" {
 			req("body", "in_app body is required")
 		}
@@ -238,7 +240,7 @@ func checkPushKeys(data map[string]string, locale string) []FieldError {
 			msg = fmt.Sprintf("push data key %q is reserved by FCM", k)
 		}
 		if msg != "" {
-			errs = append(errs, FieldError{Channel: ChannelPush, Field: "data." + k, Locale: locale, Message: msg})
+			errs = append(errs, FieldError{Channel: herald.ChannelPush, Field: "data." + k, Locale: locale, Message: msg})
 		}
 	}
 	return errs

@@ -3,6 +3,8 @@ package templates
 import (
 	"strings"
 	"text/template/parse"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Variables returns the top-level data keys the template needs for locale
@@ -77,11 +79,11 @@ func asMap(v any) (map[string]any, bool) {
 // deterministic order.
 func requiredPaths(t Template, locale string, channels []string) [][]string {
 	if len(channels) == 0 {
-		channels = Channels
+		channels = herald.Channels
 	}
 	c := t.contentFor(ResolveLocale(locale, t.AvailableLocales(), t.BaseLocale()))
 	var paths [][]string
-	for _, ch := range Channels { // canonical order, filtered
+	for _, ch := range herald.Channels { // canonical order, filtered
 		if !contains(channels, ch) {
 			continue
 		}

@@ -3,6 +3,8 @@ package templates
 import (
 	"reflect"
 	"testing"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 func TestVariables(t *testing.T) {
@@ -28,10 +30,10 @@ func TestVariables(t *testing.T) {
 		want     []string
 	}{
 		{"en", nil, []string{"address", "currency", "empty_note", "fmt_arg", "greeting", "items", "name", "no_address", "obj", "order", "regular", "rows", "sms_only", "vip", "vip_code"}},
-		{"en", []string{ChannelSMS}, []string{"sms_only"}},
-		{"de-AT", []string{ChannelSMS}, []string{"name", "sms_de"}},
-		{"en", []string{ChannelInApp, ChannelSMS}, []string{"rows", "sms_only"}},
-		{"en", []string{ChannelPush}, nil},
+		{"en", []string{herald.ChannelSMS}, []string{"sms_only"}},
+		{"de-AT", []string{herald.ChannelSMS}, []string{"name", "sms_de"}},
+		{"en", []string{herald.ChannelInApp, herald.ChannelSMS}, []string{"rows", "sms_only"}},
+		{"en", []string{herald.ChannelPush}, nil},
 	}
 	for _, tc := range tests {
 		got := Variables(tpl, tc.locale, tc.channels...)
@@ -62,7 +64,7 @@ func TestMissingVariables(t *testing.T) {
 		}
 	}
 	// Restricted to SMS, only what the SMS text needs counts.
-	if got := MissingVariables(tpl, "en", map[string]any{"order": map[string]any{"id": 1}}, ChannelSMS); got != nil {
+	if got := MissingVariables(tpl, "en", map[string]any{"order": map[string]any{"id": 1}}, herald.ChannelSMS); got != nil {
 		t.Errorf("sms-only MissingVariables = %v, want nil", got)
 	}
 	// Whatever MissingVariables accepts renders without a missing-key error.

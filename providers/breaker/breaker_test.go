@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 )
 
-var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_1", Channel: providers.ChannelEmail}
+var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_1", Channel: herald.ChannelEmail}
 
 // fake answers every call with the current err (nil: success) and counts calls.
 type fake struct {

@@ -9,12 +9,13 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/fcm"
 	"github.com/herald-notify/herald/providers/providertest"
 )
 
-var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_01J0000000000000000000000", Channel: providers.ChannelPush}
+var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_01J0000000000000000000000", Channel: herald.ChannelPush}
 
 func newFake() *providertest.FCMFake {
 	f := providertest.NewFCM()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/sandbox"
@@ -15,16 +16,16 @@ func exercise(t *testing.T, rec sandbox.Recorder, tenant, other string) {
 	t.Helper()
 	ctx := context.Background()
 	p := sandbox.New(rec)
-	email := providers.Tags{TenantID: tenant, NotificationID: "ntf_1", Channel: providers.ChannelEmail}
+	email := providers.Tags{TenantID: tenant, NotificationID: "ntf_1", Channel: herald.ChannelEmail}
 	res, err := p.SendEmail(ctx, providers.EmailMessage{To: "a@example.com", Subject: "Hi", HTML: "<p>hi</p>"}, email.IdempotencyKey(), email)
 	if err != nil || res.Provider != "sandbox" || !strings.HasPrefix(res.ProviderMessageID, "sandbox-") {
 		t.Fatalf("email: %+v %v", res, err)
 	}
-	sms := providers.Tags{TenantID: tenant, NotificationID: "ntf_1", Channel: providers.ChannelSMS}
+	sms := providers.Tags{TenantID: tenant, NotificationID: "ntf_1", Channel: herald.ChannelSMS}
 	if _, err := p.SendSMS(ctx, providers.SMSMessage{To: "+14155552671", Body: "hi sms"}, "", sms); err != nil {
 		t.Fatal(err)
 	}
-	push := providers.Tags{TenantID: other, NotificationID: "ntf_9", Channel: providers.ChannelPush}
+	push := providers.Tags{TenantID: other, NotificationID: "ntf_9", Channel: herald.ChannelPush}
 	if _, err := p.SendPush(ctx, providers.PushMessage{Token: "tok", Title: "T", Body: "B", Data: map[string]string{"k": "v"}}, "", push); err != nil {
 		t.Fatal(err)
 	}

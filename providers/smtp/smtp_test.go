@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/smtp"
 	"github.com/herald-notify/herald/providers/smtp/smtptest"
 )
 
-var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_01J0000000000000000000000", Channel: providers.ChannelEmail}
+var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_01J0000000000000000000000", Channel: herald.ChannelEmail}
 
 func message() providers.EmailMessage {
 	return providers.EmailMessage{

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/twilio"
@@ -19,7 +20,7 @@ const (
 	from       = "+15005550006"
 )
 
-var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_01J0000000000000000000000", Channel: providers.ChannelSMS}
+var tags = providers.Tags{TenantID: "t_acme", NotificationID: "ntf_01J0000000000000000000000", Channel: herald.ChannelSMS}
 
 func newClient(t *testing.T, baseURL string, mod func(*twilio.Config)) *twilio.Client {
 	t.Helper()

@@ -1,0 +1,224 @@
+// Package contract is the contract between Herald's workflows and its activities:
+// each activity's registered name, input and result. Workflows call activities by
+// these names, so they import neither the activities nor the store behind them
+// (`go list -deps ./workflows` has no database package); activities implement
+// them as methods of activities.Activities, and a test checks every name here is
+// one of its methods.
+package contract
+
+import (
+	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/templates"
+)
+
+// Activity names (the methods of activities.Activities, registered by method name).
+const (
+	RecordAccepted      = "RecordAccepted"
+	LoadRecipient       = "LoadRecipient"
+	LoadPreferences     = "LoadPreferences"
+	ClaimCap            = "ClaimCap"
+	Render              = "Render"
+	DeliverInApp        = "DeliverInApp"
+	RecordChannelStatus = "RecordChannelStatus"
+	RecordStatus        = "RecordStatus"
+	DeliverEmail        = "DeliverEmail"
+	DeliverSMS          = "DeliverSMS"
+	DeliverPush         = "DeliverPush"
+	DeadLetter          = "DeadLetter"
+	BeginRedrive        = "BeginRedrive"
+	FinishRedrive       = "FinishRedrive"
+)
+
+// Names lists every activity name.
+var Names = []string{RecordAccepted, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive}
+
+// RecordAcceptedInput describes the accepted notification.
+type RecordAcceptedInput struct {
+	TenantID       string
+	NotificationID string
+	UserID         string
+	TemplateID     string
+	Channels       []string
+	WorkflowID     string
+	RunID          string
+	DedupKeyHash   string
+	AcceptedAt     time.Time
+	// TemplateVersion and Category record what the notification renders with.
+	TemplateVersion int
+	Category        string
+	// Scheduled: delivery waits for send_at.
+	Scheduled bool
+}
+
+// LoadRecipientInput names the user to load.
+type LoadRecipientInput struct {
+	TenantID string
+	UserID   string
+}
+
+// Recipient is what rendering and delivery need to know about the user.
+type Recipient struct {
+	UserID   string
+	Name     string
+	Email    string
+	Phone    string
+	Locale   string
+	Timezone string
+}
+
+// DeliverInAppInput is one rendered in-app message.
+type DeliverInAppInput struct {
+	TenantID       string
+	UserID         string
+	NotificationID string
+	Title          string
+	Body           string
+	ActionURL      string
+	AcceptedAt     time.Time
+}
+
+// DeliverResult reports a channel's outcome.
+type DeliverResult struct {
+	Status string
+	// Duplicate is true when the guard found the channel already delivered.
+	Duplicate bool
+}
+
+// RecordChannelStatusInput records a channel outcome decided by the workflow itself
+// (a failure after retries were exhausted, a suppression and its reason).
+type RecordChannelStatusInput struct {
+	TenantID       string
+	NotificationID string
+	Channel        string
+	Status         string
+	Error          string
+	Reason         string
+}
+
+// RecordStatusInput names the notification whose overall status to record. Status
+// is the workflow's own view, used only if the deliveries cannot say.
+type RecordStatusInput struct {
+	TenantID       string
+	NotificationID string
+	Status         string
+}
+
+// DeliverEmailInput is one rendered email.
+type DeliverEmailInput struct {
+	TenantID       string
+	NotificationID string
+	To             string
+	Subject        string
+	HTML           string
+	Text           string
+	Headers        map[string]string
+	Category       string
+}
+
+// DeliverSMSInput is one rendered SMS.
+type DeliverSMSInput struct {
+	TenantID       string
+	NotificationID string
+	To             string
+	Body           string
+}
+
+// DeliverPushInput is one rendered push notification, sent to each of the user's
+// registered device tokens.
+type DeliverPushInput struct {
+	TenantID       string
+	NotificationID string
+	UserID         string
+	Title          string
+	Body           string
+	Data           map[string]string
+}
+
+// RedrivePayload is a dead-lettered delivery's activity input: exactly one is set.
+type RedrivePayload struct {
+	Email *DeliverEmailInput `json:",omitempty"`
+	SMS   *DeliverSMSInput   `json:",omitempty"`
+	Push  *DeliverPushInput  `json:",omitempty"`
+}
+
+// DeadLetterInput dead-letters a channel whose retries ran out.
+type DeadLetterInput struct {
+	TenantID       string
+	NotificationID string
+	Channel        string
+	TemplateID     string
+	Attempts       int
+	LastError      string
+	Payload        RedrivePayload
+}
+
+// BeginRedriveInput names the dead letter to redrive.
+type BeginRedriveInput struct {
+	TenantID     string
+	DeadLetterID int64
+}
+
+// BeginRedriveResult is the delivery to repeat; Claimed is false when the dead
+// letter was not open (someone else redrives it, or it was redriven).
+type BeginRedriveResult struct {
+	Claimed        bool
+	NotificationID string
+	Channel        string
+	TemplateID     string
+	Payload        RedrivePayload
+	// RetryPolicies are the tenant's overrides, so a redrive retries like a send.
+	RetryPolicies map[string]herald.RetryPolicy
+}
+
+// FinishRedriveInput names the redriven dead letter.
+type FinishRedriveInput struct {
+	TenantID     string
+	DeadLetterID int64
+}
+
+// LoadPreferencesInput names the user.
+type LoadPreferencesInput struct {
+	TenantID string
+	UserID   string
+}
+
+// PreferencesResult is what gating needs: the user's effective preferences (tenant
+// defaults overridden by the user's own), the tenant's caps and default locale.
+type PreferencesResult struct {
+	Prefs         preferences.Preferences
+	CategoryCaps  map[string]int
+	DefaultLocale string
+	RetryPolicies map[string]herald.RetryPolicy
+}
+
+// ClaimCapInput counts one notification against the user's category cap.
+type ClaimCapInput struct {
+	TenantID       string
+	UserID         string
+	Category       string
+	NotificationID string
+	Limit          int
+	At             time.Time
+}
+
+// RenderInput selects the template version, channel and data to render.
+type RenderInput struct {
+	TenantID        string
+	NotificationID  string
+	UserID          string
+	TemplateID      string
+	TemplateVersion int
+	Channel         string
+	UserLocale      string
+	TenantLocale    string
+	Data            map[string]any
+}
+
+// RenderResult is the channel's content; Headers are extra email headers.
+type RenderResult struct {
+	Rendered templates.Rendered
+	Headers  map[string]string
+}

@@ -1,0 +1,25 @@
+package herald
+
+import "errors"
+
+// ErrNotFound: the row or resource does not exist for the tenant (another
+// tenant's is "not found" too). The store translates pgx.ErrNoRows into it once.
+var ErrNotFound = errors.New("not found")
+
+// Error types of Temporal application errors that activities return and
+// workflows and retry policies act on.
+const (
+	// ErrTypeUnknownUser: the recipient no longer exists; retrying cannot help.
+	ErrTypeUnknownUser = "UnknownUser"
+	// ErrTypeProviderPermanent: the provider refused the message for good (invalid
+	// address, unsubscribed recipient, dead token, rejected credentials).
+	ErrTypeProviderPermanent = "ProviderPermanent"
+	// ErrTypeNoDevice: the user has no push token left.
+	ErrTypeNoDevice = "NoDevice"
+	// ErrTypeRenderFailed: the template cannot produce this channel's content from
+	// the data (a render error, an oversized push payload).
+	ErrTypeRenderFailed = "RenderFailed"
+	// ErrTypeAlreadySent rejects a cancel once a channel is being or was sent, or
+	// every channel already ended.
+	ErrTypeAlreadySent = "AlreadySent"
+)

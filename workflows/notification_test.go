@@ -19,6 +19,8 @@ import (
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/templates"
 )
 
 type notificationSuite struct {
@@ -43,23 +45,49 @@ func (s *notificationSuite) SetupTest() {
 
 func (s *notificationSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
 
-func input(window time.Duration) NotificationInput {
-	return NotificationInput{TenantID: "t1", UserID: "u1", TemplateID: "order_shipped", Channels: []string{herald.ChannelInApp},
-		Data: map[string]any{"title": "Shipped", "order": "42"}, DedupWindow: window}
+func input(window time.Duration, channels ...string) NotificationInput {
+	if len(channels) == 0 {
+		channels = []string{herald.ChannelInApp}
+	}
+	return NotificationInput{TenantID: "t1", UserID: "u1", TemplateID: "order_shipped", TemplateVersion: 3, Category: "shipping",
+		Channels: channels, Data: map[string]any{"order": "42"}, DedupWindow: window}
+}
+
+// renders answers Render with the channel's content, as the activity would.
+func renders(_ context.Context, in contract.RenderInput) (contract.RenderResult, error) {
+	r := templates.Rendered{TemplateID: in.TemplateID, Version: in.TemplateVersion, Channel: in.Channel}
+	switch in.Channel {
+	case herald.ChannelInApp:
+		r.InApp = &templates.RenderedInApp{Title: "Shipped", Body: "order: 42"}
+	case herald.ChannelEmail:
+		r.Email = &templates.RenderedEmail{Subject: "Shipped", Text: "order: 42"}
+	case herald.ChannelSMS:
+		r.SMS = &templates.RenderedSMS{Text: "order: 42"}
+	case herald.ChannelPush:
+		r.Push = &templates.RenderedPush{Title: "Shipped", Body: "order: 42"}
+	}
+	return contract.RenderResult{Rendered: r}, nil
+}
+
+// onGate mocks the preference load and the render every live notification runs.
+func (s *notificationSuite) onGate(prefs contract.PreferencesResult) {
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, contract.LoadPreferencesInput{TenantID: "t1", UserID: "u1"}).Return(prefs, nil)
+	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(renders)
 }
 
 func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 	var recorded contract.RecordAcceptedInput
-	s.env.OnActivity(a.RecordAccepted, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordAcceptedInput) error {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordAcceptedInput) error {
 		recorded = in
 		return nil
 	}).Once()
-	s.env.OnActivity(a.LoadRecipient, mock.Anything, contract.LoadRecipientInput{TenantID: "t1", UserID: "u1"}).
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, contract.LoadRecipientInput{TenantID: "t1", UserID: "u1"}).
 		Return(contract.Recipient{UserID: "u1"}, nil).Once()
-	s.env.OnActivity(a.DeliverInApp, mock.Anything, mock.MatchedBy(func(in contract.DeliverInAppInput) bool {
+	s.onGate(contract.PreferencesResult{})
+	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.MatchedBy(func(in contract.DeliverInAppInput) bool {
 		return in.Title == "Shipped" && in.Body == "order: 42" && in.NotificationID == recorded.NotificationID
 	})).Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
-	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
 		return in.Status == herald.NotificationDelivered
 	})).Return(herald.NotificationDelivered, nil).Once()
 
@@ -87,13 +115,14 @@ func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 }
 
 func (s *notificationSuite) TestRetriesATransientInboxFailure() {
-	s.env.OnActivity(a.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(a.LoadRecipient, mock.Anything, mock.Anything).Return(contract.Recipient{UserID: "u1"}, nil)
-	s.env.OnActivity(a.DeliverInApp, mock.Anything, mock.Anything).
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).Return(contract.Recipient{UserID: "u1"}, nil)
+	s.onGate(contract.PreferencesResult{})
+	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.Anything).
 		Return(contract.DeliverResult{}, errors.New("connection reset")).Twice()
-	s.env.OnActivity(a.DeliverInApp, mock.Anything, mock.Anything).
+	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.Anything).
 		Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
-	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
 		return in.Status == herald.NotificationDelivered
 	})).Return(herald.NotificationDelivered, nil).Once()
 
@@ -102,13 +131,13 @@ func (s *notificationSuite) TestRetriesATransientInboxFailure() {
 }
 
 func (s *notificationSuite) TestDeletedUserFailsEveryChannelWithTheReason() {
-	s.env.OnActivity(a.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(a.LoadRecipient, mock.Anything, mock.Anything).
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
 		Return(contract.Recipient{}, temporal.NewNonRetryableApplicationError("user u1 does not exist", herald.ErrTypeUnknownUser, nil)).Once()
-	s.env.OnActivity(a.RecordChannelStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordChannelStatusInput) bool {
+	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordChannelStatusInput) bool {
 		return in.Status == herald.DeliveryFailed && in.Error == "user u1 does not exist"
 	})).Return(nil)
-	s.env.OnActivity(a.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
 		return in.Status == herald.NotificationFailed
 	})).Return(herald.NotificationFailed, nil).Once()
 
@@ -120,40 +149,121 @@ func (s *notificationSuite) TestDeletedUserFailsEveryChannelWithTheReason() {
 	s.Equal("user u1 does not exist", res.Channels[herald.ChannelInApp].LastError)
 }
 
-func TestOverallStatus(t *testing.T) {
-	st := func(statuses ...string) map[string]*ChannelState {
-		m := map[string]*ChannelState{}
-		for i, s := range statuses {
-			m[string(rune('a'+i))] = &ChannelState{Status: s}
-		}
-		return m
-	}
-	cases := []struct {
-		in   map[string]*ChannelState
-		want string
-	}{
-		{st(herald.DeliveryDelivered), herald.NotificationDelivered},
-		{st(herald.DeliveryDelivered, herald.DeliverySent), herald.NotificationSent},
-		{st(herald.DeliveryFailed, herald.DeliveryFailed), herald.NotificationFailed},
-		{st(herald.DeliveryFailed, herald.DeliveryDelivered), herald.NotificationPartiallyFailed},
-		{st(herald.DeliverySuppressed), herald.NotificationSuppressed},
-		{st(herald.DeliverySuppressed, herald.DeliveryDelivered), herald.NotificationDelivered},
-		{st(herald.DeliverySending, herald.DeliveryDelivered), herald.NotificationSending},
-	}
-	for _, c := range cases {
-		if got := overallStatus(c.in); got != c.want {
-			t.Errorf("overallStatus(%v) = %s, want %s", c.in, got, c.want)
-		}
-	}
+func (s *notificationSuite) TestOptedOutChannelIsSuppressedBeforeRendering() {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
+		Return(contract.Recipient{UserID: "u1", Phone: "+14155550100"}, nil)
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).Return(contract.PreferencesResult{
+		Prefs: preferences.Preferences{Categories: map[string]preferences.CategoryPref{
+			"shipping": {Channels: map[string]bool{herald.ChannelSMS: false}}}},
+	}, nil)
+	rendered := map[string]int{}
+	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.RenderInput) (contract.RenderResult, error) {
+		rendered[in.Channel]++
+		return renders(ctx, in)
+	})
+	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.Anything).
+		Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
+	var suppressed contract.RecordChannelStatusInput
+	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
+		suppressed = in
+		return nil
+	}).Once()
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationDelivered, nil).Once()
+
+	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelInApp, herald.ChannelSMS))
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal(map[string]int{herald.ChannelInApp: 1}, rendered, "an opted-out channel must never be rendered")
+	s.Equal(herald.ChannelSMS, suppressed.Channel)
+	s.Equal(herald.DeliverySuppressed, suppressed.Status)
+	s.Equal(herald.ReasonOptedOutCategory, suppressed.Reason)
 }
 
-func TestRenderSimple(t *testing.T) {
-	title, body := renderSimple("order_shipped", map[string]any{"order": "42", "carrier": "DHL"})
-	if title != "order shipped" || body != "carrier: DHL, order: 42" {
-		t.Fatalf("got %q / %q", title, body)
-	}
-	title, body = renderSimple("x", map[string]any{"title": "T", "body": "B"})
-	if title != "T" || body != "B" {
-		t.Fatalf("got %q / %q", title, body)
-	}
+func (s *notificationSuite) TestExhaustedProviderRetriesAreDeadLettered() {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
+		Return(contract.Recipient{UserID: "u1", Email: "ada@example.com"}, nil)
+	s.onGate(contract.PreferencesResult{RetryPolicies: map[string]herald.RetryPolicy{herald.ChannelEmail: {MaximumAttempts: 3}}})
+	attempts := 0
+	s.env.OnActivity(contract.DeliverEmail, mock.Anything, mock.Anything).Return(func(context.Context, contract.DeliverEmailInput) (contract.DeliverResult, error) {
+		attempts++
+		return contract.DeliverResult{}, errors.New("provider unavailable")
+	})
+	var dead contract.DeadLetterInput
+	s.env.OnActivity(contract.DeadLetter, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.DeadLetterInput) (int64, error) {
+		dead = in
+		return 1, nil
+	}).Once()
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationFailed, nil).Once()
+
+	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelEmail))
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal(3, attempts, "the tenant's maximum_attempts override applies")
+	s.Equal(herald.ChannelEmail, dead.Channel)
+	s.Equal(3, dead.Attempts)
+	s.Require().NotNil(dead.Payload.Email, "the dead letter carries the payload to redrive")
+	s.Equal("ada@example.com", dead.Payload.Email.To)
+	var res NotificationResult
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal(herald.ReasonDeadLettered, res.Channels[herald.ChannelEmail].Reason)
+}
+
+func (s *notificationSuite) TestQuietHoursDeferThenRereadPreferences() {
+	s.env.SetStartTime(time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC))
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
+		Return(contract.Recipient{UserID: "u1", Phone: "+14155550100", Timezone: "UTC"}, nil)
+	quiet := contract.PreferencesResult{Prefs: preferences.Preferences{QuietHours: &preferences.QuietHours{Start: "22:00", End: "07:00", Timezone: "UTC"}}}
+	loads := 0
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).Return(func(context.Context, contract.LoadPreferencesInput) (contract.PreferencesResult, error) {
+		loads++
+		return quiet, nil
+	})
+	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(renders)
+	var scheduled contract.RecordChannelStatusInput
+	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
+		scheduled = in
+		return nil
+	}).Once()
+	var sentAt time.Time
+	s.env.OnActivity(contract.DeliverSMS, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ contract.DeliverSMSInput) (contract.DeliverResult, error) {
+		sentAt = s.env.Now()
+		return contract.DeliverResult{Status: herald.DeliverySent}, nil
+	}).Once()
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationSent, nil).Once()
+
+	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelSMS))
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal(herald.DeliveryScheduled, scheduled.Status)
+	s.Equal(herald.ReasonQuietHours, scheduled.Reason)
+	s.Equal(2, loads, "preferences are read again when the wait ends")
+	s.Equal(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC), sentAt.UTC(), "sent when quiet hours end")
+}
+
+func (s *notificationSuite) TestCancelWhileScheduled() {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.MatchedBy(func(in contract.RecordAcceptedInput) bool { return in.Scheduled })).Return(nil).Once()
+	var cancelled contract.RecordChannelStatusInput
+	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
+		cancelled = in
+		return nil
+	}).Once()
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationCancelled, nil)
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { s.Fail("cancel rejected", err) },
+			OnComplete: func(v any, err error) {
+				s.Require().NoError(err)
+				s.Equal(herald.NotificationCancelled, v.(NotificationState).Status)
+			},
+		})
+	}, time.Minute)
+	in := input(time.Hour)
+	in.SendAt = s.env.Now().Add(30 * time.Minute)
+	s.env.ExecuteWorkflow(NotificationWorkflow, in)
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal(herald.DeliveryCancelled, cancelled.Status)
+	s.Equal(herald.ReasonCancelled, cancelled.Reason)
+	var res NotificationResult
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal(herald.NotificationCancelled, res.Status)
 }

@@ -3,84 +3,70 @@ package workflows
 import (
 	"time"
 
-	"github.com/herald-notify/herald/internal/herald"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
-// databaseActivityOptions: PostgreSQL writes retry with backoff for up to a day, so a
+// databaseRetryPolicy: PostgreSQL work retries with backoff for up to a day, so a
 // database outage delays notifications instead of losing them.
+var databaseRetryPolicy = &temporal.RetryPolicy{
+	InitialInterval:        time.Second,
+	BackoffCoefficient:     2,
+	MaximumInterval:        time.Minute,
+	NonRetryableErrorTypes: []string{herald.ErrTypeUnknownUser},
+}
+
+// databaseActivityOptions are the redrive workflow's database activities.
 var databaseActivityOptions = workflow.ActivityOptions{
 	StartToCloseTimeout:    10 * time.Second,
 	ScheduleToCloseTimeout: 24 * time.Hour,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:        time.Second,
-		BackoffCoefficient:     2,
-		MaximumInterval:        time.Minute,
-		NonRetryableErrorTypes: []string{herald.ErrTypeUnknownUser},
-	},
+	RetryPolicy:            databaseRetryPolicy,
 }
 
-// localDatabaseOptions: the same policy for database work run as local activities.
+// localDatabaseOptions: the notification workflow's database work (record, load,
+// render, in-app delivery, status) runs as local activities inside the workflow
+// task, saving two server round trips each; provider sends stay regular
+// activities (heartbeats, long retries, per-channel isolation, rate limits).
 var localDatabaseOptions = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    databaseActivityOptions.StartToCloseTimeout,
 	ScheduleToCloseTimeout: databaseActivityOptions.ScheduleToCloseTimeout,
-	RetryPolicy:            databaseActivityOptions.RetryPolicy,
+	RetryPolicy:            databaseRetryPolicy,
 }
 
-// providerRetryPolicy retries a provider send with exponential backoff (1 s, 2 s,
-// 4 s … capped at 5 min) for up to 12 attempts; a provider's Retry-After overrides
-// the next delay. Permanent refusals are not retried.
-var providerRetryPolicy = &temporal.RetryPolicy{
-	InitialInterval:        time.Second,
-	BackoffCoefficient:     2,
-	MaximumInterval:        5 * time.Minute,
-	MaximumAttempts:        12,
-	NonRetryableErrorTypes: []string{herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice},
+// db runs one database activity of the notification workflow, locally.
+func (w *notification) db(ctx workflow.Context, activity string, args ...any) workflow.Future {
+	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localDatabaseOptions), activity, args...)
 }
 
-// One option set per provider channel, so each can be tuned on its own; a slow
+// providerTimeouts per provider channel, so each can be tuned on its own; a slow
 // email provider never holds up SMS or push: each channel is its own activity.
 // The heartbeat timeout notices a worker that died mid-send within seconds; the
 // activity heartbeats while the provider call runs.
-var (
-	emailActivityOptions = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
-	smsActivityOptions   = workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
-	pushActivityOptions  = workflow.ActivityOptions{StartToCloseTimeout: 60 * time.Second, HeartbeatTimeout: 5 * time.Second, RetryPolicy: providerRetryPolicy}
-)
+var providerTimeouts = map[string]time.Duration{
+	herald.ChannelEmail: 30 * time.Second,
+	herald.ChannelSMS:   30 * time.Second,
+	herald.ChannelPush:  60 * time.Second,
+}
 
-// providerOptions are a provider channel's activity options with the tenant's
-// retry override (zero fields keep the default) applied.
+const providerHeartbeatTimeout = 5 * time.Second
+
+// providerOptions are a provider channel's activity options: the default retry
+// policy (herald.DefaultProviderRetry) with the tenant's override applied.
+// Permanent refusals are never retried.
 func providerOptions(channel string, override map[string]herald.RetryPolicy) workflow.ActivityOptions {
-	var opts workflow.ActivityOptions
-	switch channel {
-	case herald.ChannelEmail:
-		opts = emailActivityOptions
-	case herald.ChannelSMS:
-		opts = smsActivityOptions
-	default:
-		opts = pushActivityOptions
+	p := override[channel].Over(herald.DefaultProviderRetry)
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    providerTimeouts[channel],
+		ScheduleToCloseTimeout: p.Expiration.Duration,
+		HeartbeatTimeout:       providerHeartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        p.InitialInterval.Duration,
+			BackoffCoefficient:     p.BackoffCoefficient,
+			MaximumInterval:        p.MaximumInterval.Duration,
+			MaximumAttempts:        int32(p.MaximumAttempts),
+			NonRetryableErrorTypes: []string{herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice},
+		},
 	}
-	o, ok := override[channel]
-	if !ok {
-		return opts
-	}
-	rp := *opts.RetryPolicy
-	if o.InitialInterval.Duration > 0 {
-		rp.InitialInterval = o.InitialInterval.Duration
-	}
-	if o.BackoffCoefficient >= 1 {
-		rp.BackoffCoefficient = o.BackoffCoefficient
-	}
-	if o.MaximumInterval.Duration > 0 {
-		rp.MaximumInterval = o.MaximumInterval.Duration
-	}
-	if o.MaximumAttempts > 0 {
-		rp.MaximumAttempts = int32(o.MaximumAttempts)
-	}
-	if o.Expiration.Duration > 0 {
-		opts.ScheduleToCloseTimeout = o.Expiration.Duration
-	}
-	opts.RetryPolicy = &rp
-	return opts
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -36,7 +37,7 @@ func RedriveWorkflowID(tenantID string, deadLetterID int64) string {
 func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, error) {
 	dbCtx := workflow.WithActivityOptions(ctx, databaseActivityOptions)
 	var claim contract.BeginRedriveResult
-	if err := workflow.ExecuteActivity(dbCtx, a.BeginRedrive, contract.BeginRedriveInput{
+	if err := workflow.ExecuteActivity(dbCtx, contract.BeginRedrive, contract.BeginRedriveInput{
 		TenantID: in.TenantID, DeadLetterID: in.DeadLetterID,
 	}).Get(ctx, &claim); err != nil || !claim.Claimed {
 		return RedriveResult{}, err
@@ -47,15 +48,15 @@ func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, erro
 	}
 	var res contract.DeliverResult
 	if err := executeDelivery(ctx, p, claim.RetryPolicies).Get(ctx, &res); err != nil {
-		if derr := workflow.ExecuteActivity(dbCtx, a.DeadLetter, contract.DeadLetterInput{
+		if derr := workflow.ExecuteActivity(dbCtx, contract.DeadLetter, contract.DeadLetterInput{
 			TenantID: in.TenantID, NotificationID: claim.NotificationID, Channel: claim.Channel, TemplateID: claim.TemplateID,
-			Attempts: int(providerRetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
+			Attempts: int(providerOptions(claim.Channel, claim.RetryPolicies).RetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
 		}).Get(ctx, nil); derr != nil {
 			return RedriveResult{Claimed: true}, derr
 		}
-		return RedriveResult{Claimed: true, Status: "failed"}, nil
+		return RedriveResult{Claimed: true, Status: herald.DeliveryFailed}, nil
 	}
-	if err := workflow.ExecuteActivity(dbCtx, a.FinishRedrive, contract.FinishRedriveInput{
+	if err := workflow.ExecuteActivity(dbCtx, contract.FinishRedrive, contract.FinishRedriveInput{
 		TenantID: in.TenantID, DeadLetterID: in.DeadLetterID,
 	}).Get(ctx, nil); err != nil {
 		return RedriveResult{Claimed: true, Status: res.Status}, err

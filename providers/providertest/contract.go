@@ -173,6 +173,9 @@ var providerAnswers = map[string]answers{
 	SpecTwilioAPI: {
 		ops: map[string]successFunc{
 			"POST /2010-04-01/Accounts/{AccountSid}/Messages.json": func(r *http.Request, body []byte, _ int) response {
+				if !twPath.MatchString(r.URL.Path) { // only if validation let a bad AccountSid through
+					return response{status: http.StatusInternalServerError, body: TwilioError(500, 20500, "providertest: no account sid in "+r.URL.Path)}
+				}
 				form, _ := url.ParseQuery(string(body))
 				return twProto{}.accept(&Request{Path: r.URL.Path, Form: form}, twProto{}.newID(0))
 			},

@@ -42,8 +42,8 @@ func TestContractMailSendConformsToSpec(t *testing.T) {
 			if err != nil {
 				t.Fatalf("conforming request, but SendEmail failed: %v", err)
 			}
-			if res.Provider != "sendgrid" {
-				t.Fatalf("result %+v", res)
+			if res.Provider != "sendgrid" || res.ProviderMessageID == "" {
+				t.Fatalf("result %+v (want the 202's X-Message-Id as ProviderMessageID)", res)
 			}
 		})
 	}

@@ -7,8 +7,9 @@
 //
 // Implementations live in subpackages: sendgrid (email), twilio (SMS), fcm (push),
 // sandbox (records instead of sending; the default for a tenant without
-// credentials). providertest holds wire-level fakes of all three providers and the
-// Prism harness for contract tests against the providers' OpenAPI specs.
+// credentials). providertest holds wire-level fakes of all three providers and
+// ContractServer, which validates requests in process against the providers' own
+// OpenAPI specs (vendored in providers/testdata) for the contract tests.
 //
 // # Using a sender (the Layer-2 delivery guard)
 //
@@ -26,10 +27,10 @@
 // # Provider-side idempotency (what each provider offers)
 //
 // SendGrid (v3 Mail Send): no idempotency key. The published OpenAPI document
-// (twilio/sendgrid-oai, tsg_mail_v3.json, here ../shared/provider-specs/
-// sendgrid_mail_v3.json) defines no Idempotency-Key header or field for POST
-// /v3/mail/send; its only header parameter is Content-Encoding. A repeated
-// request is a second email. Herald tags each message with personalization
+// (twilio/sendgrid-oai, tsg_mail_v3.json, vendored as
+// providers/testdata/sendgrid_mail_v3.json) defines no Idempotency-Key header or
+// field for POST /v3/mail/send; its only header parameter is Content-Encoding. A
+// repeated request is a second email. Herald tags each message with personalization
 // custom_args {notification_id, channel, tenant}, which SendGrid copies into every
 // Event Webhook event, and keeps the X-Message-Id of the 202 (events carry it as
 // the prefix of sg_message_id). Message-level custom_args are typed string in the
@@ -39,7 +40,8 @@
 // reference; github.com/sendgrid/sendgrid-go v3.16.1 (no idempotency support).
 //
 // Twilio (Messages, POST /2010-04-01/Accounts/{AccountSid}/Messages.json): no
-// documented idempotency key. twilio_api_v2010.json (twilio/twilio-oai) defines no
+// documented idempotency key. twilio_api_v2010.json (twilio/twilio-oai, vendored
+// in providers/testdata) defines no
 // such header or parameter for Messages create; twilio-go v1.31.0's
 // CreateMessageParams has none (it sends Idempotency-Key only for a few newer APIs,
 // e.g. voice v3 transcriptions). I-Twilio-Idempotency-Token is real but is a header

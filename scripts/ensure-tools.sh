@@ -3,7 +3,6 @@
 #   bin/temporal       Temporal CLI (go install, ~8 min the first time)
 #   PostgreSQL         server binaries (apt-get if /usr/lib/postgresql/*/bin/initdb is absent)
 #   bin/workflowcheck  Temporal determinism checker (best effort)
-#   node_modules       `npm ci`, only if package.json exists and node_modules is stale
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

@@ -145,28 +145,11 @@ ensure_postgres() {
 	pg_bin_dir >/dev/null || die "PostgreSQL is installed but no initdb was found under /usr/lib/postgresql/*/bin"
 }
 
-# ensure_node_modules: npm ci, only if package.json exists and node_modules is
-# missing or older than package-lock.json.
-ensure_node_modules() {
-	[[ -f "$HERALD_ROOT/package.json" ]] || return 0
-	if [[ -d "$HERALD_ROOT/node_modules" ]] && [[ ! "$HERALD_ROOT/package-lock.json" -nt "$HERALD_ROOT/node_modules" ]]; then
-		return 0
-	fi
-	[[ -f "$HERALD_ROOT/package-lock.json" ]] || die "package.json exists but package-lock.json does not: npm ci needs the lockfile (run 'npm install' once and commit package-lock.json)"
-	if ! command -v npm >/dev/null 2>&1; then
-		apt_install nodejs npm || die "could not install Node.js/npm"
-	fi
-	log "npm ci"
-	(cd "$HERALD_ROOT" && npm ci --no-audit --no-fund) || die "npm ci failed"
-	touch "$HERALD_ROOT/node_modules"
-}
-
 ensure_tools() {
 	ensure_go
 	ensure_temporal_cli
 	ensure_postgres
 	ensure_workflowcheck
-	ensure_node_modules
 }
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: everything CI checks, from a fresh machine.
 #
-#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck, node_modules (scripts/ensure-tools.sh)
+#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck (scripts/ensure-tools.sh)
 #   2. throwaway services, wiped first: PostgreSQL 127.0.0.1:55433 (database herald_test,
 #      data .herald/test/pg) and an in-memory headless Temporal dev server 127.0.0.1:7243
 #      (log .herald/test/temporal.log); always stopped on exit
@@ -46,7 +46,7 @@ fi
 log "gofmt -l"
 unformatted="$(find . -name '*.go' -type f \
 	-not -path './.git/*' -not -path './bin/*' -not -path './.herald/*' \
-	-not -path './node_modules/*' -not -path './vendor/*' -not -path '*/testdata/*' \
+	-not -path './vendor/*' -not -path '*/testdata/*' \
 	-print0 | xargs -0 -r gofmt -l)" || {
 	failed+=("gofmt")
 	unformatted="(gofmt itself failed)"

@@ -6,8 +6,8 @@
 // until the test releases it (for crash tests). All methods are safe for concurrent
 // use.
 //
-// It also starts Prism (see prism.go) to validate requests against the providers'
-// OpenAPI specs.
+// ContractServer (contract.go) plays a provider from its own OpenAPI document in
+// providers/testdata and rejects every request that document forbids.
 package providertest
 
 import (

@@ -2,6 +2,7 @@ package providertest_test
 
 import (
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -142,16 +143,17 @@ func TestWrongRouteAndAuth(t *testing.T) {
 	}
 }
 
-func TestSpecPathFindsSharedSpecs(t *testing.T) {
-	p, err := providertest.SpecPath(providertest.SpecTwilioAPI)
-	if err != nil {
-		t.Fatalf("%v", err)
+func TestSpecPathFindsVendoredSpecs(t *testing.T) {
+	for _, name := range []string{providertest.SpecTwilioAPI, providertest.SpecSendGridMail} {
+		p, err := providertest.SpecPath(name)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if !strings.HasSuffix(filepath.ToSlash(p), "/providers/testdata/"+name) {
+			t.Fatalf("SpecPath = %s", p)
+		}
 	}
-	if !strings.HasSuffix(p, "shared/provider-specs/twilio_api_v2010.json") {
-		t.Fatalf("SpecPath = %s", p)
-	}
-	t.Setenv("HERALD_PROVIDER_SPECS", t.TempDir())
-	if _, err := providertest.SpecPath(providertest.SpecTwilioAPI); err == nil || !strings.Contains(err.Error(), "npm ci") {
+	if _, err := providertest.SpecPath("nope.json"); err == nil || !strings.Contains(err.Error(), "providers/testdata") {
 		t.Fatalf("missing spec: %v", err)
 	}
 }

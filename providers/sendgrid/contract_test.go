@@ -3,7 +3,6 @@ package sendgrid_test
 import (
 	"context"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,21 +11,15 @@ import (
 	"github.com/herald-notify/herald/providers/providertest"
 )
 
-// prism is one Prism for the package, validating against the provider's own
-// OpenAPI document.
-var prism = &providertest.SharedPrism{Spec: providertest.SpecSendGridMail}
-
-func mock(t *testing.T) *providertest.Prism { return prism.Get(t) }
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	prism.Close()
-	os.Exit(code)
+// mock is a server validating against the provider's own OpenAPI document
+// (providers/testdata/sendgrid_mail_v3.json, loaded once per process).
+func mock(t *testing.T) *providertest.ContractServer {
+	return providertest.NewContractServer(t, providertest.SpecSendGridMail)
 }
 
 // TestContractMailSendConformsToSpec sends the exact requests Herald sends through
-// the real SDK to a Prism mock of sendgrid_mail_v3.json; a request the spec rejects
-// fails the test.
+// the real SDK to a contract server for sendgrid_mail_v3.json; a request the spec
+// rejects fails the test.
 func TestContractMailSendConformsToSpec(t *testing.T) {
 	p := mock(t)
 	cases := map[string]providers.EmailMessage{
@@ -44,13 +37,13 @@ func TestContractMailSendConformsToSpec(t *testing.T) {
 			defer cancel()
 			res, err := c.SendEmail(ctx, msg, tags.IdempotencyKey(), tags)
 			if cerr := capture.CheckConforms(); cerr != nil {
-				t.Fatalf("%v\nprism log:\n%s", cerr, p.Log())
+				t.Fatalf("%v\ncontract server log:\n%s", cerr, p.Log())
 			}
 			if err != nil {
 				t.Fatalf("conforming request, but SendEmail failed: %v", err)
 			}
-			if res.Provider != "sendgrid" {
-				t.Fatalf("result %+v", res)
+			if res.Provider != "sendgrid" || res.ProviderMessageID == "" {
+				t.Fatalf("result %+v (want the 202's X-Message-Id as ProviderMessageID)", res)
 			}
 		})
 	}
@@ -58,24 +51,45 @@ func TestContractMailSendConformsToSpec(t *testing.T) {
 
 // TestContractMockRejectsViolations proves the contract test can fail: bodies the
 // spec forbids must come back as violations — including the SDK's natural shape of
-// message-level custom_args (an object, where the spec says string).
+// message-level custom_args (an object, where the spec says string) — and for the
+// reason the case names, not some other one.
 func TestContractMockRejectsViolations(t *testing.T) {
 	p := mock(t)
-	for name, body := range map[string]string{
-		"no personalizations": `{"from":{"email":"a@b.example"},"subject":"x","content":[{"type":"text/plain","value":"x"}]}`,
-		"message-level custom_args object": `{"personalizations":[{"to":[{"email":"c@d.example"}]}],"from":{"email":"a@b.example"},"subject":"x",` +
-			`"content":[{"type":"text/plain","value":"x"}],"custom_args":{"notification_id":"n"}}`,
-	} {
+	const content = `"content":[{"type":"text/plain","value":"x"}]`
+	cases := map[string]struct {
+		body string
+		auth bool
+		want string // in the violations
+	}{
+		"no personalizations": {`{"from":{"email":"a@b.example"},"subject":"x",` + content + `}`, true,
+			`property "personalizations" is missing`},
+		"message-level custom_args object": {`{"personalizations":[{"to":[{"email":"c@d.example"}]}],"from":{"email":"a@b.example"},"subject":"x",` +
+			content + `,"custom_args":{"notification_id":"n"}}`, true, "at /custom_args: value must be a string"},
+		// format: email is asserted as Prism asserted it (kin-openapi alone does not).
+		"from not an email address": {`{"personalizations":[{"to":[{"email":"c@d.example"}]}],"from":{"email":"ops"},"subject":"x",` +
+			content + `}`, true, `at /from/email: string doesn't match the format "email"`},
+		"no bearer token": {`{"personalizations":[{"to":[{"email":"c@d.example"}]}],"from":{"email":"a@b.example"},"subject":"x",` +
+			content + `}`, false, "security: BearerAuth: no Bearer token"},
+	}
+	for name, c := range cases {
 		capture := &providertest.Capture{}
-		req, _ := newRawRequest(p.URL+"/v3/mail/send", body)
+		req, _ := newRawRequest(p.URL+"/v3/mail/send", c.body)
+		if !c.auth {
+			req.Header.Del("Authorization")
+		}
 		resp, err := capture.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if capture.CheckConforms() == nil {
-			t.Errorf("%s: Prism accepted a request the spec forbids (status %d)", name, resp.StatusCode)
+		if err := capture.CheckConforms(); err == nil {
+			t.Errorf("%s: the contract server accepted a request the spec forbids (status %d)", name, resp.StatusCode)
+		} else if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: rejected, but the violations do not say %q:\n%v", name, c.want, err)
 		}
+	}
+	if p.Checked() != len(cases) || p.Rejected() != len(cases) {
+		t.Errorf("contract server checked %d requests and rejected %d, want %d of each\n%s", p.Checked(), p.Rejected(), len(cases), p.Log())
 	}
 }
 

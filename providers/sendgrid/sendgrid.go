@@ -56,7 +56,7 @@ const (
 type Config struct {
 	// APIKey is the tenant's SendGrid API key (secret).
 	APIKey string
-	// BaseURL replaces https://api.sendgrid.com (tests point it at a fake or Prism).
+	// BaseURL replaces https://api.sendgrid.com (tests point it at a fake or a contract server).
 	BaseURL string
 	// From and FromName are the default sender; a message may override them.
 	From     string

@@ -83,7 +83,7 @@ type Config struct {
 	// this URL plus the notification's tags as query parameters. Empty: no callback
 	// unless the message sets one.
 	StatusCallbackURL string
-	// BaseURL replaces https://api.twilio.com (tests point it at a fake or Prism).
+	// BaseURL replaces https://api.twilio.com (tests point it at a fake or a contract server).
 	BaseURL string
 	// HTTPClient's transport and timeout are used (default: 30 s timeout). Redirects
 	// are never followed.

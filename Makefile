@@ -23,7 +23,7 @@ test: ## Vet, gofmt, workflowcheck and go test against throwaway services (ARGS=
 build: ## Build bin/herald
 	go build -o bin/herald ./cmd/herald
 
-tools: ## Install the project-local tools (bin/temporal, bin/workflowcheck, PostgreSQL)
+tools: ## Install the project-local tools (bin/temporal, bin/workflowcheck, bin/staticcheck, PostgreSQL)
 	@bash scripts/ensure-tools.sh
 
 services-up: ## Start the test services for running go test by hand (prints the exports)

@@ -304,11 +304,11 @@ func TestSendAtAndPriorityValidation(t *testing.T) {
 	lane := func(id string) string {
 		t.Helper()
 		r := mustDo(t, e.h, http.StatusOK, http.MethodGet, "/v1/notifications/"+id, e.key, nil)
-		d, err := e.h.Temporal.DescribeWorkflowExecution(context.Background(), r.Str("workflow_id"), r.Str("run_id"))
+		d, err := e.h.Temporal.DescribeWorkflow(context.Background(), r.Str("workflow_id"), r.Str("run_id"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.GetExecutionConfig().GetTaskQueue().GetName()
+		return d.RawResponse.GetExecutionConfig().GetTaskQueue().GetName()
 	}
 	bulk := e.mustNotify(t, "queued", map[string]any{"priority": "bulk"}, "email")
 	normal := e.mustNotify(t, "queued", map[string]any{"priority": "normal"}, "email")

@@ -285,13 +285,13 @@ func (s *Server) duplicate(c *gin.Context, key ids.KeyHash, workflowID, runID st
 	if errors.Is(err, herald.ErrNotFound) {
 		// The original's first activity has not run yet: ask Temporal when it started.
 		status = herald.NotificationQueued
-		desc, derr := s.temporal.DescribeWorkflowExecution(c.Request.Context(), workflowID, runID)
+		desc, derr := s.temporal.DescribeWorkflow(c.Request.Context(), workflowID, runID)
 		if derr != nil {
 			s.abort(c, temporalError(c, derr))
 			return
 		}
 		// PostgreSQL keeps microseconds; answer the same instant either way.
-		acceptedAt = desc.GetWorkflowExecutionInfo().GetStartTime().AsTime().Truncate(time.Microsecond)
+		acceptedAt = desc.RawResponse.GetWorkflowExecutionInfo().GetStartTime().AsTime().Truncate(time.Microsecond)
 	} else if err != nil {
 		s.abort(c, err)
 		return
@@ -392,11 +392,11 @@ func (s *Server) withHistory(ctx context.Context, tenantID string, v notificatio
 // viewFromWorkflow describes a notification whose first activity has not written
 // its row yet: it is queued, and the start's memo says for whom and on which channels.
 func (s *Server) viewFromWorkflow(ctx context.Context, workflowID, runID, id string) (notificationView, error) {
-	desc, err := s.temporal.DescribeWorkflowExecution(ctx, workflowID, runID)
+	desc, err := s.temporal.DescribeWorkflow(ctx, workflowID, runID)
 	if err != nil {
 		return notificationView{}, err
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	started := info.GetStartTime().AsTime().UTC().Truncate(time.Microsecond)
 	v := notificationView{
 		NotificationID: id, Status: herald.NotificationQueued, AcceptedAt: started, UpdatedAt: started,

@@ -19,6 +19,8 @@ TEMPORAL_CLI_MODULE="github.com/temporalio/cli/cmd/temporal"
 TEMPORAL_CLI_VERSION="${TEMPORAL_CLI_VERSION:-v1.5.1}"
 WORKFLOWCHECK_MODULE="go.temporal.io/sdk/contrib/tools/workflowcheck"
 WORKFLOWCHECK_VERSION="${WORKFLOWCHECK_VERSION:-v0.6.0}"
+STATICCHECK_MODULE="honnef.co/go/tools/cmd/staticcheck"
+STATICCHECK_VERSION="${STATICCHECK_VERSION:-v0.8.2}"
 
 # Herald's custom search attributes (all Keyword), registered on every Temporal
 # server the scripts start.
@@ -145,11 +147,26 @@ ensure_postgres() {
 	pg_bin_dir >/dev/null || die "PostgreSQL is installed but no initdb was found under /usr/lib/postgresql/*/bin"
 }
 
+# ensure_staticcheck: the linter `make test` runs; a failure to build it is fatal
+# (CI must not pass with the lint skipped).
+ensure_staticcheck() {
+	if [[ -x "$BIN_DIR/staticcheck" ]] && "$BIN_DIR/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+		return 0
+	fi
+	ensure_go
+	mkdir -p "$BIN_DIR"
+	log "building staticcheck $STATICCHECK_VERSION into bin/staticcheck"
+	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$STATICCHECK_MODULE@$STATICCHECK_VERSION"); then
+		die "could not build staticcheck ($STATICCHECK_MODULE@$STATICCHECK_VERSION)"
+	fi
+}
+
 ensure_tools() {
 	ensure_go
 	ensure_temporal_cli
 	ensure_postgres
 	ensure_workflowcheck
+	ensure_staticcheck
 }
 
 # ---------------------------------------------------------------------------

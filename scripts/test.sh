@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `make test`: everything CI checks, from a fresh machine.
 #
-#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck (scripts/ensure-tools.sh)
+#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck, bin/staticcheck (scripts/ensure-tools.sh)
 #   2. throwaway services, wiped first: PostgreSQL 127.0.0.1:55433 (database herald_test,
 #      data .herald/test/pg) and an in-memory headless Temporal dev server 127.0.0.1:7243
 #      (log .herald/test/temporal.log); always stopped on exit
-#   3. go vet ./...; gofmt -l (fails if any file is listed); workflowcheck ./workflows/...
+#   3. go vet ./...; go mod tidy -diff; staticcheck ./...; gofmt -l (fails if any file is
+#      listed); workflowcheck ./workflows/...
 #   4. go test -count=1 -timeout 20m ./...   (arguments to this script go to go test;
 #      packages default to ./...)
 #
@@ -41,6 +42,17 @@ failed=()
 log "go vet ./..."
 if ! go vet ./...; then
 	failed+=("go vet")
+fi
+
+log "go mod tidy -diff"
+if ! go mod tidy -diff; then
+	note "(go.mod/go.sum are not tidy: run go mod tidy and commit the result)"
+	failed+=("go mod tidy")
+fi
+
+log "staticcheck ./..."
+if ! "$BIN_DIR/staticcheck" ./...; then
+	failed+=("staticcheck")
 fi
 
 log "gofmt -l"

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/internal/store"
@@ -119,9 +118,9 @@ func (c timedClient) ExecuteWorkflow(ctx context.Context, options client.StartWo
 	return run, err
 }
 
-func (c timedClient) DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+func (c timedClient) DescribeWorkflow(ctx context.Context, workflowID, runID string) (*client.WorkflowExecutionDescription, error) {
 	t0 := time.Now()
-	resp, err := c.Client.DescribeWorkflowExecution(ctx, workflowID, runID)
+	resp, err := c.Client.DescribeWorkflow(ctx, workflowID, runID)
 	if t := c.rec.cur.Load(); t != nil {
 		t.add(&t.describes, time.Since(t0))
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -122,15 +121,4 @@ func fmtMs(v float64) string {
 	default:
 		return fmt.Sprintf("%.2fs", v/1000)
 	}
-}
-
-// parseCSV splits a comma-separated flag value, dropping blanks.
-func parseCSV(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

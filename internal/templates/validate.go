@@ -133,7 +133,7 @@ func Validate(t Template) []FieldError {
 		default:
 			seen[tag.String()] = loc
 		}
-		vc := content{Email: v.Email, SMS: v.SMS, Push: v.Push, InApp: v.InApp}
+		vc := content(v)
 		for _, ch := range herald.Channels {
 			fs := vc.fields(ch)
 			if len(fs) > 0 && !t.hasChannel(ch) {

@@ -244,7 +244,7 @@ func TestSetKeepsOneBreakerPerKey(t *testing.T) {
 	if keyA != "t_acme/email/sendgrid/0" || keyA == keyB {
 		t.Fatalf("keys %q %q", keyA, keyB)
 	}
-	if set.Get(keyA) != set.Get(keyA) {
+	if first, second := set.Get(keyA), set.Get(keyA); first != second {
 		t.Fatal("Get made two breakers for one key")
 	}
 	// A fresh wrapper for the same key (the resolver builds a sender per call)

@@ -96,7 +96,7 @@ func (r putSettingsRequest) retries() (map[string]herald.RetryPolicy, *Error) {
 	for _, ch := range sortedChannels(r.RetryPolicies) {
 		in := r.RetryPolicies[ch]
 		field := "retry_policies." + ch
-		if ch != "email" && ch != "sms" && ch != "push" {
+		if !herald.IsProviderChannel(ch) {
 			return nil, badField(field, "invalid_field", "retry policies apply to email, sms and push")
 		}
 		var p herald.RetryPolicy

@@ -110,11 +110,11 @@ func (s *Store) PutDeadLetter(ctx context.Context, d DeadLetter) (DeadLetter, er
 		if err != nil {
 			return err
 		}
-		reason := "dead_lettered"
 		_, err = tx.db.Exec(ctx, `
-			UPDATE deliveries SET status = 'failed', reason = $4, last_error = $5, updated_at = now()
-			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status NOT IN ('sent', 'delivered')`,
-			d.TenantID, d.NotificationID, d.Channel, reason, d.LastError)
+			UPDATE deliveries SET status = $6, reason = $4, last_error = $5, updated_at = now()
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status NOT IN ($7, $8)`,
+			d.TenantID, d.NotificationID, d.Channel, herald.ReasonDeadLettered, d.LastError,
+			herald.DeliveryFailed, herald.DeliverySent, herald.DeliveryDelivered)
 		return err
 	})
 	return out, err
@@ -183,9 +183,9 @@ func (s *Store) BeginRedrive(ctx context.Context, tenantID string, id int64) (De
 		ok = true
 		// The one place a delivery moves back: failed → sending, for the redrive.
 		_, err = tx.db.Exec(ctx, `
-			UPDATE deliveries SET status = 'sending', reason = NULL, updated_at = now()
-			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status = 'failed'`,
-			tenantID, d.NotificationID, d.Channel)
+			UPDATE deliveries SET status = $4, reason = NULL, updated_at = now()
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status = $5`,
+			tenantID, d.NotificationID, d.Channel, herald.DeliverySending, herald.DeliveryFailed)
 		return err
 	})
 	return d, ok, err

@@ -92,12 +92,13 @@ func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID, ch
 			last_error = COALESCE($7, last_error),
 			attempts = attempts + CASE WHEN $8 THEN 1 ELSE 0 END,
 			reason = COALESCE($9, reason),
-			sent_at = CASE WHEN $4 IN ('sent', 'delivered') THEN COALESCE(sent_at, now()) ELSE sent_at END,
-			delivered_at = CASE WHEN $4 = 'delivered' THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
+			sent_at = CASE WHEN $4 IN ($10, $11) THEN COALESCE(sent_at, now()) ELSE sent_at END,
+			delivered_at = CASE WHEN $4 = $11 THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
 			updated_at = now()
 		WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3
 		  AND `+rank("$4::text")+` >= `+rank("status"),
-		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt, u.Reason)
+		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt, u.Reason,
+		herald.DeliverySent, herald.DeliveryDelivered)
 	if err != nil {
 		return false, err
 	}

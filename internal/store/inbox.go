@@ -33,7 +33,7 @@ func (s *Store) DeliverToInbox(ctx context.Context, tenantID, userID, notificati
 		}
 		inserted = tag.RowsAffected() == 1
 		provider := "inbox"
-		_, err = tx.UpdateDelivery(ctx, tenantID, notificationID, "in_app", DeliveryUpdate{
+		_, err = tx.UpdateDelivery(ctx, tenantID, notificationID, herald.ChannelInApp, DeliveryUpdate{
 			Status: herald.DeliveryDelivered, Provider: &provider, CountAttempt: inserted,
 		})
 		return err

@@ -44,7 +44,7 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 		// A scheduled notification's channels wait for send_at from the start.
 		status, reason := herald.DeliveryPending, ""
 		if n.Status == herald.NotificationScheduled {
-			status, reason = herald.DeliveryScheduled, "send_at"
+			status, reason = herald.DeliveryScheduled, herald.ReasonSendAt
 		}
 		for _, ch := range n.Channels {
 			if _, err := tx.db.Exec(ctx, `

@@ -16,12 +16,11 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
-	"github.com/herald-notify/herald/providers/resolver"
 )
 
 // SenderResolver lists a tenant's providers for a channel in failover order.
 type SenderResolver interface {
-	Chain(ctx context.Context, tenantID, channel string) ([]resolver.Sender, error)
+	Chain(ctx context.Context, tenantID, channel string) ([]providers.Sender, error)
 }
 
 // FailoverAfter is how many attempts a provider gets before the chain moves on.
@@ -30,7 +29,7 @@ const FailoverAfter = 2
 // DeliverEmail sends the email behind the delivery guard.
 func (a *Activities) DeliverEmail(ctx context.Context, in contract.DeliverEmailInput) (contract.DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelEmail}
-	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s providers.Sender) (providers.Result, error) {
 		if s.Email == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send email", s.Provider)
 		}
@@ -46,7 +45,7 @@ func (a *Activities) DeliverEmail(ctx context.Context, in contract.DeliverEmailI
 // DeliverSMS sends the SMS behind the delivery guard.
 func (a *Activities) DeliverSMS(ctx context.Context, in contract.DeliverSMSInput) (contract.DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelSMS}
-	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s providers.Sender) (providers.Result, error) {
 		if s.SMS == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send SMS", s.Provider)
 		}
@@ -61,7 +60,7 @@ func (a *Activities) DeliverSMS(ctx context.Context, in contract.DeliverSMSInput
 func (a *Activities) DeliverPush(ctx context.Context, in contract.DeliverPushInput) (contract.DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelPush}
 	hb := &progress{}
-	return a.guardedSend(ctx, tags, hb, func(ctx context.Context, s resolver.Sender) (providers.Result, error) {
+	return a.guardedSend(ctx, tags, hb, func(ctx context.Context, s providers.Sender) (providers.Result, error) {
 		if s.Push == nil {
 			return providers.Result{}, fmt.Errorf("provider %s cannot send push", s.Provider)
 		}
@@ -135,7 +134,7 @@ func orFirst(cur, id string) string {
 //
 // The residual window is a crash between 3 and 4 with no receipt yet: the retry calls
 // the provider again. Providers without idempotency keys (all three) may then send twice.
-func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *progress, send func(context.Context, resolver.Sender) (providers.Result, error)) (contract.DeliverResult, error) {
+func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *progress, send func(context.Context, providers.Sender) (providers.Result, error)) (contract.DeliverResult, error) {
 	d, err := a.Store.GetDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel)
 	if err != nil {
 		return contract.DeliverResult{}, fmt.Errorf("read delivery guard: %w", err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/herald-notify/herald/internal/jsondecode"
 )
 
 // MaxBodyBytes caps request bodies; larger ones get 413.
@@ -78,42 +80,11 @@ func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
 	return nil
 }
 
-func jsonError(err error) *Error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return &Error{Status: http.StatusBadRequest, Code: "malformed_json",
-			Message: fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax)}
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "request body must be a JSON object"}
-		}
-		return badField(field, "invalid_type", "%s must be %s, not %s", field, jsonTypeName(typ.Type.Kind().String()), typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "malformed JSON: unexpected end of input"}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badField(name, "unknown_field", "unknown field %q", name)
-	default:
-		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "malformed JSON: " + err.Error()}
-	}
-}
+// jsonError answers a body that does not decode: 400 naming the problem.
+func jsonError(err error) *Error { return fieldError(jsondecode.Explain(err)) }
 
-func jsonTypeName(kind string) string {
-	switch kind {
-	case "string", "ptr":
-		return "a string"
-	case "int", "int64", "int32", "uint", "uint64":
-		return "an integer"
-	case "slice":
-		return "an array"
-	case "map", "struct":
-		return "an object"
-	case "bool":
-		return "a boolean"
-	default:
-		return "a " + kind
-	}
+// fieldError is a 400 for a problem named by field (a body's, or a provider
+// config's as the provider's Validate reported it).
+func fieldError(e *jsondecode.Error) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: e.Code, Field: e.Field, Message: e.Message}
 }

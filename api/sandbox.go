@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/herald-notify/herald/internal/ids"
-	"github.com/herald-notify/herald/providers/sandbox"
+	"github.com/herald-notify/herald/providers"
 )
 
 // sandboxMessageView is one message the sandbox provider recorded instead of
@@ -43,11 +43,11 @@ func (s *Server) listSandboxMessages(c *gin.Context) {
 		s.abort(c, notFound("route"))
 		return
 	}
-	limit := sandbox.DefaultLimit
+	limit := providers.SandboxDefaultLimit
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > sandbox.MaxLimit {
-			s.abort(c, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", sandbox.MaxLimit))
+		if err != nil || n < 1 || n > providers.SandboxMaxLimit {
+			s.abort(c, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", providers.SandboxMaxLimit))
 			return
 		}
 		limit = n
@@ -59,7 +59,7 @@ func (s *Server) listSandboxMessages(c *gin.Context) {
 			s.abort(c, badField("notification_id", "invalid_field", "notification_id is not a Herald notification id"))
 			return
 		}
-		fetch = sandbox.MaxLimit
+		fetch = providers.SandboxMaxLimit
 	}
 	msgs, err := s.cfg.Sandbox.List(c.Request.Context(), tenantOf(c).ID, fetch)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
-	"github.com/herald-notify/herald/providers/sandbox"
 )
 
 // Config is what the API needs besides its dependencies.
@@ -30,12 +29,15 @@ type Config struct {
 
 	// Providers stores provider configs, push tokens and receipts.
 	Providers *providers.Store
+	// Registry is every provider a tenant can configure (providers/registry.New()):
+	// it validates configs and receives the providers' webhooks.
+	Registry *providers.Registry
 	// PublicBaseURL is how providers reach this API (Twilio signs the full URL).
 	PublicBaseURL string
 	// WebhookTolerance bounds the age of a signed SendGrid webhook timestamp.
 	WebhookTolerance time.Duration
 	// Sandbox, when set, serves GET /v1/sandbox/messages from this recorder (dev only).
-	Sandbox sandbox.Recorder
+	Sandbox providers.SandboxRecorder
 	// Unsubscribe verifies one-click unsubscribe links (the worker signs them).
 	Unsubscribe *unsubscribe.Signer
 	// Limiter and TenantLimits limit POST /v1/notifications per tenant; a nil
@@ -122,8 +124,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET(unsubscribe.Path, s.getUnsubscribe)
 	r.POST(unsubscribe.Path, s.postUnsubscribe)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)
-	r.POST("/v1/webhooks/sendgrid", s.sendgridWebhook)
-	r.POST("/v1/webhooks/twilio", s.twilioWebhook)
+	for _, p := range webhookProviders {
+		r.POST(providers.WebhookPrefix+p, s.webhook(p))
+	}
 	return r
 }
 

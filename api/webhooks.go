@@ -2,14 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -17,19 +14,18 @@ import (
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/providers"
-	"github.com/herald-notify/herald/providers/sendgrid"
-	"github.com/herald-notify/herald/providers/twilio"
 )
 
-// Delivery receipts: POST /v1/webhooks/sendgrid and POST /v1/webhooks/twilio.
-// Neither takes an API key: each is authenticated by the provider's signature,
-// checked with the key of the tenant the request names. A request that does not
-// verify answers 401 and changes nothing. A verified receipt for a message Herald
-// does not know answers 200 and is ignored, so the provider does not retry it.
+// Delivery receipts: POST /v1/webhooks/sendgrid and POST /v1/webhooks/twilio,
+// each served by the Webhook of the registry's provider of that name. Neither
+// takes an API key: each is authenticated by the provider's signature, checked
+// with the key of the tenant the request names. A request that does not verify
+// answers 401 and changes nothing. A verified receipt for a message Herald does
+// not know answers 200 and is ignored, so the provider does not retry it.
 
-// MaxWebhookBodyBytes caps a SendGrid Event Webhook batch (SendGrid posts batches
-// of at most 768 KB). Twilio callbacks are small and use MaxBodyBytes.
-const MaxWebhookBodyBytes = 2 << 20
+// webhookProviders are the providers whose webhooks the API serves, as
+// api/openapi.yaml documents them.
+var webhookProviders = []string{"sendgrid", "twilio"}
 
 // webhookResult is the body of a 200 from a webhook.
 type webhookResult struct {
@@ -43,10 +39,6 @@ type webhookResult struct {
 	// Ignored counts receipts that name no notification of the tenant on the
 	// provider's channel, or another tenant.
 	Ignored int `json:"ignored"`
-}
-
-func webhookUnauthorized(format string, args ...any) *Error {
-	return &Error{Status: http.StatusUnauthorized, Code: "invalid_signature", Message: fmt.Sprintf(format, args...)}
 }
 
 // readRawBody reads the whole body, at most limit bytes, exactly as received: the
@@ -64,160 +56,67 @@ func readRawBody(c *gin.Context, limit int64) ([]byte, error) {
 	return raw, nil
 }
 
-// sendgridWebhook receives SendGrid's signed Event Webhook.
-//
-// The tenant is the `tenant` query parameter when present (configure the webhook
-// URL as .../v1/webhooks/sendgrid?tenant=<tenant id>); events naming another
-// tenant are then ignored. Without it, the tenant is the `tenant` custom arg
-// Herald put on every message: all events of the batch that carry one must agree
-// (400 otherwise), and a batch in which no event carries one names nothing Herald
-// sent — it is answered 200 and ignored without being verified, since there is no
-// key to verify it with and nothing to change.
-func (s *Server) sendgridWebhook(c *gin.Context) {
-	if !s.haveProviders(c) {
-		return
-	}
-	raw, err := readRawBody(c, MaxWebhookBodyBytes)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	tenantID := c.Query("tenant")
-	var receipts []providers.Receipt
-	parsed := false
-	if tenantID == "" {
-		receipts, err = sendgrid.ParseEvents(raw)
+// webhook receives one provider's webhook: the provider's Receive verifies the
+// request with the config of the tenant it names and returns the receipts,
+// which are applied here.
+func (s *Server) webhook(provider string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if !s.haveProviders(c) {
+			return
+		}
+		def, ok := s.cfg.Registry.Get(provider)
+		if !ok || def.Webhook == nil {
+			s.abort(c, notFound("route"))
+			return
+		}
+		wh := def.Webhook
+		raw, err := readRawBody(c, wh.MaxBodyBytes)
 		if err != nil {
-			s.abort(c, &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "the body must be a JSON array of SendGrid events"})
+			s.abort(c, err)
 			return
 		}
-		parsed = true
-		tenants := map[string]struct{}{}
-		for _, r := range receipts {
-			if r.TenantID != "" {
-				tenants[r.TenantID] = struct{}{}
+		config := func(ctx context.Context, tenantID string) (providers.ProviderConfig, error) {
+			pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, wh.Channel, provider)
+			if errors.Is(err, herald.ErrNotFound) {
+				return providers.ProviderConfig{}, nil
 			}
+			return pc, err
 		}
-		switch len(tenants) {
-		case 0:
-			c.JSON(http.StatusOK, webhookResult{Received: len(receipts), Ignored: len(receipts)})
-			return
-		case 1:
-			for t := range tenants {
-				tenantID = t
-			}
-		default:
-			s.abort(c, badField("tenant", "ambiguous_tenant",
-				"the events name %d different tenants; give the webhook URL a ?tenant=<tenant id> parameter", len(tenants)))
+		ctx := c.Request.Context()
+		batch, err := wh.Receive(ctx, providers.WebhookRequest{HTTP: c.Request, Body: raw,
+			PublicBaseURL: s.publicBaseURL(c), Tolerance: s.cfg.WebhookTolerance}, config)
+		if err != nil {
+			s.abort(c, webhookError(err))
 			return
 		}
-	}
-
-	ctx := c.Request.Context()
-	pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, herald.ChannelEmail, sendgrid.Name)
-	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, webhookUnauthorized("no SendGrid webhook key is configured for the tenant"))
-		return
-	}
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	var st sendgrid.Settings
-	if err := json.Unmarshal(pc.Settings, &st); err != nil || st.WebhookPublicKey == "" {
-		s.abort(c, webhookUnauthorized("no SendGrid webhook key is configured for the tenant"))
-		return
-	}
-	v, err := sendgrid.NewWebhookVerifier(st.WebhookPublicKey, s.cfg.WebhookTolerance)
-	if err != nil {
-		s.abort(c, webhookUnauthorized("the tenant's SendGrid webhook key is not usable"))
-		return
-	}
-	if err := v.Verify(c.Request.Header, raw); err != nil {
-		switch {
-		case errors.Is(err, sendgrid.ErrMissingSignature):
-			s.abort(c, webhookUnauthorized("the %s and %s headers are required", sendgrid.SignatureHeader, sendgrid.TimestampHeader))
-		case errors.Is(err, sendgrid.ErrStaleTimestamp):
-			s.abort(c, webhookUnauthorized("the %s is missing, malformed or outside the accepted window", sendgrid.TimestampHeader))
-		default:
-			s.abort(c, webhookUnauthorized("the signature does not verify"))
-		}
-		return
-	}
-	if !parsed {
-		if receipts, err = sendgrid.ParseEvents(raw); err != nil {
-			s.abort(c, &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "the body must be a JSON array of SendGrid events"})
+		if batch.TenantID == "" { // names nothing Herald sent
+			n := len(batch.Receipts) + batch.Untracked
+			c.JSON(http.StatusOK, webhookResult{Received: n, Ignored: n})
 			return
 		}
+		res, err := s.applyReceipts(ctx, batch.TenantID, wh.Channel, batch.Receipts)
+		if err != nil {
+			s.abort(c, err)
+			return
+		}
+		res.Received += batch.Untracked
+		res.Ignored += batch.Untracked
+		c.JSON(http.StatusOK, res)
 	}
-	res, err := s.applyReceipts(ctx, tenantID, herald.ChannelEmail, receipts)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, res)
 }
 
-// twilioWebhook receives Twilio's message status callbacks at the StatusCallback
-// URL Herald set on each message (…/v1/webhooks/twilio?tenant=…&notification_id=…
-// &channel=sms). X-Twilio-Signature is checked with the tenant's auth token over
-// the public URL Twilio called: Config.PublicBaseURL (a proxy in front of Herald
-// changes scheme and port) plus the path and raw query as received.
-func (s *Server) twilioWebhook(c *gin.Context) {
-	if !s.haveProviders(c) {
-		return
+// webhookError maps a provider's refusal to its answer: 401 for a signature,
+// 400 for a field; anything else is Herald's own error (500).
+func webhookError(err error) error {
+	var se *providers.SignatureError
+	var fe *providers.FieldError
+	switch {
+	case errors.As(err, &se):
+		return &Error{Status: http.StatusUnauthorized, Code: "invalid_signature", Message: se.Message}
+	case errors.As(err, &fe):
+		return fieldError(fe)
 	}
-	raw, err := readRawBody(c, MaxBodyBytes)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	query := c.Request.URL.Query()
-	tenantID := query.Get(twilio.QueryTenant)
-	if tenantID == "" {
-		s.abort(c, webhookUnauthorized("the callback URL names no tenant, so its signature cannot be checked"))
-		return
-	}
-	ctx := c.Request.Context()
-	pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, herald.ChannelSMS, twilio.Name)
-	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, webhookUnauthorized("no Twilio credentials are configured for the tenant"))
-		return
-	}
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	var cr twilioCredentials
-	if len(pc.Secret) == 0 || json.Unmarshal(pc.Secret, &cr) != nil || cr.webhookToken() == "" {
-		s.abort(c, webhookUnauthorized("no Twilio credentials are configured for the tenant"))
-		return
-	}
-	fullURL := twilio.PublicURL(s.publicBaseURL(c), c.Request)
-	if err := twilio.NewWebhookValidator(cr.webhookToken()).Validate(fullURL, raw, c.GetHeader(twilio.SignatureHeader)); err != nil {
-		s.abort(c, webhookUnauthorized("%s does not verify for %s", twilio.SignatureHeader, fullURL))
-		return
-	}
-	form, err := url.ParseQuery(string(raw))
-	if err != nil {
-		s.abort(c, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "the body must be form-encoded"})
-		return
-	}
-	r, err := twilio.ParseStatusCallback(query, form, time.Now())
-	if errors.Is(err, twilio.ErrNotDeliveryStatus) {
-		c.JSON(http.StatusOK, webhookResult{Received: 1, Ignored: 1})
-		return
-	}
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	res, err := s.applyReceipts(ctx, tenantID, herald.ChannelSMS, []providers.Receipt{r})
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, res)
+	return err
 }
 
 // publicBaseURL is how providers reach this API. Without a configured one it is

@@ -5,11 +5,16 @@
 // Receipts, and Store, the pgx store for provider_configs (credentials sealed with
 // internal/secrets), push_tokens and provider_receipts.
 //
-// Implementations live in subpackages: sendgrid (email), twilio (SMS), fcm (push),
-// sandbox (records instead of sending; the default for a tenant without
-// credentials). providertest holds wire-level fakes of all three providers and
-// ContractServer, which validates requests in process against the providers' own
-// OpenAPI specs (vendored in providers/testdata) for the contract tests.
+// Implementations live in subpackages: sendgrid and smtp (email), twilio (SMS),
+// fcm (push), sandbox (records instead of sending; the default for a tenant
+// without credentials). Each describes itself with a Definition: its channels,
+// the validation of a tenant's config (refusals are *FieldError, named by
+// field), how a sender is built from a stored config, and its Webhook when it
+// posts receipts. Package registry lists them in a Registry; the API and the
+// resolver (which keeps one sender per config version) only go through it.
+// providertest holds wire-level fakes of all three providers and ContractServer,
+// which validates requests in process against the providers' own OpenAPI specs
+// (vendored in providers/testdata) for the contract tests.
 //
 // # Using a sender (the Layer-2 delivery guard)
 //

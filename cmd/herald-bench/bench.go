@@ -37,6 +37,7 @@ import (
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/registry"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/schema"
@@ -320,7 +321,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	}
 	var handler http.Handler = api.New(apiStore, tc, api.Config{
 		TaskQueue: taskQueue, DefaultDedupWindow: selfHostDedupWindow, AuthCacheTTL: selfHostAuthCacheTTL,
-		Providers: provStore, PublicBaseURL: b.cfg.PublicBaseURL, WebhookTolerance: b.cfg.WebhookTolerance,
+		Providers: provStore, Registry: registry.New(), PublicBaseURL: b.cfg.PublicBaseURL, WebhookTolerance: b.cfg.WebhookTolerance,
 		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)),
 		Limiter:     apiLimiter, TenantLimits: api.TenantLimits{RatePerSecond: b.cfg.TenantRatePerSecond, Burst: b.cfg.TenantBurst, DailyQuota: b.cfg.TenantDailyQuota},
 	}, logger).Handler()

@@ -24,6 +24,7 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/registry"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/schema"
@@ -82,7 +83,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 	if withAPI {
 		apiCfg := api.Config{
 			TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: 30 * time.Second,
-			Providers: provStore, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
+			Providers: provStore, Registry: registry.New(), PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
 			Unsubscribe: unsubscribe.FromEnv(),
 			Limiter:     limiter, TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/registry"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/worker"
@@ -90,7 +91,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	}
 	cfg := api.Config{
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,
-		Providers: h.Providers, PublicBaseURL: opts.Process.PublicBaseURL, WebhookTolerance: 5 * time.Minute,
+		Providers: h.Providers, Registry: registry.New(), PublicBaseURL: opts.Process.PublicBaseURL, WebhookTolerance: 5 * time.Minute,
 		Unsubscribe: unsubscribe.NewSigner([]byte(key)),
 		Limiter:     ratelimit.New(pool), TenantLimits: opts.TenantLimits,
 	}

@@ -1,22 +1,37 @@
-// Package resolver picks the provider that sends a tenant's message on a channel:
-// the tenant's configured provider (credentials opened from provider_configs), or
-// the sandbox provider when the tenant configured none, so a dev stack runs end to
-// end without accounts.
+// Package resolver picks the providers that send a tenant's message on a channel:
+// the tenant's configured providers (credentials opened from provider_configs),
+// or the sandbox provider when the tenant configured none, so a dev stack runs
+// end to end without accounts.
+//
+// Senders are built through the provider registry and kept: a config's sender
+// (an HTTP client, FCM's OAuth token source) is built once per config version
+// and reused by every delivery until the config changes, so FCM exchanges its
+// service account key for a token once, not on every push. The cache is an LRU
+// of at most Process.CacheSize configs, one sender per config: a config update
+// replaces its entry, and a config evicted for being idle is built again when it
+// is next used.
 package resolver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 	"github.com/herald-notify/herald/providers/fcm"
+	"github.com/herald-notify/herald/providers/registry"
 	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/providers/sendgrid"
-	"github.com/herald-notify/herald/providers/smtp"
 	"github.com/herald-notify/herald/providers/twilio"
 )
 
@@ -30,102 +45,169 @@ type Process struct {
 	HTTPClient    *http.Client
 	// Breaker tunes the per-account circuit breakers (zero: 5 failures, 30 s cool-down).
 	Breaker breaker.Config
+	// Registry lists the providers senders are built with (nil: registry.New()).
+	Registry *providers.Registry
+	// CacheSize bounds how many provider configs keep a built sender (0:
+	// DefaultCacheSize).
+	CacheSize int
 }
 
-// Resolver builds senders per tenant.
-type Resolver struct {
-	store   *providers.Store
-	proc    Process
-	sandbox *sandbox.Provider
-	// breakers live as long as the process: each worker learns a provider
-	// account's health itself and stops hammering one that keeps failing.
-	breakers *breaker.Set
-}
+// DefaultCacheSize is the default bound of the sender cache: provider configs
+// (a tenant has at most a few per channel) whose senders are kept.
+const DefaultCacheSize = 10_000
 
-// New returns a Resolver; sandboxRecorder records what the sandbox provider "sends".
-func New(store *providers.Store, proc Process, sandboxRecorder sandbox.Recorder) *Resolver {
-	return &Resolver{store: store, proc: proc, sandbox: sandbox.New(sandboxRecorder), breakers: breaker.NewSet(proc.Breaker)}
+// Configs reads a tenant's enabled provider configs of a channel in failover
+// order; *providers.Store is one.
+type Configs interface {
+	ProviderConfigs(ctx context.Context, tenantID, channel string) ([]providers.ProviderConfig, error)
 }
 
 // Sender is one resolved provider for a channel.
-type Sender struct {
-	// Provider is the provider's name, recorded on the delivery row.
-	Provider string
-	// Account identifies the provider account (its breaker and rate-limit key).
-	Account string
-	// RatePerSecond caps the account's sends across all workers (0: no cap).
-	RatePerSecond float64
-	Email         providers.EmailSender
-	SMS           providers.SMSSender
-	Push          providers.PushSender
-}
+type Sender = providers.Sender
 
 // TwilioWebhookPath is where Twilio posts message status callbacks.
-const TwilioWebhookPath = "/v1/webhooks/twilio"
+const TwilioWebhookPath = twilio.WebhookPath
+
+// Resolver builds senders per tenant. It is safe for concurrent use.
+type Resolver struct {
+	configs  Configs
+	reg      *providers.Registry
+	env      providers.Env
+	baseURLs map[string]string // provider name → API root ("": the real one)
+	sandbox  Sender
+	// breakers live as long as the process: each worker learns a provider
+	// account's health itself and stops hammering one that keeps failing.
+	breakers *breaker.Set
+	senders  *lru.Cache[string, cached] // tenant/channel/provider → its sender
+	building singleflight.Group
+	builds   atomic.Int64
+}
+
+// cached is the sender of one version of a config.
+type cached struct {
+	version string
+	sender  Sender
+}
+
+// New returns a Resolver reading configs from store; sandboxRecorder records
+// what the sandbox provider "sends".
+func New(store Configs, proc Process, sandboxRecorder sandbox.Recorder) *Resolver {
+	reg := proc.Registry
+	if reg == nil {
+		reg = registry.New()
+	}
+	size := proc.CacheSize
+	if size <= 0 {
+		size = DefaultCacheSize
+	}
+	senders, err := lru.New[string, cached](size)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return &Resolver{
+		configs: store, reg: reg,
+		env: providers.Env{PublicBaseURL: proc.PublicBaseURL, HTTPClient: proc.HTTPClient, Sandbox: sandboxRecorder},
+		baseURLs: map[string]string{
+			sendgrid.Name: proc.SendGridBaseURL, twilio.Name: proc.TwilioBaseURL, fcm.Name: proc.FCMBaseURL,
+		},
+		sandbox:  sandbox.Sender(sandbox.New(sandboxRecorder)),
+		breakers: breaker.NewSet(proc.Breaker),
+		senders:  senders,
+	}
+}
 
 // Chain returns the tenant's enabled providers for channel in failover order
 // (lowest priority number first), each behind its circuit breaker; or the sandbox
 // alone when the tenant configured none.
 func (r *Resolver) Chain(ctx context.Context, tenantID, channel string) ([]Sender, error) {
-	cfgs, err := r.store.ProviderConfigs(ctx, tenantID, channel)
+	cfgs, err := r.configs.ProviderConfigs(ctx, tenantID, channel)
 	if err != nil {
 		return nil, fmt.Errorf("load %s provider config: %w", channel, err)
 	}
 	if len(cfgs) == 0 {
-		return []Sender{r.sandboxSender()}, nil
+		return []Sender{r.sandbox}, nil
 	}
 	chain := make([]Sender, 0, len(cfgs))
 	for _, pc := range cfgs {
-		s, err := r.build(ctx, pc)
+		s, err := r.sender(ctx, pc)
 		if err != nil {
 			return nil, fmt.Errorf("%s provider %s: %w", channel, pc.Provider, err)
-		}
-		s.Account, s.RatePerSecond = breaker.Key(pc), pc.RatePerSecond
-		if s.Provider != sandbox.Name {
-			key := s.Account
-			if s.Email != nil {
-				s.Email = r.breakers.Email(key, s.Provider, s.Email)
-			}
-			if s.SMS != nil {
-				s.SMS = r.breakers.SMS(key, s.Provider, s.SMS)
-			}
-			if s.Push != nil {
-				s.Push = r.breakers.Push(key, s.Provider, s.Push)
-			}
 		}
 		chain = append(chain, s)
 	}
 	return chain, nil
 }
 
-func (r *Resolver) sandboxSender() Sender {
-	return Sender{Provider: sandbox.Name, Email: r.sandbox, SMS: r.sandbox, Push: r.sandbox}
+// Builds counts the senders built so far (cache misses that succeeded).
+func (r *Resolver) Builds() int64 { return r.builds.Load() }
+
+// sender returns pc's sender: the cached one when it was built from this
+// version of the config, else a new one (built once however many deliveries ask
+// for it at the same time), which replaces the entry of any older version.
+func (r *Resolver) sender(ctx context.Context, pc providers.ProviderConfig) (Sender, error) {
+	key := pc.TenantID + "/" + pc.Channel + "/" + pc.Provider
+	version := configVersion(pc)
+	if c, ok := r.senders.Get(key); ok && c.version == version {
+		return c.sender, nil
+	}
+	v, err, _ := r.building.Do(key+"@"+version, func() (any, error) {
+		if c, ok := r.senders.Get(key); ok && c.version == version {
+			return c.sender, nil
+		}
+		// The sender outlives this delivery: nothing it keeps may be cancelled
+		// with the delivery's context.
+		s, err := r.build(context.WithoutCancel(ctx), pc)
+		if err != nil {
+			return nil, err // not cached: the next delivery tries again
+		}
+		r.senders.Add(key, cached{version: version, sender: s})
+		return s, nil
+	})
+	if err != nil {
+		return Sender{}, err
+	}
+	return v.(Sender), nil
 }
 
 func (r *Resolver) build(ctx context.Context, pc providers.ProviderConfig) (Sender, error) {
-	switch pc.Provider {
-	case sendgrid.Name:
-		c, _, err := sendgrid.FromConfig(pc, r.proc.SendGridBaseURL, r.proc.HTTPClient)
-		return Sender{Provider: pc.Provider, Email: c}, err
-	case twilio.Name:
-		c, _, err := twilio.FromConfig(pc, twilio.Process{
-			BaseURL:           r.proc.TwilioBaseURL,
-			StatusCallbackURL: strings.TrimRight(r.proc.PublicBaseURL, "/") + TwilioWebhookPath,
-			HTTPClient:        r.proc.HTTPClient,
-		})
-		return Sender{Provider: pc.Provider, SMS: c}, err
-	case fcm.Name:
-		c, err := fcm.FromConfig(ctx, pc, r.proc.FCMBaseURL)
-		return Sender{Provider: pc.Provider, Push: c}, err
-	case smtp.Name:
-		c, err := smtp.FromConfig(pc)
-		if err != nil {
-			return Sender{}, err
-		}
-		return Sender{Provider: pc.Provider, Email: c}, nil
-	case sandbox.Name:
-		return r.sandboxSender(), nil
-	default:
+	def, ok := r.reg.Get(pc.Provider)
+	if !ok {
 		return Sender{}, errors.New("unknown provider " + pc.Provider)
 	}
+	env := r.env
+	env.BaseURL = r.baseURLs[pc.Provider]
+	s, err := def.Build(ctx, pc, env)
+	if err != nil {
+		return Sender{}, err
+	}
+	r.builds.Add(1)
+	s.Provider = pc.Provider
+	s.Account, s.RatePerSecond = breaker.Key(pc), pc.RatePerSecond
+	if s.Provider != sandbox.Name {
+		key := s.Account
+		if s.Email != nil {
+			s.Email = r.breakers.Email(key, s.Provider, s.Email)
+		}
+		if s.SMS != nil {
+			s.SMS = r.breakers.SMS(key, s.Provider, s.SMS)
+		}
+		if s.Push != nil {
+			s.Push = r.breakers.Push(key, s.Provider, s.Push)
+		}
+	}
+	return s, nil
+}
+
+// configVersion names what a config's sender is built from: updated_at, which
+// every write of the config moves, and a digest of the settings, credentials,
+// priority and rate, so that two writes within one clock tick cannot share a
+// sender either.
+func configVersion(pc providers.ProviderConfig) string {
+	h := sha256.New()
+	for _, part := range [][]byte{pc.Settings, pc.Secret, []byte(strconv.Itoa(pc.Priority)),
+		[]byte(strconv.FormatFloat(pc.RatePerSecond, 'g', -1, 64))} {
+		h.Write([]byte(strconv.Itoa(len(part)) + ":"))
+		h.Write(part)
+	}
+	return pc.UpdatedAt.UTC().Format(time.RFC3339Nano) + "/" + hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -20,45 +20,19 @@ import (
 const Name = "sandbox"
 
 // Message is one recorded send.
-type Message struct {
-	ID             int64  `json:"id"`
-	TenantID       string `json:"-"`
-	NotificationID string `json:"notification_id"`
-	Channel        string `json:"channel"`
-	IdempotencyKey string `json:"idempotency_key"`
-	// Recipient is the email address, phone number or device token.
-	Recipient string `json:"recipient"`
-	// Subject is the email subject or push title ("" for SMS).
-	Subject string `json:"subject,omitempty"`
-	// Body is the email text (HTML when there is no text), SMS body or push body.
-	Body string `json:"body"`
-	// Payload is the whole message as the sender received it.
-	Payload   json.RawMessage `json:"payload"`
-	CreatedAt time.Time       `json:"created_at"`
-}
+type Message = providers.SandboxMessage
 
 // Recorder stores recorded messages.
-type Recorder interface {
-	// Record stores m and returns it with ID and CreatedAt set.
-	Record(ctx context.Context, m Message) (Message, error)
-	// List returns a tenant's messages, newest first, at most limit (1..500; other
-	// values mean DefaultLimit).
-	List(ctx context.Context, tenantID string, limit int) ([]Message, error)
-}
+type Recorder = providers.SandboxRecorder
 
 // List limits.
 const (
-	DefaultLimit = 50
-	MaxLimit     = 500
+	DefaultLimit = providers.SandboxDefaultLimit
+	MaxLimit     = providers.SandboxMaxLimit
 )
 
 // ClampLimit maps a requested limit to 1..MaxLimit (DefaultLimit when out of range).
-func ClampLimit(limit int) int {
-	if limit <= 0 || limit > MaxLimit {
-		return DefaultLimit
-	}
-	return limit
-}
+func ClampLimit(limit int) int { return providers.ClampSandboxLimit(limit) }
 
 // Provider implements every channel's sender by recording.
 type Provider struct {

@@ -16,9 +16,20 @@ type Settings struct {
 }
 
 // Credentials are the secret part (provider_configs.secret_ciphertext, sealed). The
-// auth token also validates the account's status callbacks.
+// auth token also validates the account's status callbacks, unless it is an API
+// key's secret (settings.api_key_sid set): then WebhookAuthToken is the account's
+// auth token, which Twilio signs status callbacks with (FromConfig ignores it).
 type Credentials struct {
-	AuthToken string `json:"auth_token"`
+	AuthToken        string `json:"auth_token"`
+	WebhookAuthToken string `json:"webhook_auth_token,omitempty"`
+}
+
+// WebhookToken is the token Twilio signs status callbacks with.
+func (c Credentials) WebhookToken() string {
+	if c.WebhookAuthToken != "" {
+		return c.WebhookAuthToken
+	}
+	return c.AuthToken
 }
 
 // String redacts the token so credentials can never be logged by accident.

@@ -306,7 +306,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)), PublicBaseURL: b.cfg.PublicBaseURL,
 		Limiter: limiter,
 	}
-	b.addWorker("herald", func() []sdkworker.Worker { return worker.NewLanes(b.tc, taskQueue, acts) })
+	b.addWorker("herald", func() []sdkworker.Worker { return worker.NewLanes(b.tc, taskQueue, acts, b.cfg.WorkerStopTimeout) })
 
 	var tc client.Client = b.tc
 	if b.o.breakdown {

@@ -64,7 +64,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 			Unsubscribe: unsubscribe.FromEnv(), PublicBaseURL: cfg.PublicBaseURL,
 			Limiter: limiter,
 		}
-		lanes := worker.NewLanes(tc, cfg.TaskQueue, acts)
+		lanes := worker.NewLanes(tc, cfg.TaskQueue, acts, cfg.WorkerStopTimeout)
 		for _, w := range lanes {
 			if err := w.Start(); err != nil {
 				return fmt.Errorf("start worker: %w", err)

@@ -109,7 +109,7 @@ func (h *Harness) StartWorkers(n int) {
 	h.T.Helper()
 	for range n {
 		tc := testenv.TemporalClient(h.T)
-		for _, w := range worker.NewLanes(tc, h.TaskQueue, h.acts) {
+		for _, w := range worker.NewLanes(tc, h.TaskQueue, h.acts, 0) {
 			if err := w.Start(); err != nil {
 				h.T.Fatalf("start worker: %v", err)
 			}

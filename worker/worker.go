@@ -4,7 +4,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -24,13 +27,51 @@ func New(c client.Client, taskQueue string, acts *activities.Activities, opts sd
 
 // NewLanes returns one worker per priority lane (see workflows.Lanes), each polling
 // its lane's task queue with slots of its own, so a bulk backlog cannot take the
-// slots critical notifications need.
-func NewLanes(c client.Client, baseTaskQueue string, acts *activities.Activities) []sdkworker.Worker {
+// slots critical notifications need. On Stop each waits up to stopTimeout for its
+// running activities (a provider call in flight) before cancelling them.
+func NewLanes(c client.Client, baseTaskQueue string, acts *activities.Activities, stopTimeout time.Duration) []sdkworker.Worker {
 	out := make([]sdkworker.Worker, 0, len(workflows.Lanes))
 	for _, lane := range workflows.Lanes {
-		out = append(out, New(c, workflows.LaneTaskQueue(baseTaskQueue, lane), acts, LaneOptions(lane)))
+		opts := LaneOptions(lane)
+		opts.WorkerStopTimeout = stopTimeout
+		out = append(out, New(c, workflows.LaneTaskQueue(baseTaskQueue, lane), acts, opts))
 	}
 	return out
+}
+
+// Run runs every worker until ctx is done, then stops them all (each draining its
+// running activities up to its WorkerStopTimeout). A worker that fails to start or
+// hits a fatal error (the namespace is gone, the credentials are refused) stops the
+// others too, and its error is returned, so the process exits instead of idling
+// with a dead lane.
+func Run(ctx context.Context, workers []sdkworker.Worker) error {
+	stop := make(chan any)
+	var once sync.Once
+	stopAll := func() { once.Do(func() { close(stop) }) }
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			stopAll()
+		case <-done:
+		}
+	}()
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(stop); err != nil {
+				errs[i] = fmt.Errorf("worker: %w", err)
+				stopAll()
+			}
+		}()
+	}
+	wg.Wait()
+	stopAll()
+	return errors.Join(errs...)
 }
 
 // LaneOptions sizes a lane's worker: critical traffic gets generous slots and is

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,19 +26,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/herald-notify/herald/activities"
-	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/herald"
-	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
-	"github.com/herald-notify/herald/internal/unsubscribe"
-	"github.com/herald-notify/herald/providers"
-	"github.com/herald-notify/herald/providers/registry"
-	"github.com/herald-notify/herald/providers/resolver"
-	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/schema"
 	"github.com/herald-notify/herald/worker"
 	"github.com/herald-notify/herald/workflows"
@@ -56,11 +48,8 @@ func heraldBenchEmpty(ctx workflow.Context, in workflows.NotificationInput) erro
 	return workflow.Sleep(ctx, in.DedupWindow)
 }
 
-// Self-host wiring, as cmd/herald's serve.go and internal/apitest do it.
-const (
-	selfHostAuthCacheTTL = 30 * time.Second
-	selfHostDedupWindow  = time.Hour
-)
+// selfHostDedupWindow is the self-host Herald's default dedup window.
+const selfHostDedupWindow = time.Hour
 
 type bench struct {
 	o      options
@@ -247,9 +236,9 @@ func (b *bench) raiseLimits(ctx context.Context, rep *Report) error {
 }
 
 // selfHostHerald migrates, creates a fresh tenant with the bench template and runs
-// Herald's real API (over HTTP on loopback) and worker in this process, wired like
-// cmd/herald's serve.go (and internal/apitest): a fresh secrets key, as the bench
-// tenant has no provider credentials to open.
+// Herald's real API (over HTTP on loopback) and worker in this process, wired by
+// internal/app as cmd/herald is: a fresh secrets key, as the bench tenant has no
+// provider credentials to open.
 func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Logger) error {
 	if _, err := schema.Up(b.cfg.DatabaseURL); err != nil {
 		// A database migrated by a newer Herald than this binary is usable as long
@@ -286,45 +275,22 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	raw, err := base64.StdEncoding.DecodeString(secretsKey)
-	if err != nil {
-		return err
-	}
-	keys, err := secrets.New(raw)
-	if err != nil {
-		return err
-	}
-	provStore := providers.NewStore(pool, keys)
-	limiter := ratelimit.New(pool)
-	sandboxRec := sandbox.NewPGRecorder(pool)
-
 	taskQueue := "herald-bench-" + b.runID
 	rep.TaskQueue = taskQueue
-	acts := &activities.Activities{Store: st, Providers: provStore, Senders: resolver.New(provStore, resolver.Process{
-		SendGridBaseURL: b.cfg.SendGridBaseURL, TwilioBaseURL: b.cfg.TwilioBaseURL, FCMBaseURL: b.cfg.FCMBaseURL,
-		PublicBaseURL: b.cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
-	}, sandboxRec),
-		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)), PublicBaseURL: b.cfg.PublicBaseURL,
-		Limiter: limiter,
-	}
-	b.addWorker("herald", func() []sdkworker.Worker { return worker.NewLanes(b.tc, taskQueue, acts) })
-
-	var tc client.Client = b.tc
-	if b.o.breakdown {
+	cfg := b.cfg
+	cfg.TaskQueue, cfg.DefaultDedupWindow, cfg.SandboxAPI = taskQueue, selfHostDedupWindow, false
+	opts := app.Options{Logger: logger, SecretsKey: secretsKey}
+	if b.o.breakdown { // the API's queries and Temporal calls timed; the worker keeps the plain ones
 		b.rec = &recorder{}
-		tc = timedClient{Client: b.tc, rec: b.rec}
+		opts.APIDB, opts.APITemporal = timedDB{DBTX: pool, rec: b.rec}, timedClient{Client: b.tc, rec: b.rec}
 	}
-	apiStore, apiLimiter := st, limiter
-	if b.rec != nil { // the API's queries timed; the worker keeps the plain pool
-		apiStore = store.New(timedDB{DBTX: pool, rec: b.rec})
-		apiLimiter = ratelimit.New(timedDB{DBTX: pool, rec: b.rec})
+	a, err := app.New(cfg, pool, b.tc, opts)
+	if err != nil {
+		return err
 	}
-	var handler http.Handler = api.New(apiStore, tc, api.Config{
-		TaskQueue: taskQueue, DefaultDedupWindow: selfHostDedupWindow, AuthCacheTTL: selfHostAuthCacheTTL,
-		Providers: provStore, Registry: registry.New(), PublicBaseURL: b.cfg.PublicBaseURL, WebhookTolerance: b.cfg.WebhookTolerance,
-		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)),
-		Limiter:     apiLimiter, TenantLimits: api.TenantLimits{RatePerSecond: b.cfg.TenantRatePerSecond, Burst: b.cfg.TenantBurst, DailyQuota: b.cfg.TenantDailyQuota},
-	}, logger).Handler()
+	b.addWorker("herald", func() []sdkworker.Worker { return a.Workers(nil) })
+
+	handler := a.Handler()
 	if b.rec != nil {
 		handler = b.rec.middleware(handler)
 	}
@@ -332,13 +298,10 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	b.closers = append(b.closers, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { _ = app.Serve(sctx, app.HTTPServer(cfg, handler, logger), ln, 10*time.Second); close(served) }()
+	b.closers = append(b.closers, func() { stop(); <-served })
 	b.apiURL = "http://" + ln.Addr().String()
 	return nil
 }

@@ -9,7 +9,7 @@
 //
 // and prints (b)/(a) and (c)/(a') against the goal (≥ 0.9). By default it hosts
 // Herald itself (API on 127.0.0.1:0 over real HTTP, worker on a unique task queue,
-// wired as cmd/herald does); -api-url/-api-key drive an already-running Herald
+// wired by internal/app as cmd/herald is); -api-url/-api-key drive an already-running Herald
 // instead. See docs/bench.md.
 package main
 

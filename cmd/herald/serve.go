@@ -2,51 +2,30 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/herald-notify/herald/activities"
-	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
-	"github.com/herald-notify/herald/internal/ratelimit"
-	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
-	"github.com/herald-notify/herald/internal/unsubscribe"
-	"github.com/herald-notify/herald/providers"
-	"github.com/herald-notify/herald/providers/registry"
-	"github.com/herald-notify/herald/providers/resolver"
-	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/schema"
-	"github.com/herald-notify/herald/worker"
 )
 
-// runServices runs the API and/or the worker until ctx is cancelled, then drains them.
+// runServices runs the API and/or the worker until ctx is cancelled, then drains
+// them (see app.App.Run).
 func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, withAPI, withWorker bool) error {
 	pool, err := store.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	st := store.New(pool)
-	keys, err := secrets.FromEnv()
-	if err != nil {
-		return err
-	}
-	provStore := providers.NewStore(pool, keys)
-	limiter := ratelimit.New(pool)
-	sandboxRec := sandbox.NewPGRecorder(pool)
-
 	tc, err := client.Dial(client.Options{
 		HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 		Logger: log.NewStructuredLogger(logger.With("component", "temporal")),
@@ -55,65 +34,11 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
-
-	g, ctx := errgroup.WithContext(ctx)
-	if withWorker {
-		acts := &activities.Activities{Store: st, Providers: provStore, Senders: resolver.New(provStore, resolver.Process{
-			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
-			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
-		}, sandboxRec),
-			Unsubscribe: unsubscribe.FromEnv(), PublicBaseURL: cfg.PublicBaseURL,
-			Limiter: limiter,
-		}
-		lanes := worker.NewLanes(tc, cfg.TaskQueue, acts)
-		for _, w := range lanes {
-			if err := w.Start(); err != nil {
-				return fmt.Errorf("start worker: %w", err)
-			}
-		}
-		logger.Info("worker started", "task_queue", cfg.TaskQueue, "lanes", len(lanes))
-		g.Go(func() error {
-			<-ctx.Done()
-			for _, w := range lanes {
-				w.Stop() // waits for running activities up to WorkerStopTimeout
-			}
-			return nil
-		})
+	a, err := app.New(cfg, pool, tc, app.Options{Logger: logger})
+	if err != nil {
+		return err
 	}
-	if withAPI {
-		apiCfg := api.Config{
-			TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: 30 * time.Second,
-			Providers: provStore, Registry: registry.New(), PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
-			Unsubscribe: unsubscribe.FromEnv(),
-			Limiter:     limiter, TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
-		}
-		if cfg.SandboxAPI {
-			apiCfg.Sandbox = sandboxRec
-		}
-		srv := &http.Server{
-			Addr:              cfg.HTTPAddr,
-			Handler:           api.New(st, tc, apiCfg, logger).Handler(),
-			ReadHeaderTimeout: 10 * time.Second,
-		}
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-		}
-		logger.Info("API listening", "addr", "http://"+ln.Addr().String())
-		g.Go(func() error {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			defer cancel()
-			return srv.Shutdown(shutdownCtx)
-		})
-	}
-	return g.Wait()
+	return a.Run(ctx, app.Services{API: withAPI, Worker: withWorker})
 }
 
 func runMigrate(cfg config.Config, args []string, stdout io.Writer) error {

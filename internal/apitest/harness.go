@@ -7,7 +7,6 @@ package apitest
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -19,19 +18,16 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
-	"github.com/herald-notify/herald/internal/ratelimit"
+	"github.com/herald-notify/herald/internal/app"
+	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/testenv"
-	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
-	"github.com/herald-notify/herald/providers/registry"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
-	"github.com/herald-notify/herald/worker"
 )
 
 // Harness is one running Herald.
@@ -45,7 +41,7 @@ type Harness struct {
 	// by a test opens the same provider credentials.
 	SecretsKey string
 
-	acts      *activities.Activities
+	app       *app.App
 	Temporal  client.Client
 	TaskQueue string
 	HTTP      *http.Client
@@ -61,44 +57,46 @@ type Options struct {
 	NoSandboxAPI bool
 	// TenantLimits are the default per-tenant API limits (zero: none).
 	TenantLimits api.TenantLimits
+	// Logger receives the API's logs (access log included); nil: warnings and
+	// errors on stderr.
+	Logger *slog.Logger
 }
 
-// Start brings up API + worker against the test services.
+// Start brings up API + worker against the test services, wired by internal/app as
+// the herald binary is.
 func Start(t testing.TB, opts Options) *Harness {
 	t.Helper()
 	pool := testenv.Pool(t)
 	tc := testenv.TemporalClient(t)
-	st := store.New(pool)
 	key, err := secrets.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := base64.StdEncoding.DecodeString(key)
-	keys, err := secrets.New(raw)
+	h := &Harness{T: t, Temporal: tc, TaskQueue: testenv.UniqueName(t, "tq"), SecretsKey: key,
+		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	cfg := config.Config{
+		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, WebhookTolerance: 5 * time.Minute,
+		PublicBaseURL:   opts.Process.PublicBaseURL,
+		SendGridBaseURL: opts.Process.SendGridBaseURL, TwilioBaseURL: opts.Process.TwilioBaseURL, FCMBaseURL: opts.Process.FCMBaseURL,
+		SandboxAPI:          !opts.NoSandboxAPI,
+		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
+		// Workers stop at once when a test ends (a fake may still hold a request).
+		WorkerStopTimeout: 0,
+	}
+	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
+		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Harness{T: t, Store: st, Temporal: tc, TaskQueue: testenv.UniqueName(t, "tq"), SecretsKey: key,
-		Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
-		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h.acts = &activities.Activities{Store: st, Providers: h.Providers,
-		Senders:     resolver.New(h.Providers, opts.Process, h.Sandbox),
-		Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL,
-		Limiter: ratelimit.New(pool)}
+	h.Store, h.Providers, h.Sandbox = h.app.Store, h.app.Providers, h.app.Sandbox
 	if !opts.NoWorker {
 		h.StartWorkers(1)
 	}
-	cfg := api.Config{
-		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, AuthCacheTTL: 30 * time.Second,
-		Providers: h.Providers, Registry: registry.New(), PublicBaseURL: opts.Process.PublicBaseURL, WebhookTolerance: 5 * time.Minute,
-		Unsubscribe: unsubscribe.NewSigner([]byte(key)),
-		Limiter:     ratelimit.New(pool), TenantLimits: opts.TenantLimits,
-	}
-	if !opts.NoSandboxAPI {
-		cfg.Sandbox = h.Sandbox
-	}
-	srv := httptest.NewServer(api.New(st, tc, cfg, logger).Handler())
+	srv := httptest.NewServer(h.app.Handler())
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
@@ -109,8 +107,7 @@ func Start(t testing.TB, opts Options) *Harness {
 func (h *Harness) StartWorkers(n int) {
 	h.T.Helper()
 	for range n {
-		tc := testenv.TemporalClient(h.T)
-		for _, w := range worker.NewLanes(tc, h.TaskQueue, h.acts) {
+		for _, w := range h.app.Workers(testenv.TemporalClient(h.T)) {
 			if err := w.Start(); err != nil {
 				h.T.Fatalf("start worker: %v", err)
 			}

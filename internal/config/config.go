@@ -23,8 +23,19 @@ type Config struct {
 	TaskQueue string
 	// HERALD_DEFAULT_DEDUP_WINDOW: dedup window when a request gives no dedup_ttl_sec.
 	DefaultDedupWindow time.Duration
-	// HERALD_SHUTDOWN_TIMEOUT: how long in-flight requests and activities get on SIGTERM.
+	// HERALD_SHUTDOWN_TIMEOUT: how long in-flight HTTP requests get on SIGTERM.
 	ShutdownTimeout time.Duration
+	// HERALD_WORKER_STOP_TIMEOUT: how long running activities (a provider call in
+	// flight) get to finish on SIGTERM before the worker cancels them; 0 cancels them
+	// at once. Keep it under the orchestrator's kill grace period.
+	WorkerStopTimeout time.Duration
+	// HERALD_HTTP_READ_HEADER_TIMEOUT, HERALD_HTTP_READ_TIMEOUT,
+	// HERALD_HTTP_WRITE_TIMEOUT, HERALD_HTTP_IDLE_TIMEOUT: the API server's
+	// http.Server timeouts (headers; whole request; handler + response; keep-alive).
+	HTTPReadHeaderTimeout time.Duration
+	HTTPReadTimeout       time.Duration
+	HTTPWriteTimeout      time.Duration
+	HTTPIdleTimeout       time.Duration
 	// HERALD_PUBLIC_BASE_URL: how providers reach this API from outside (webhook
 	// callbacks and their signatures use it; a proxy changes scheme and port).
 	PublicBaseURL string
@@ -52,6 +63,17 @@ const (
 	DefaultTemporalNamespace = "default"
 	DefaultHTTPAddr          = "127.0.0.1:8080"
 	DefaultTaskQueue         = "herald-notifications"
+
+	DefaultDedupWindow         = 24 * time.Hour
+	DefaultShutdownTimeout     = 15 * time.Second
+	DefaultWorkerStopTimeout   = 30 * time.Second
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultWriteTimeout        = 60 * time.Second
+	DefaultIdleTimeout         = 120 * time.Second
+	DefaultWebhookTolerance    = 5 * time.Minute
+	DefaultTenantRatePerSecond = 200
+	DefaultTenantBurst         = 400
 )
 
 // FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
@@ -75,19 +97,30 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("HERALD_SANDBOX_API=%q: want true or false", v)
 	}
 	var err error
-	if c.DefaultDedupWindow, err = duration("HERALD_DEFAULT_DEDUP_WINDOW", 24*time.Hour); err != nil {
+	for _, d := range []struct {
+		name string
+		def  time.Duration
+		dst  *time.Duration
+	}{
+		{"HERALD_DEFAULT_DEDUP_WINDOW", DefaultDedupWindow, &c.DefaultDedupWindow},
+		{"HERALD_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout, &c.ShutdownTimeout},
+		{"HERALD_HTTP_READ_HEADER_TIMEOUT", DefaultReadHeaderTimeout, &c.HTTPReadHeaderTimeout},
+		{"HERALD_HTTP_READ_TIMEOUT", DefaultReadTimeout, &c.HTTPReadTimeout},
+		{"HERALD_HTTP_WRITE_TIMEOUT", DefaultWriteTimeout, &c.HTTPWriteTimeout},
+		{"HERALD_HTTP_IDLE_TIMEOUT", DefaultIdleTimeout, &c.HTTPIdleTimeout},
+		{"HERALD_WEBHOOK_TOLERANCE", DefaultWebhookTolerance, &c.WebhookTolerance},
+	} {
+		if *d.dst, err = duration(d.name, d.def); err != nil {
+			return c, err
+		}
+	}
+	if c.WorkerStopTimeout, err = durationOrZero("HERALD_WORKER_STOP_TIMEOUT", DefaultWorkerStopTimeout); err != nil {
 		return c, err
 	}
-	if c.ShutdownTimeout, err = duration("HERALD_SHUTDOWN_TIMEOUT", 15*time.Second); err != nil {
+	if c.TenantRatePerSecond, err = number("HERALD_TENANT_RATE", DefaultTenantRatePerSecond); err != nil {
 		return c, err
 	}
-	if c.WebhookTolerance, err = duration("HERALD_WEBHOOK_TOLERANCE", 5*time.Minute); err != nil {
-		return c, err
-	}
-	if c.TenantRatePerSecond, err = number("HERALD_TENANT_RATE", 200); err != nil {
-		return c, err
-	}
-	burst, err := number("HERALD_TENANT_BURST", 400)
+	burst, err := number("HERALD_TENANT_BURST", DefaultTenantBurst)
 	if err != nil {
 		return c, err
 	}
@@ -114,6 +147,19 @@ func duration(name string, def time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 24h", name, v)
+	}
+	return d, nil
+}
+
+// durationOrZero is duration that also takes 0 ("0" or "0s").
+func durationOrZero(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a Go duration ≥ 0 such as 30s", name, v)
 	}
 	return d, nil
 }

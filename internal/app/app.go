@@ -1,0 +1,229 @@
+// Package app wires Herald once: from a config.Config, a PostgreSQL pool and a
+// Temporal client it builds the store, the provider config store, resolver and
+// sandbox recorder, the rate limiter, the unsubscribe signer, the API handler and
+// the Temporal worker lanes. cmd/herald, cmd/herald-bench and internal/apitest all
+// build Herald here and differ only in the config and Options they pass.
+package app
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/ratelimit"
+	"github.com/herald-notify/herald/internal/secrets"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/breaker"
+	"github.com/herald-notify/herald/providers/registry"
+	"github.com/herald-notify/herald/providers/resolver"
+	"github.com/herald-notify/herald/providers/sandbox"
+	"github.com/herald-notify/herald/worker"
+)
+
+// AuthCacheTTL bounds how long one API process keeps honouring a revoked key or a
+// deleted user (see api.Config.AuthCacheTTL).
+const AuthCacheTTL = 30 * time.Second
+
+// ProviderHTTPTimeout bounds one provider API call when Options.ProviderHTTPClient is nil.
+const ProviderHTTPTimeout = 20 * time.Second
+
+// Options are what a caller may set besides the config. The zero Options is what
+// the herald binary runs with.
+type Options struct {
+	// Logger logs the API's requests and errors; nil: slog.Default().
+	Logger *slog.Logger
+	// SecretsKey is a HERALD_SECRETS_KEY value (base64 of 32 bytes) for a process
+	// that makes its own (tests, the bench); "" reads HERALD_SECRETS_KEY and
+	// HERALD_SECRETS_PREVIOUS_KEYS. It seals provider credentials and signs
+	// unsubscribe links.
+	SecretsKey string
+	// ProviderHTTPClient sends the provider API calls; nil: a client with
+	// ProviderHTTPTimeout.
+	ProviderHTTPClient *http.Client
+	// Breaker tunes the per-account circuit breakers (zero: the defaults).
+	Breaker breaker.Config
+	// APIDB and APITemporal, when set, replace the pool and the Temporal client
+	// under the API only (the bench times the API's queries and starts); the
+	// worker keeps the plain ones.
+	APIDB       store.DBTX
+	APITemporal client.Client
+}
+
+// App is one wired Herald.
+type App struct {
+	// Store, Providers and Sandbox are the shared stores (tests read them).
+	Store     *store.Store
+	Providers *providers.Store
+	Sandbox   sandbox.Recorder
+	// Activities is what every worker lane registers.
+	Activities *activities.Activities
+
+	cfg      config.Config
+	temporal client.Client
+	handler  http.Handler
+	log      *slog.Logger
+}
+
+// New wires Herald. Nothing runs until Run (or the caller starts Handler and
+// Workers itself).
+func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) (*App, error) {
+	keys, signer, err := openSecrets(opts.SecretsKey)
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	hc := opts.ProviderHTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: ProviderHTTPTimeout}
+	}
+	a := &App{Store: store.New(pool), Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
+		cfg: cfg, temporal: tc, log: logger}
+	limiter := ratelimit.New(pool)
+	reg := registry.New()
+	a.Activities = &activities.Activities{Store: a.Store, Providers: a.Providers,
+		Senders: resolver.New(a.Providers, resolver.Process{
+			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
+			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: hc, Breaker: opts.Breaker, Registry: reg,
+		}, a.Sandbox),
+		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter}
+
+	apiStore, apiLimiter, apiTemporal := a.Store, limiter, tc
+	if opts.APIDB != nil {
+		apiStore, apiLimiter = store.New(opts.APIDB), ratelimit.New(opts.APIDB)
+	}
+	if opts.APITemporal != nil {
+		apiTemporal = opts.APITemporal
+	}
+	apiCfg := api.Config{
+		TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: AuthCacheTTL,
+		Providers: a.Providers, Registry: reg, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
+		Unsubscribe: signer, Limiter: apiLimiter,
+		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
+	}
+	if cfg.SandboxAPI {
+		apiCfg.Sandbox = a.Sandbox
+	}
+	a.handler = api.New(apiStore, apiTemporal, apiCfg, logger).Handler()
+	return a, nil
+}
+
+// openSecrets opens the secrets keyring and the unsubscribe signer from key, or
+// from the environment when key is "".
+func openSecrets(key string) (*secrets.Keyring, *unsubscribe.Signer, error) {
+	if key == "" {
+		k, err := secrets.FromEnv()
+		if err != nil {
+			return nil, nil, err
+		}
+		return k, unsubscribe.FromEnv(), nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("secrets key: %w", err)
+	}
+	k, err := secrets.New(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, unsubscribe.NewSigner([]byte(key)), nil
+}
+
+// Handler is the API's HTTP handler.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Workers returns a new set of worker lanes (one SDK worker per priority lane) on
+// the config's task queue, polling with tc (nil: the App's client). A stopped SDK
+// worker cannot start again, so each call makes new ones.
+func (a *App) Workers(tc client.Client) []sdkworker.Worker {
+	if tc == nil {
+		tc = a.temporal
+	}
+	return worker.NewLanes(tc, a.cfg.TaskQueue, a.Activities, a.cfg.WorkerStopTimeout)
+}
+
+// HTTPServer returns an http.Server for h with cfg's timeouts; the server's own
+// errors (a broken connection, a bad request line) go to logger.
+func HTTPServer(cfg config.Config, h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{Handler: h,
+		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout, ReadTimeout: cfg.HTTPReadTimeout,
+		WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+}
+
+// Serve serves srv on ln until ctx is done, then shuts it down gracefully: new
+// connections are refused and in-flight requests get grace to finish.
+func Serve(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err // Serve never returns nil
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shut down the API: %w", err)
+	}
+	return nil
+}
+
+// Services says what Run runs.
+type Services struct {
+	API, Worker bool
+}
+
+// Run serves the API on the config's HTTPAddr and/or runs the worker lanes until
+// ctx is done, then drains both (HTTP requests up to ShutdownTimeout, running
+// activities up to WorkerStopTimeout). If either fails (the listener, a fatal
+// worker error) the other is stopped and the error returned.
+func (a *App) Run(ctx context.Context, s Services) error {
+	var ln net.Listener
+	if s.API {
+		var err error
+		if ln, err = net.Listen("tcp", a.cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("listen on %s: %w", a.cfg.HTTPAddr, err)
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if s.Worker {
+		lanes := a.Workers(nil)
+		a.log.Info("worker starting", "task_queue", a.cfg.TaskQueue, "lanes", len(lanes), "stop_timeout", a.cfg.WorkerStopTimeout)
+		g.Go(func() error {
+			err := worker.Run(ctx, lanes)
+			if err != nil {
+				a.log.Error("worker failed", "error", err)
+				return err
+			}
+			a.log.Info("worker stopped")
+			return nil
+		})
+	}
+	if ln != nil {
+		a.log.Info("API listening", "addr", "http://"+ln.Addr().String())
+		g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, a.handler, a.log), ln, a.cfg.ShutdownTimeout) })
+	}
+	return g.Wait()
+}

@@ -5,10 +5,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"net/http"
 	"net/url"
 	"strings"
@@ -69,34 +67,12 @@ func newWebhookKey(t *testing.T) (*ecdsa.PrivateKey, string) {
 	return k, base64.StdEncoding.EncodeToString(der)
 }
 
-// serviceAccount is a syntactically real Google service account key (never used
-// against Google).
-func serviceAccount(t *testing.T) (map[string]any, string) {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-	return map[string]any{
-		"type": "service_account", "project_id": "herald-e2e", "private_key_id": "0123456789abcdef",
-		"private_key": pemKey, "client_email": "herald@herald-e2e.iam.gserviceaccount.com",
-		"client_id": "1234567890", "token_uri": "https://oauth2.googleapis.com/token",
-	}, pemKey
-}
-
 func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	tenantID, key := h.Tenant("providers")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
-	_, keyB := h.Tenant("other")
-	h.Template(keyB, apitest.SimpleTemplate("welcome"))
+	tenantID, key := h.TenantWith("providers", "welcome")
+	_, keyB := h.TenantWith("other", "welcome")
 	_, pub := newWebhookKey(t)
-	sa, pemKey := serviceAccount(t)
+	sa, pemKey := apitest.ServiceAccount(t, "herald-e2e", "https://oauth2.googleapis.com/token")
 	// The PEM body is the secret part of the service account key.
 	pemBody := strings.Split(pemKey, "\n")[1]
 	w := &secretWatch{t: t, secrets: []string{sgAPIKey, sgAPIKey2, twAuthToken, twWebhookToken, pemBody, "private_key"}}
@@ -214,8 +190,7 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 
 func TestProviderConfigValidation(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	_, key := h.Tenant("providers")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
+	_, key := h.TenantWith("providers", "welcome")
 	w := &secretWatch{t: t, secrets: []string{sgAPIKey, "tok en-SECRET", twAuthToken}}
 	defer w.check()
 	// A twilio config that exists, with credentials, for the "credentials kept" cases.
@@ -291,12 +266,10 @@ func TestProviderConfigValidation(t *testing.T) {
 
 func TestPushTokens(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	_, key := h.Tenant("push")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
-	_, keyB := h.Tenant("other")
-	h.Template(keyB, apitest.SimpleTemplate("welcome"))
-	createUser(t, h, key, "ada")
-	createUser(t, h, key, "bob")
+	_, key := h.TenantWith("push", "welcome")
+	_, keyB := h.TenantWith("other", "welcome")
+	createUser(h, key, "ada")
+	createUser(h, key, "bob")
 	const tok = "fcm:APA91bH-e2e_token.0123456789"
 	put := func(user, token, platform string) apitest.Response {
 		return h.Do(http.MethodPut, "/v1/users/"+user+"/push-tokens", key, map[string]any{"token": token, "platform": platform})
@@ -391,49 +364,14 @@ func TestPushTokens(t *testing.T) {
 	}
 }
 
-func createContact(t *testing.T, h *apitest.Harness, key, userID, phone string) {
-	t.Helper()
-	r := h.Do(http.MethodPut, "/v1/users/"+userID, key, map[string]any{"email": userID + "@example.com", "phone": phone})
-	if r.Status != http.StatusCreated {
-		t.Fatalf("PUT user: %d %s", r.Status, r.Body)
-	}
-}
-
-func waitStatus(t *testing.T, h *apitest.Harness, key, id, status string) apitest.Response {
-	t.Helper()
-	var last apitest.Response
-	h.Eventually(30*time.Second, "notification "+id+" "+status, func() bool {
-		last = h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)
-		return last.Status == http.StatusOK && last.Str("status") == status
-	})
-	return last
-}
-
-func channelOf(t *testing.T, r apitest.Response, channel string) map[string]any {
-	t.Helper()
-	for _, c := range r.JSON["channels"].([]any) {
-		if m := c.(map[string]any); m["channel"] == channel {
-			return m
-		}
-	}
-	t.Fatalf("no channel %s in %s", channel, r.Body)
-	return nil
-}
-
 func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	_, key := h.Tenant("dev")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
-	_, keyB := h.Tenant("other")
-	h.Template(keyB, apitest.SimpleTemplate("welcome"))
-	createContact(t, h, key, "ada", "+14155550100")
-	r := submit(h, key, map[string]any{"user_id": "ada", "template_id": "welcome", "channels": []string{"email", "sms"},
+	_, key := h.TenantWith("dev", "welcome")
+	_, keyB := h.TenantWith("other", "welcome")
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
+	id := h.Accept(key, map[string]any{"user_id": "ada", "template_id": "welcome", "channels": []string{"email", "sms"},
 		"data": map[string]any{"title": "Welcome", "body": "Hello Ada"}})
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("submit: %d %s", r.Status, r.Body)
-	}
-	id := r.Str("notification_id")
-	got := waitStatus(t, h, key, id, "sent")
+	got := h.AwaitStatus(key, id, "sent", 30*time.Second)
 	for _, ch := range []string{"email", "sms"} {
 		if c := channelOf(t, got, ch); c["status"] != "sent" || c["provider"] != "sandbox" {
 			t.Fatalf("channel %s: %s", ch, got.Body)
@@ -479,8 +417,7 @@ func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 
 func TestSandboxAPIOffIsAnUnknownRoute(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true, NoSandboxAPI: true})
-	_, key := h.Tenant("prod")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
+	_, key := h.TenantWith("prod", "welcome")
 	for _, k := range []string{key, ""} {
 		r := h.Do(http.MethodGet, "/v1/sandbox/messages", k, nil)
 		if _, code := r.ErrorField(); r.Status != http.StatusNotFound || code != "not_found" {

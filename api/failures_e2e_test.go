@@ -462,9 +462,7 @@ func TestRedriveAfterProviderAcceptedDoesNotResend(t *testing.T) {
 
 	// The delivery receipt arrives later and completes the channel.
 	batch = sgBatch(t, sgEv(e.tenantID, id, msgID, "delivered", "ev-delivered-"+id, time.Now().Unix()))
-	if r := e.h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch, e.sign(batch)...); r.Status != http.StatusOK {
-		t.Fatalf("webhook: %d %s", r.Status, r.Body)
-	}
+	e.h.MustDo(http.StatusOK, http.MethodPost, "/v1/webhooks/sendgrid", "", batch, e.sign(batch)...)
 	e.h.AwaitChannel(e.key, id, "email", "delivered", "", 5*time.Second)
 	e.h.AwaitStatus(e.key, id, "delivered", 5*time.Second)
 }

@@ -167,21 +167,20 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	if other := w.do(h, http.MethodGet, "/v1/providers", keyB, nil); other.Status != http.StatusOK || len(other.JSON["items"].([]any)) != 0 {
 		t.Fatalf("another tenant sees configs: %d %s", other.Status, other.Body)
 	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/sandbox", keyB, nil); d.Status != http.StatusNotFound {
-		t.Fatalf("another tenant deletes a config: %d %s", d.Status, d.Body)
-	}
-
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/sandbox", key, nil); d.Status != http.StatusNoContent || len(d.Body) != 0 {
-		t.Fatalf("delete: %d %s", d.Status, d.Body)
-	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/sandbox", key, nil); d.Status != http.StatusNotFound {
-		t.Fatalf("delete again: %d %s", d.Status, d.Body)
-	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/twilio", key, nil); d.Status != http.StatusNotFound {
-		t.Fatalf("delete a provider the channel cannot have: %d %s", d.Status, d.Body)
-	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/in_app/sandbox", key, nil); d.Status != http.StatusBadRequest {
-		t.Fatalf("delete on in_app: %d %s", d.Status, d.Body)
+	// Deletes, in order; a 204 has no body.
+	for _, c := range []struct {
+		what, path, key string
+		want            int
+	}{
+		{"another tenant deletes a config", "push/sandbox", keyB, http.StatusNotFound},
+		{"delete", "push/sandbox", key, http.StatusNoContent},
+		{"delete again", "push/sandbox", key, http.StatusNotFound},
+		{"delete a provider the channel cannot have", "push/twilio", key, http.StatusNotFound},
+		{"delete on in_app", "in_app/sandbox", key, http.StatusBadRequest},
+	} {
+		if d := w.do(h, http.MethodDelete, "/v1/providers/"+c.path, c.key, nil); d.Status != c.want || (c.want == http.StatusNoContent && len(d.Body) != 0) {
+			t.Fatalf("%s: %d %s", c.what, d.Status, d.Body)
+		}
 	}
 	if _, err := h.Providers.GetProviderConfig(ctx, tenantID, "push", "sandbox"); err != herald.ErrNotFound {
 		t.Fatalf("deleted config still stored: %v", err)
@@ -312,22 +311,12 @@ func TestPushTokens(t *testing.T) {
 	}
 
 	// Another tenant sees none of it.
-	if r := h.Do(http.MethodGet, "/v1/users/bob/push-tokens", keyB, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("other tenant list: %d %s", r.Status, r.Body)
-	}
-	if r := h.Do(http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), keyB, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("other tenant delete: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/bob/push-tokens", keyB, nil)
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), keyB, nil)
 
-	if r := h.Do(http.MethodDelete, "/v1/users/ada/push-tokens/"+url.PathEscape(tok), key, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("delete from the previous owner: %d %s", r.Status, r.Body)
-	}
-	if r := h.Do(http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil); r.Status != http.StatusNoContent {
-		t.Fatalf("delete: %d %s", r.Status, r.Body)
-	}
-	if r := h.Do(http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("delete again: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/users/ada/push-tokens/"+url.PathEscape(tok), key, nil)
+	h.MustDo(http.StatusNoContent, http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil)
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil)
 	if items := list("bob"); len(items) != 1 || items[0].(map[string]any)["token"] != "web-token-2" {
 		t.Fatalf("after delete: %v", items)
 	}
@@ -410,9 +399,7 @@ func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 			t.Fatalf("%s: %d %s", q.query, r.Status, r.Body)
 		}
 	}
-	if r := h.Do(http.MethodGet, "/v1/sandbox/messages", "", nil); r.Status != http.StatusUnauthorized {
-		t.Fatalf("no key: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodGet, "/v1/sandbox/messages", "", nil)
 }
 
 func TestSandboxAPIOffIsAnUnknownRoute(t *testing.T) {

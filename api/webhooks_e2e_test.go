@@ -130,29 +130,18 @@ func TestSendGridWebhook(t *testing.T) {
 	}
 	// Signed, but the body was altered afterwards.
 	altered := []byte(strings.Replace(string(batch), "bounce", "delivered", 1))
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", altered, signSendGrid(t, signKey, now, batch)...); r.Status != http.StatusUnauthorized {
-		t.Fatalf("altered body: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid", "", altered, signSendGrid(t, signKey, now, batch)...)
 	// Stale: a correct signature over a timestamp outside the tolerance (5 min).
 	stale := now.Add(-10 * time.Minute)
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, stale, batch)...); r.Status != http.StatusUnauthorized {
-		t.Fatalf("stale: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, stale, batch)...)
 	// Unsigned.
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch); r.Status != http.StatusUnauthorized {
-		t.Fatalf("unsigned: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid", "", batch)
 	// Signed with the right key but addressed (?tenant=) to a tenant without a key.
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid?tenant="+otherID, "", batch, signSendGrid(t, signKey, now, batch)...); r.Status != http.StatusUnauthorized {
-		t.Fatalf("tenant without a key: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid?tenant="+otherID, "", batch, signSendGrid(t, signKey, now, batch)...)
 	unchanged("after rejected requests")
 
 	// The real batch.
-	r = h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, now, batch)...)
-	if r.Status != http.StatusOK {
-		t.Fatalf("signed batch: %d %s", r.Status, r.Body)
-	}
+	r = h.MustDo(http.StatusOK, http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, now, batch)...)
 	if r.JSON["received"] != 5.0 || r.JSON["recorded"] != 3.0 || r.JSON["applied"] != 3.0 || r.JSON["ignored"] != 1.0 {
 		t.Fatalf("result: %s", r.Body)
 	}
@@ -202,9 +191,7 @@ func TestSendGridWebhook(t *testing.T) {
 	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", foreign); r.Status != http.StatusOK || r.JSON["ignored"] != 1.0 {
 		t.Fatalf("untagged batch: %d %s", r.Status, r.Body)
 	}
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", `{"not":"an array"}`); r.Status != http.StatusBadRequest {
-		t.Fatalf("not an array: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusBadRequest, http.MethodPost, "/v1/webhooks/sendgrid", "", `{"not":"an array"}`)
 	check("at the end")
 }
 

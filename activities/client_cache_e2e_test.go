@@ -1,12 +1,9 @@
 package activities_test
 
 import (
-	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 )
 
@@ -18,26 +15,23 @@ func TestFCMTokenIsExchangedOncePerConfigVersion(t *testing.T) {
 	h, f, tenantID, key := setup(t)
 	const n = 5
 	for range n {
-		id := send(t, h, key, "push")
-		waitChannel(t, h, key, id, "push", "sent", 20*time.Second)
+		id := send(h, key, "push")
+		h.AwaitChannel(key, id, "push", "sent", "", 20*time.Second)
 	}
-	if got := f.fcm.Accepted(); got != n {
+	if got := f.FCM.Accepted(); got != n {
 		t.Fatalf("FCM accepted %d pushes, want %d", got, n)
 	}
-	if got := f.fcm.TokenRequests(); got != 1 {
+	if got := f.FCM.TokenRequests(); got != 1 {
 		t.Fatalf("%d pushes made %d token exchanges, want 1", n, got)
 	}
 
 	// A new service account key: a new config version, so one more exchange.
-	if err := h.Providers.PutProviderConfig(context.Background(), providers.ProviderConfig{TenantID: tenantID, Channel: "push", Provider: "fcm",
-		Enabled: true, Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: serviceAccount(t, f.fcm.URL+providertest.TokenPath)}); err != nil {
-		t.Fatal(err)
-	}
+	h.ConfigureFCM(tenantID, f.FCM.URL+providertest.TokenPath)
 	for range n {
-		id := send(t, h, key, "push")
-		waitChannel(t, h, key, id, "push", "sent", 20*time.Second)
+		id := send(h, key, "push")
+		h.AwaitChannel(key, id, "push", "sent", "", 20*time.Second)
 	}
-	if got := f.fcm.TokenRequests(); got != 2 {
+	if got := f.FCM.TokenRequests(); got != 2 {
 		t.Fatalf("after a key rotation and %d more pushes: %d token exchanges, want 2", n, got)
 	}
 }

@@ -2,7 +2,6 @@ package activities_test
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,12 +82,11 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build herald: %v\n%s", err, out)
 	}
-	f := startFakes(t)
-	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: f.process()})
-	tenantID, key := h.Tenant("crash")
-	h.Template(key, apitest.SimpleTemplate("order_shipped"))
-	configure(t, h, f, tenantID)
-	h.Do(http.MethodPut, "/v1/users/ada", key, map[string]any{"email": "ada@example.com"})
+	f := apitest.StartFakes(t)
+	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f)})
+	tenantID, key := h.TenantWith("crash", "order_shipped")
+	configure(h, f, tenantID)
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
 
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
 	if err != nil {
@@ -98,7 +96,7 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
 		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 		"HERALD_TASK_QUEUE="+h.TaskQueue,
-		"HERALD_SENDGRID_BASE_URL="+f.sendgrid.URL,
+		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
 		"HERALD_SECRETS_KEY="+h.SecretsKey,
 	)}
 	w.start()
@@ -111,10 +109,10 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 		mode := crashMode(i % 4)
 		func() { // one kill; the harness reports failures on t, so no subtests
 			t.Logf("kill %02d: %s", i, mode)
-			id := send(t, h, key, "email")
+			id := send(h, key, "email")
 			switch mode {
 			case killBeforeAccept, killAfterAcceptWithReceipt, killAfterAcceptNoReceipt:
-				hold := f.sendgrid.HoldNext(mode != killBeforeAccept)
+				hold := f.SendGrid.HoldNext(mode != killBeforeAccept)
 				select {
 				case <-hold.Arrived():
 				case <-time.After(20 * time.Second):
@@ -134,9 +132,9 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 			}
 			kills++
 			w.start()
-			waitOverall(t, h, key, id, map[bool]string{true: "delivered", false: "sent"}[mode == killAfterAcceptWithReceipt], 60*time.Second)
+			h.AwaitStatus(key, id, map[bool]string{true: "delivered", false: "sent"}[mode == killAfterAcceptWithReceipt], 60*time.Second)
 			delivered++
-			n := acceptedFor(t, f, id)
+			n := len(apitest.MailsFor(t, f.SendGrid, id))
 			accepted[mode] += n
 			if n != mode.wantAccepted() {
 				t.Fatalf("kill %02d %s: provider accepted %d times, want %d", i, mode, n, mode.wantAccepted())
@@ -152,13 +150,11 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 
 // recordReceipt stores the provider's receipt for the accepted message, as the
 // SendGrid webhook would.
-func recordReceipt(t *testing.T, h *apitest.Harness, f fakes, tenantID, id string) {
+func recordReceipt(t *testing.T, h *apitest.Harness, f apitest.Fakes, tenantID, id string) {
 	t.Helper()
 	var msgID string
-	for _, r := range f.sendgrid.AcceptedRequests() {
-		if m, err := providertest.DecodeMail(r); err == nil && m.Personalizations[0].CustomArgs["notification_id"] == id {
-			msgID = r.MessageID
-		}
+	if mails := apitest.MailsFor(t, f.SendGrid, id); len(mails) > 0 {
+		msgID = mails[len(mails)-1].MessageID
 	}
 	if msgID == "" {
 		t.Fatal("the held request was not accepted")
@@ -168,19 +164,4 @@ func recordReceipt(t *testing.T, h *apitest.Harness, f fakes, tenantID, id strin
 		ProviderStatus: "delivered", OccurredAt: time.Now()}); err != nil || !ok {
 		t.Fatalf("record receipt: %v %v", ok, err)
 	}
-}
-
-func acceptedFor(t *testing.T, f fakes, id string) int {
-	t.Helper()
-	n := 0
-	for _, r := range f.sendgrid.AcceptedRequests() {
-		m, err := providertest.DecodeMail(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Personalizations[0].CustomArgs["notification_id"] == id {
-			n++
-		}
-	}
-	return n
 }

@@ -41,10 +41,8 @@ func addSMTPFallback(t *testing.T, h *apitest.Harness, tenantID string) *smtptes
 	}
 	t.Cleanup(func() { relay.Close() })
 	settings, _ := json.Marshal(map[string]any{"host": relay.Host, "port": relay.Port, "from": "shop@example.com", "tls": "none"})
-	if err := h.Providers.PutProviderConfig(context.Background(), providers.ProviderConfig{TenantID: tenantID, Channel: "email",
-		Provider: "smtp", Priority: 10, Enabled: true, Settings: settings, Secret: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
+	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: "email",
+		Provider: "smtp", Priority: 10, Enabled: true, Settings: settings, Secret: []byte(`{}`)})
 	return relay
 }
 
@@ -52,15 +50,15 @@ func TestFailoverToTheSMTPRelayWhenSendGridIsDown(t *testing.T) {
 	h, f, tenantID, key := setup(t)
 	fastRetries(t, h, tenantID)
 	relay := addSMTPFallback(t, h, tenantID)
-	f.sendgrid.Always(providertest.Fail500())
+	f.SendGrid.Always(providertest.Fail500())
 
-	id := send(t, h, key, "email")
-	st := waitChannel(t, h, key, id, "email", "sent", 30*time.Second)
+	id := send(h, key, "email")
+	st := h.AwaitChannel(key, id, "email", "sent", "", 30*time.Second)
 	if st["provider"] != "smtp" {
 		t.Fatalf("sent by %v, want the smtp fallback", st["provider"])
 	}
-	if f.sendgrid.Accepted() != 0 || relay.Accepted() != 1 {
-		t.Fatalf("sendgrid accepted %d, relay accepted %d; want 0 and 1", f.sendgrid.Accepted(), relay.Accepted())
+	if f.SendGrid.Accepted() != 0 || relay.Accepted() != 1 {
+		t.Fatalf("sendgrid accepted %d, relay accepted %d; want 0 and 1", f.SendGrid.Accepted(), relay.Accepted())
 	}
 	hist := st["history"].([]any)
 	if len(hist) < 3 || hist[0].(map[string]any)["provider"] != "sendgrid" || hist[len(hist)-1].(map[string]any)["provider"] != "smtp" {
@@ -79,23 +77,23 @@ func TestNoFallbackOnceTheProviderAccepted(t *testing.T) {
 	h, f, tenantID, key := setupWith(t, func(p *resolver.Process) { p.HTTPClient = &http.Client{Timeout: time.Second} })
 	fastRetries(t, h, tenantID)
 	relay := addSMTPFallback(t, h, tenantID)
-	hold := f.sendgrid.HoldNext(true)
+	hold := f.SendGrid.HoldNext(true)
 
-	id := send(t, h, key, "email")
+	id := send(h, key, "email")
 	select {
 	case <-hold.Arrived():
 	case <-time.After(20 * time.Second):
 		t.Fatal("SendGrid was never called")
 	}
 	recordReceipt(t, h, f, tenantID, id) // the delivered event arrives before the retry
-	st := waitChannel(t, h, key, id, "email", "delivered", 30*time.Second)
+	st := h.AwaitChannel(key, id, "email", "delivered", "", 30*time.Second)
 	hold.Release()
 	time.Sleep(500 * time.Millisecond) // any (wrong) retry would have happened by now
 	if hist := st["history"].([]any); len(hist) != 1 || hist[0].(map[string]any)["outcome"] != "retryable" {
 		t.Fatalf("want one timed-out attempt in the history, got %v", hist)
 	}
-	if f.sendgrid.Accepted() != 1 || f.sendgrid.Calls() != 1 || relay.Accepted() != 0 {
-		t.Fatalf("sendgrid calls %d accepted %d, relay %d: want exactly one send in all", f.sendgrid.Calls(), f.sendgrid.Accepted(), relay.Accepted())
+	if f.SendGrid.Accepted() != 1 || f.SendGrid.Calls() != 1 || relay.Accepted() != 0 {
+		t.Fatalf("sendgrid calls %d accepted %d, relay %d: want exactly one send in all", f.SendGrid.Calls(), f.SendGrid.Accepted(), relay.Accepted())
 	}
 }
 
@@ -110,22 +108,17 @@ func TestProviderRateLimitAcrossWorkers(t *testing.T) {
 	}
 	const rate = 10.0
 	cfg.RatePerSecond = rate
-	if err := h.Providers.PutProviderConfig(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	h.PutProviderConfig(cfg)
 	const n = 31
 	for i := 0; i < n; i++ {
-		r := h.Do(http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "ada", "template_id": "order_shipped",
+		h.Accept(key, map[string]any{"user_id": "ada", "template_id": "order_shipped",
 			"channels": []string{"sms"}, "data": map[string]any{"body": fmt.Sprintf("rate %d", i)}})
-		if r.Status != http.StatusAccepted {
-			t.Fatalf("submit: %d %s", r.Status, r.Body)
-		}
 	}
-	if !f.twilio.WaitCalls(n, 30*time.Second) {
-		t.Fatalf("only %d of %d SMS sent", f.twilio.Calls(), n)
+	if !f.Twilio.WaitCalls(n, 30*time.Second) {
+		t.Fatalf("only %d of %d SMS sent", f.Twilio.Calls(), n)
 	}
 	var at []time.Time
-	for _, r := range f.twilio.AcceptedRequests() {
+	for _, r := range f.Twilio.AcceptedRequests() {
 		at = append(at, r.At)
 	}
 	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })

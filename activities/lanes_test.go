@@ -38,9 +38,7 @@ func runLaneScenario(tb testing.TB, bulk, critical int, drainWait time.Duration)
 		InApp: &templates.InAppContent{Title: "Reset your password", Body: "Code {{.code}}"}})
 	const users = 50
 	for u := range users {
-		if r := h.Do(http.MethodPut, fmt.Sprintf("/v1/users/u%d", u), key, map[string]any{"locale": "en"}); r.Status != http.StatusCreated {
-			tb.Fatalf("create user: %d %s", r.Status, r.Body)
-		}
+		h.PutUser(key, fmt.Sprintf("u%d", u), map[string]any{"locale": "en"})
 	}
 
 	var res laneResult
@@ -56,7 +54,7 @@ func runLaneScenario(tb testing.TB, bulk, critical int, drainWait time.Duration)
 				if i >= int64(bulk) {
 					return
 				}
-				r := h.Do(http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": fmt.Sprintf("u%d", i%users),
+				r := h.Submit(key, map[string]any{"user_id": fmt.Sprintf("u%d", i%users),
 					"template_id": "newsletter", "priority": "bulk", "data": map[string]any{"n": i}})
 				if r.Status != http.StatusAccepted {
 					tb.Errorf("bulk submit: %d %s", r.Status, r.Body)
@@ -78,12 +76,8 @@ func runLaneScenario(tb testing.TB, bulk, critical int, drainWait time.Duration)
 	}
 	for c := range critical {
 		sent := time.Now()
-		r := h.Do(http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "u0", "template_id": "password_reset",
+		id := h.Accept(key, map[string]any{"user_id": "u0", "template_id": "password_reset",
 			"data": map[string]any{"code": strconv.Itoa(100000 + c)}})
-		if r.Status != http.StatusAccepted {
-			tb.Fatalf("critical submit: %d %s", r.Status, r.Body)
-		}
-		id := r.Str("notification_id")
 		deadline := sent.Add(60 * time.Second)
 		for {
 			st := h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)

@@ -130,7 +130,7 @@ func TestAccessLogEndToEnd(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	tenantID, key := h.Tenant("accesslog")
 	h.Template(key, apitest.SimpleTemplate("hello"))
-	putProfile(t, h, key, "ada", map[string]any{"email": "ada@example.com"})
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
 	r := h.Do(http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "ada", "template_id": "hello",
 		"channels": []string{"in_app"}, "data": map[string]any{"body": "secret body text"}}, api.RequestIDHeader, "req-e2e-1")
 	if r.Status != http.StatusAccepted {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,41 +13,15 @@ import (
 	"github.com/herald-notify/herald/internal/templates"
 )
 
-func createUser(t *testing.T, h *apitest.Harness, key, userID string) {
-	t.Helper()
-	r := h.Do(http.MethodPut, "/v1/users/"+userID, key, map[string]any{"email": userID + "@example.com", "locale": "en-GB", "timezone": "Europe/London"})
-	if r.Status != http.StatusCreated {
-		t.Fatalf("PUT user: %d %s", r.Status, r.Body)
-	}
-}
-
-func submit(h *apitest.Harness, key string, body map[string]any) apitest.Response {
-	h.T.Helper()
-	return h.Do(http.MethodPost, "/v1/notifications", key, body)
-}
-
-func waitDelivered(t *testing.T, h *apitest.Harness, key, id string) apitest.Response {
-	t.Helper()
-	var last apitest.Response
-	h.Eventually(20*time.Second, "notification "+id+" delivered", func() bool {
-		last = h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)
-		return last.Status == http.StatusOK && last.Str("status") == herald.NotificationDelivered
-	})
-	return last
-}
+// e2eTemplates are the templates every tenant of these tests has (SimpleTemplate).
+var e2eTemplates = []string{"digest", "hi", "like", "order_shipped", "otp", "t"}
 
 func TestSubmitDeliversToInbox(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	_, key := h.Tenant("shop")
-	h.Template(key, apitest.SimpleTemplate("digest"))
-	h.Template(key, apitest.SimpleTemplate("hi"))
-	h.Template(key, apitest.SimpleTemplate("like"))
-	h.Template(key, apitest.SimpleTemplate("order_shipped"))
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "ada")
+	_, key := h.TenantWith("shop", e2eTemplates...)
+	createUser(h, key, "ada")
 
-	r := submit(h, key, map[string]any{
+	r := h.Submit(key, map[string]any{
 		"user_id": "ada", "template_id": "order_shipped", "channels": []string{"in_app"},
 		"data": map[string]any{"title": "Order shipped", "body": "Order #1234 is on its way"}, "idempotency_key": "order-1234-shipped",
 	})
@@ -57,7 +30,7 @@ func TestSubmitDeliversToInbox(t *testing.T) {
 	}
 	id := r.Str("notification_id")
 
-	got := waitDelivered(t, h, key, id)
+	got := waitDelivered(h, key, id)
 	chans := got.JSON["channels"].([]any)
 	if len(chans) != 1 {
 		t.Fatalf("want one channel, got %s", got.Body)
@@ -100,31 +73,14 @@ func TestSubmitDeliversToInbox(t *testing.T) {
 
 func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	tenantID, key := h.Tenant("social")
-	h.Template(key, apitest.SimpleTemplate("digest"))
-	h.Template(key, apitest.SimpleTemplate("hi"))
-	h.Template(key, apitest.SimpleTemplate("like"))
-	h.Template(key, apitest.SimpleTemplate("order_shipped"))
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "bob")
+	tenantID, key := h.TenantWith("social", e2eTemplates...)
+	createUser(h, key, "bob")
 	body := map[string]any{"user_id": "bob", "template_id": "like", "channels": []string{"in_app"},
 		"data": map[string]any{"liker": "carol"}, "idempotency_key": "like-42"}
 
 	const n = 200
 	responses := make([]apitest.Response, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			responses[i] = submit(h, key, body)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	concurrently(n, func(i int) { responses[i] = h.Submit(key, body) })
 
 	ids := map[string]int{}
 	news := 0
@@ -148,7 +104,7 @@ func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 	for k := range ids {
 		id = k
 	}
-	waitDelivered(t, h, key, id)
+	waitDelivered(h, key, id)
 	if c, err := h.Store.CountInbox(context.Background(), tenantID, "bob", id); err != nil || c != 1 {
 		t.Fatalf("want one inbox row, got %d (%v)", c, err)
 	}
@@ -157,7 +113,7 @@ func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 		t.Fatalf("want one inbox item for the user, got %d", n)
 	}
 	// A retry after delivery still returns the original id, now with its status.
-	again := submit(h, key, body)
+	again := h.Submit(key, body)
 	if again.Status != http.StatusOK || again.Str("notification_id") != id || again.Str("status") != herald.NotificationDelivered {
 		t.Fatalf("late duplicate: %d %s", again.Status, again.Body)
 	}
@@ -165,20 +121,14 @@ func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 
 func TestSameContentWithoutKeyDedups(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	_, key := h.Tenant("saas")
-	h.Template(key, apitest.SimpleTemplate("digest"))
-	h.Template(key, apitest.SimpleTemplate("hi"))
-	h.Template(key, apitest.SimpleTemplate("like"))
-	h.Template(key, apitest.SimpleTemplate("order_shipped"))
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "cy")
-	first := submit(h, key, map[string]any{"user_id": "cy", "template_id": "digest", "channels": []string{"in_app"},
+	_, key := h.TenantWith("saas", e2eTemplates...)
+	createUser(h, key, "cy")
+	first := h.Submit(key, map[string]any{"user_id": "cy", "template_id": "digest", "channels": []string{"in_app"},
 		"data": map[string]any{"a": 1, "nested": map[string]any{"x": "1", "y": []any{1, 2}}}})
 	// Same content, keys in another order at every depth.
-	second := h.Do(http.MethodPost, "/v1/notifications", key,
+	second := h.Submit(key,
 		`{"channels":["in_app"],"data":{"nested":{"y":[1,2],"x":"1"},"a":1},"template_id":"digest","user_id":"cy"}`)
-	different := submit(h, key, map[string]any{"user_id": "cy", "template_id": "digest", "channels": []string{"in_app"},
+	different := h.Submit(key, map[string]any{"user_id": "cy", "template_id": "digest", "channels": []string{"in_app"},
 		"data": map[string]any{"a": 2, "nested": map[string]any{"x": "1", "y": []any{1, 2}}}})
 	if first.Status != http.StatusAccepted || second.Status != http.StatusOK || second.Str("dedup") != "duplicate" {
 		t.Fatalf("want new then duplicate, got %d %s / %d %s", first.Status, first.Body, second.Status, second.Body)
@@ -193,62 +143,35 @@ func TestSameContentWithoutKeyDedups(t *testing.T) {
 
 func TestShortDedupWindowExpires(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	_, key := h.Tenant("shop")
-	h.Template(key, apitest.SimpleTemplate("digest"))
-	h.Template(key, apitest.SimpleTemplate("hi"))
-	h.Template(key, apitest.SimpleTemplate("like"))
-	h.Template(key, apitest.SimpleTemplate("order_shipped"))
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "dee")
+	_, key := h.TenantWith("shop", e2eTemplates...)
+	createUser(h, key, "dee")
 	body := map[string]any{"user_id": "dee", "template_id": "otp", "channels": []string{"in_app"},
 		"data": map[string]any{"code": "123456"}, "idempotency_key": "otp-1", "dedup_ttl_sec": 2}
-	first := submit(h, key, body)
-	if first.Status != http.StatusAccepted {
-		t.Fatalf("submit: %d %s", first.Status, first.Body)
-	}
-	if dup := submit(h, key, body); dup.Status != http.StatusOK || dup.Str("notification_id") != first.Str("notification_id") {
+	first := h.Accept(key, body)
+	if dup := h.Submit(key, body); dup.Status != http.StatusOK || dup.Str("notification_id") != first {
 		t.Fatalf("inside the window: %d %s", dup.Status, dup.Body)
 	}
-	waitDelivered(t, h, key, first.Str("notification_id"))
+	waitDelivered(h, key, first)
 	var later apitest.Response
 	h.Eventually(20*time.Second, "the dedup window to pass", func() bool {
-		later = submit(h, key, body)
+		later = h.Submit(key, body)
 		return later.Status == http.StatusAccepted
 	})
-	if later.Str("dedup") != "new" || later.Str("notification_id") == first.Str("notification_id") {
+	if later.Str("dedup") != "new" || later.Str("notification_id") == first {
 		t.Fatalf("after the window: want a new id, got %s", later.Body)
 	}
-	waitDelivered(t, h, key, later.Str("notification_id"))
+	waitDelivered(h, key, later.Str("notification_id"))
 	// The first notification's status is still readable after its run closed.
-	if old := h.Do(http.MethodGet, "/v1/notifications/"+first.Str("notification_id"), key, nil); old.Status != http.StatusOK {
-		t.Fatalf("old notification: %d %s", old.Status, old.Body)
-	}
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+first, key, nil)
 }
 
 func TestTenantsCannotSeeEachOther(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	_, keyA := h.Tenant("a")
-	h.Template(keyA, apitest.SimpleTemplate("digest"))
-	h.Template(keyA, apitest.SimpleTemplate("hi"))
-	h.Template(keyA, apitest.SimpleTemplate("like"))
-	h.Template(keyA, apitest.SimpleTemplate("order_shipped"))
-	h.Template(keyA, apitest.SimpleTemplate("otp"))
-	h.Template(keyA, apitest.SimpleTemplate("t"))
-	_, keyB := h.Tenant("b")
-	h.Template(keyB, apitest.SimpleTemplate("digest"))
-	h.Template(keyB, apitest.SimpleTemplate("hi"))
-	h.Template(keyB, apitest.SimpleTemplate("like"))
-	h.Template(keyB, apitest.SimpleTemplate("order_shipped"))
-	h.Template(keyB, apitest.SimpleTemplate("otp"))
-	h.Template(keyB, apitest.SimpleTemplate("t"))
-	createUser(t, h, keyA, "eve")
-	r := submit(h, keyA, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": "k"})
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("submit: %d %s", r.Status, r.Body)
-	}
-	id := r.Str("notification_id")
-	waitDelivered(t, h, keyA, id)
+	_, keyA := h.TenantWith("a", e2eTemplates...)
+	_, keyB := h.TenantWith("b", e2eTemplates...)
+	createUser(h, keyA, "eve")
+	id := h.Accept(keyA, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": "k"})
+	waitDelivered(h, keyA, id)
 	for _, c := range []struct{ method, path string }{
 		{http.MethodGet, "/v1/notifications/" + id},
 		{http.MethodGet, "/v1/users/eve"},
@@ -261,12 +184,12 @@ func TestTenantsCannotSeeEachOther(t *testing.T) {
 		}
 	}
 	// Tenant B submitting to A's user id: that user does not exist for B.
-	if got := submit(h, keyB, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}}); got.Status != http.StatusUnprocessableEntity {
+	if got := h.Submit(keyB, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}}); got.Status != http.StatusUnprocessableEntity {
 		t.Errorf("tenant B submit to A's user: want 422, got %d", got.Status)
 	}
 	// The same idempotency key in tenant B is a different notification.
-	createUser(t, h, keyB, "eve")
-	b := submit(h, keyB, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": "k"})
+	createUser(h, keyB, "eve")
+	b := h.Submit(keyB, map[string]any{"user_id": "eve", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": "k"})
 	if b.Status != http.StatusAccepted || b.Str("notification_id") == id {
 		t.Fatalf("tenant B same key: %d %s", b.Status, b.Body)
 	}
@@ -274,16 +197,10 @@ func TestTenantsCannotSeeEachOther(t *testing.T) {
 
 func TestBadInputs(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	_, key := h.Tenant("shop")
+	_, key := h.TenantWith("shop", e2eTemplates...)
 	h.Template(key, templates.Template{ID: "inbox_only", Category: "shipping",
 		InApp: &templates.InAppContent{Title: "Order {{.order.id}}", Body: "Hi {{.name}}"}})
-	h.Template(key, apitest.SimpleTemplate("digest"))
-	h.Template(key, apitest.SimpleTemplate("hi"))
-	h.Template(key, apitest.SimpleTemplate("like"))
-	h.Template(key, apitest.SimpleTemplate("order_shipped"))
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "fay")
+	createUser(h, key, "fay")
 	valid := `"user_id":"fay","template_id":"t","channels":["in_app"]`
 	cases := []struct {
 		name      string
@@ -360,19 +277,10 @@ func TestAcceptedWithoutWorkerIsVisibleAndQueued(t *testing.T) {
 	// No worker: the start is durable, so the id resolves at once (never a 404) and
 	// reports "queued" until a worker picks it up.
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	_, key := h.Tenant("shop")
-	h.Template(key, apitest.SimpleTemplate("digest"))
-	h.Template(key, apitest.SimpleTemplate("hi"))
-	h.Template(key, apitest.SimpleTemplate("like"))
-	h.Template(key, apitest.SimpleTemplate("order_shipped"))
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "hal")
-	r := submit(h, key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("submit: %d %s", r.Status, r.Body)
-	}
-	got := h.Do(http.MethodGet, "/v1/notifications/"+r.Str("notification_id"), key, nil)
+	_, key := h.TenantWith("shop", e2eTemplates...)
+	createUser(h, key, "hal")
+	id := h.Accept(key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
+	got := h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)
 	if got.Status != http.StatusOK || got.Str("status") != "queued" || got.Str("workflow_id") == "" ||
 		got.Str("user_id") != "hal" || got.Str("template_id") != "t" {
 		t.Fatalf("status of a queued notification: %d %s", got.Status, got.Body)
@@ -380,7 +288,7 @@ func TestAcceptedWithoutWorkerIsVisibleAndQueued(t *testing.T) {
 	if chans := got.JSON["channels"].([]any); len(chans) != 1 || chans[0].(map[string]any)["status"] != "pending" {
 		t.Fatalf("a queued notification lists its channels as pending: %s", got.Body)
 	}
-	dup := submit(h, key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
+	dup := h.Submit(key, map[string]any{"user_id": "hal", "template_id": "t", "channels": []string{"in_app"}})
 	if dup.Status != http.StatusOK || dup.Str("status") != "queued" || dup.Str("original_accepted_at") == "" {
 		t.Fatalf("duplicate of a queued notification: %d %s", dup.Status, dup.Body)
 	}

@@ -6,15 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
-	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
-	"github.com/herald-notify/herald/providers/resolver"
 )
 
 // failEnv is a harness whose tenant sends email through a SendGrid fake (with a
@@ -33,45 +29,28 @@ type failEnv struct {
 // after clientTimeout.
 func startFailEnv(t *testing.T, clientTimeout time.Duration) failEnv {
 	t.Helper()
-	sg, tw := providertest.NewSendGrid(), providertest.NewTwilio()
-	t.Cleanup(func() { sg.Close(); tw.Close() })
-	h := apitest.Start(t, apitest.Options{Process: resolver.Process{SendGridBaseURL: sg.URL, TwilioBaseURL: tw.URL,
-		PublicBaseURL: publicBase, HTTPClient: &http.Client{Timeout: clientTimeout}}})
-	tenantID, key := h.Tenant("failures")
-	h.Template(key, apitest.SimpleTemplate("order"))
+	f := apitest.StartFakes(t)
+	h := apitest.Start(t, apitest.Options{Process: f.Process(publicBase, clientTimeout)})
+	tenantID, key := h.TenantWith("failures", "order")
 	signKey, pub := newWebhookKey(t)
-	ctx := context.Background()
-	for _, pc := range []providers.ProviderConfig{
-		{TenantID: tenantID, Channel: "email", Provider: "sendgrid", Enabled: true,
-			Settings: json.RawMessage(`{"from":"shop@example.com","webhook_public_key":"` + pub + `"}`),
-			Secret:   []byte(`{"api_key":"SG.test-key"}`)},
-		{TenantID: tenantID, Channel: "sms", Provider: "twilio", Enabled: true,
-			Settings: json.RawMessage(`{"account_sid":"AC0123456789abcdef0123456789abcdef","from":"+14155550000"}`),
-			Secret:   []byte(`{"auth_token":"twilioauthtoken0123456789abcdef"}`)},
-	} {
-		if err := h.Providers.PutProviderConfig(ctx, pc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	putProfile(t, h, key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
-	return failEnv{h: h, sg: sg, tw: tw, tenantID: tenantID, key: key,
+	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com","webhook_public_key":"`+pub+`"}`)
+	h.ConfigureTwilio(tenantID)
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
+	return failEnv{h: h, sg: f.SendGrid, tw: f.Twilio, tenantID: tenantID, key: key,
 		sign: func(body []byte) []string { return signSendGrid(t, signKey, time.Now(), body) }}
 }
-
-var failSeq atomic.Int64
 
 // notify submits a notification to ada with a fresh idempotency key; extra adds or
 // overrides body fields.
 func (e failEnv) notify(extra map[string]any, channels ...string) apitest.Response {
 	e.h.T.Helper()
-	n := failSeq.Add(1)
+	k := freshKey("fail")
 	body := map[string]any{"user_id": "ada", "template_id": "order", "channels": channels,
-		"data":            map[string]any{"title": "Order", "body": fmt.Sprintf("order %d", n)},
-		"idempotency_key": fmt.Sprintf("fail-%d-%d", time.Now().UnixNano(), n)}
+		"data": map[string]any{"title": "Order", "body": "order " + k}, "idempotency_key": k}
 	for k, v := range extra {
 		body[k] = v
 	}
-	return e.h.Do(http.MethodPost, "/v1/notifications", e.key, body)
+	return e.h.Submit(e.key, body)
 }
 
 // mustNotify submits and returns the id of a 202 with the given status.
@@ -87,13 +66,13 @@ func (e failEnv) mustNotify(t *testing.T, status string, extra map[string]any, c
 // retries sets the tenant's retry overrides through PUT /v1/settings.
 func (e failEnv) retries(t *testing.T, policies map[string]any) apitest.Response {
 	t.Helper()
-	return mustDo(t, e.h, http.StatusOK, http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": policies})
+	return e.h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": policies})
 }
 
 // deadLetters lists the dead letters of the key's tenant.
 func deadLetters(t *testing.T, h *apitest.Harness, key, query string) []map[string]any {
 	t.Helper()
-	r := mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/dead-letters"+query, key, nil)
+	r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/dead-letters"+query, key, nil)
 	var out []map[string]any
 	for _, it := range r.JSON["items"].([]any) {
 		out = append(out, it.(map[string]any))
@@ -133,10 +112,9 @@ func TestScheduledSendIsDeliveredAtSendAt(t *testing.T) {
 	id := e.mustNotify(t, "scheduled", map[string]any{"send_at": rfc3339(sendAt)}, "email", "in_app")
 
 	// Wait for the workflow to record the schedule, then watch until just before send_at.
-	h := e.h
-	h.Eventually(2*time.Second, "overall scheduled", func() bool { o, _ := channelsOf(t, h, e.key, id); return o == "scheduled" })
+	e.h.AwaitStatus(e.key, id, "scheduled", 2*time.Second)
 	for time.Until(sendAt) > 300*time.Millisecond {
-		overall, chans := channelsOf(t, e.h, e.key, id)
+		overall, chans := e.h.Channels(e.key, id)
 		if overall != "scheduled" {
 			t.Fatalf("before send_at the notification is %s, want scheduled", overall)
 		}
@@ -150,12 +128,12 @@ func TestScheduledSendIsDeliveredAtSendAt(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if r := mustDo(t, e.h, http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", e.key, nil); len(r.JSON["items"].([]any)) != 0 {
+	if r := e.h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", e.key, nil); len(r.JSON["items"].([]any)) != 0 {
 		t.Fatalf("in-app item before send_at: %s", r.Body)
 	}
 
-	awaitChannel(t, e.h, e.key, id, "email", "sent", "", 5*time.Second)
-	awaitChannel(t, e.h, e.key, id, "in_app", "delivered", "", 5*time.Second)
+	e.h.AwaitChannel(e.key, id, "email", "sent", "", 5*time.Second)
+	e.h.AwaitChannel(e.key, id, "in_app", "delivered", "", 5*time.Second)
 	reqs := e.sg.AcceptedRequests()
 	if len(reqs) != 1 {
 		t.Fatalf("SendGrid accepted %d messages, want 1", len(reqs))
@@ -166,7 +144,7 @@ func TestScheduledSendIsDeliveredAtSendAt(t *testing.T) {
 	if late := reqs[0].At.Sub(sendAt); late > 3*time.Second {
 		t.Errorf("sent %s after send_at", late)
 	}
-	h.Eventually(5*time.Second, "overall sent", func() bool { o, _ := channelsOf(t, h, e.key, id); return o == "sent" })
+	e.h.AwaitStatus(e.key, id, "sent", 5*time.Second)
 }
 
 // TestCancelScheduledNotification: a cancel before send_at answers 200 with every
@@ -177,9 +155,9 @@ func TestCancelScheduledNotification(t *testing.T) {
 	e := startFailEnv(t, 10*time.Second)
 	sendAt := time.Now().Add(3 * time.Second)
 	id := e.mustNotify(t, "scheduled", map[string]any{"send_at": rfc3339(sendAt)}, "email", "in_app")
-	awaitChannel(t, e.h, e.key, id, "email", "scheduled", "send_at", 2*time.Second)
+	e.h.AwaitChannel(e.key, id, "email", "scheduled", "send_at", 2*time.Second)
 
-	r := mustDo(t, e.h, http.StatusOK, http.MethodDelete, "/v1/notifications/"+id, e.key, nil)
+	r := e.h.MustDo(http.StatusOK, http.MethodDelete, "/v1/notifications/"+id, e.key, nil)
 	if r.Str("notification_id") != id || len(r.JSON["channels"].([]any)) != 2 {
 		t.Fatalf("cancel answered %s", r.Body)
 	}
@@ -190,20 +168,20 @@ func TestCancelScheduledNotification(t *testing.T) {
 		}
 	}
 	// Cancelling again is harmless.
-	mustDo(t, e.h, http.StatusOK, http.MethodDelete, "/v1/notifications/"+id, e.key, nil)
+	e.h.MustDo(http.StatusOK, http.MethodDelete, "/v1/notifications/"+id, e.key, nil)
 	// Another tenant cannot cancel it (or learn that it exists).
 	_, otherKey := e.h.Tenant("other")
-	wantError(t, e.h.Do(http.MethodDelete, "/v1/notifications/"+id, otherKey, nil), http.StatusNotFound, "not_found", "")
+	apitest.WantError(t, e.h.Do(http.MethodDelete, "/v1/notifications/"+id, otherKey, nil), http.StatusNotFound, "not_found", "")
 
 	time.Sleep(time.Until(sendAt) + 1500*time.Millisecond)
 	if n := e.sg.Calls(); n != 0 {
 		t.Fatalf("SendGrid was called %d times for a cancelled notification", n)
 	}
-	_, chans := channelsOf(t, e.h, e.key, id)
+	_, chans := e.h.Channels(e.key, id)
 	if chans["email"]["status"] != "cancelled" || chans["in_app"]["status"] != "cancelled" {
 		t.Fatalf("after send_at: %v", chans)
 	}
-	if r := mustDo(t, e.h, http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", e.key, nil); len(r.JSON["items"].([]any)) != 0 {
+	if r := e.h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", e.key, nil); len(r.JSON["items"].([]any)) != 0 {
 		t.Fatalf("a cancelled notification reached the inbox: %s", r.Body)
 	}
 }
@@ -219,16 +197,8 @@ func TestCancelRightAfterAccept(t *testing.T) {
 	for i := range ids {
 		ids[i] = e.mustNotify(t, "scheduled", map[string]any{"send_at": rfc3339(sendAt)}, "email", "in_app")
 	}
-	var wg sync.WaitGroup
 	answers := make([]apitest.Response, len(ids))
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = e.h.Do(http.MethodDelete, "/v1/notifications/"+id, e.key, nil)
-		}()
-	}
-	wg.Wait()
+	concurrently(len(ids), func(i int) { answers[i] = e.h.Do(http.MethodDelete, "/v1/notifications/"+ids[i], e.key, nil) })
 	for i, r := range answers {
 		if r.Status != http.StatusOK || r.Str("status") != "cancelled" {
 			t.Errorf("%s: cancel answered %d %s", ids[i], r.Status, r.Body)
@@ -239,7 +209,7 @@ func TestCancelRightAfterAccept(t *testing.T) {
 		t.Fatalf("SendGrid was called %d times for cancelled notifications", n)
 	}
 	for _, id := range ids {
-		overall, chans := channelsOf(t, e.h, e.key, id)
+		overall, chans := e.h.Channels(e.key, id)
 		if overall != "cancelled" || chans["email"]["status"] != "cancelled" || chans["in_app"]["status"] != "cancelled" {
 			t.Errorf("%s after send_at: %s email=%v in_app=%v", id, overall, chans["email"]["status"], chans["in_app"]["status"])
 		}
@@ -252,9 +222,8 @@ func TestCancelAfterSentIsConflict(t *testing.T) {
 	t.Parallel()
 	e := startFailEnv(t, 10*time.Second)
 	id := e.mustNotify(t, "queued", nil, "email")
-	awaitChannel(t, e.h, e.key, id, "email", "sent", "", 10*time.Second)
-	h := e.h
-	h.Eventually(5*time.Second, "overall sent", func() bool { o, _ := channelsOf(t, h, e.key, id); return o == "sent" })
+	e.h.AwaitChannel(e.key, id, "email", "sent", "", 10*time.Second)
+	e.h.AwaitStatus(e.key, id, "sent", 5*time.Second)
 
 	r := e.h.Do(http.MethodDelete, "/v1/notifications/"+id, e.key, nil)
 	if _, code := r.ErrorField(); r.Status != http.StatusConflict || code != "not_cancellable" {
@@ -272,8 +241,8 @@ func TestCancelAfterSentIsConflict(t *testing.T) {
 	}
 
 	unknown := "n_" + strings.Repeat("ab", 32)
-	wantError(t, e.h.Do(http.MethodDelete, "/v1/notifications/"+unknown, e.key, nil), http.StatusNotFound, "not_found", "")
-	wantError(t, e.h.Do(http.MethodDelete, "/v1/notifications/nope", e.key, nil), http.StatusBadRequest, "invalid_field", "notification_id")
+	apitest.WantError(t, e.h.Do(http.MethodDelete, "/v1/notifications/"+unknown, e.key, nil), http.StatusNotFound, "not_found", "")
+	apitest.WantError(t, e.h.Do(http.MethodDelete, "/v1/notifications/nope", e.key, nil), http.StatusBadRequest, "invalid_field", "notification_id")
 }
 
 // TestSendAtAndPriorityValidation: send_at in the past sends now; more than a year
@@ -284,18 +253,18 @@ func TestSendAtAndPriorityValidation(t *testing.T) {
 	e := startFailEnv(t, 10*time.Second)
 	start := time.Now()
 	id := e.mustNotify(t, "queued", map[string]any{"send_at": rfc3339(time.Now().Add(-time.Hour))}, "email")
-	awaitChannel(t, e.h, e.key, id, "email", "sent", "", 5*time.Second)
+	e.h.AwaitChannel(e.key, id, "email", "sent", "", 5*time.Second)
 	if took := time.Since(start); took > 4*time.Second {
 		t.Errorf("a past send_at took %s to send", took)
 	}
 
-	wantError(t, e.notify(map[string]any{"send_at": rfc3339(time.Now().Add(367 * 24 * time.Hour))}, "email"), http.StatusBadRequest, "invalid_field", "send_at")
-	wantError(t, e.notify(map[string]any{"send_at": "tomorrow"}, "email"), http.StatusBadRequest, "invalid_field", "send_at")
-	wantError(t, e.notify(map[string]any{"send_at": "2026-12-24 18:00:00"}, "email"), http.StatusBadRequest, "invalid_field", "send_at")
-	wantError(t, e.notify(map[string]any{"send_at": 1767225600}, "email"), http.StatusBadRequest, "invalid_type", "send_at")
-	wantError(t, e.notify(map[string]any{"priority": "urgent"}, "email"), http.StatusBadRequest, "invalid_field", "priority")
-	wantError(t, e.notify(map[string]any{"priority": "critical"}, "email"), http.StatusBadRequest, "invalid_field", "priority")
-	wantError(t, e.notify(map[string]any{"priority": ""}, "email"), http.StatusBadRequest, "invalid_field", "priority")
+	apitest.WantError(t, e.notify(map[string]any{"send_at": rfc3339(time.Now().Add(367 * 24 * time.Hour))}, "email"), http.StatusBadRequest, "invalid_field", "send_at")
+	apitest.WantError(t, e.notify(map[string]any{"send_at": "tomorrow"}, "email"), http.StatusBadRequest, "invalid_field", "send_at")
+	apitest.WantError(t, e.notify(map[string]any{"send_at": "2026-12-24 18:00:00"}, "email"), http.StatusBadRequest, "invalid_field", "send_at")
+	apitest.WantError(t, e.notify(map[string]any{"send_at": 1767225600}, "email"), http.StatusBadRequest, "invalid_type", "send_at")
+	apitest.WantError(t, e.notify(map[string]any{"priority": "urgent"}, "email"), http.StatusBadRequest, "invalid_field", "priority")
+	apitest.WantError(t, e.notify(map[string]any{"priority": "critical"}, "email"), http.StatusBadRequest, "invalid_field", "priority")
+	apitest.WantError(t, e.notify(map[string]any{"priority": ""}, "email"), http.StatusBadRequest, "invalid_field", "priority")
 
 	// The lane is the workflow's task queue.
 	crit := apitest.SimpleTemplate("otp")
@@ -303,7 +272,7 @@ func TestSendAtAndPriorityValidation(t *testing.T) {
 	e.h.Template(e.key, crit)
 	lane := func(id string) string {
 		t.Helper()
-		r := mustDo(t, e.h, http.StatusOK, http.MethodGet, "/v1/notifications/"+id, e.key, nil)
+		r := e.h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, e.key, nil)
 		d, err := e.h.Temporal.DescribeWorkflow(context.Background(), r.Str("workflow_id"), r.Str("run_id"))
 		if err != nil {
 			t.Fatal(err)
@@ -314,7 +283,7 @@ func TestSendAtAndPriorityValidation(t *testing.T) {
 	normal := e.mustNotify(t, "queued", map[string]any{"priority": "normal"}, "email")
 	critical := e.mustNotify(t, "queued", map[string]any{"priority": "bulk", "template_id": "otp"}, "email")
 	for id, want := range map[string]string{bulk: e.h.TaskQueue + "-bulk", normal: e.h.TaskQueue, critical: e.h.TaskQueue + "-critical"} {
-		awaitChannel(t, e.h, e.key, id, "email", "sent", "", 10*time.Second)
+		e.h.AwaitChannel(e.key, id, "email", "sent", "", 10*time.Second)
 		if got := lane(id); got != want {
 			t.Errorf("%s ran on %s, want %s", id, got, want)
 		}
@@ -334,19 +303,19 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	if want := `{"email":{"backoff_coefficient":2,"expiration":"1m0s","initial_interval":"100ms","maximum_attempts":2,"maximum_interval":"1s"}}`; string(got) != want {
 		t.Fatalf("retry_policies = %s, want %s", got, want)
 	}
-	if r := mustDo(t, e.h, http.StatusOK, http.MethodGet, "/v1/settings", e.key, nil); !strings.Contains(string(r.Body), `"maximum_attempts":2`) {
+	if r := e.h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", e.key, nil); !strings.Contains(string(r.Body), `"maximum_attempts":2`) {
 		t.Fatalf("GET /v1/settings lost the retry policy: %s", r.Body)
 	}
-	wantError(t, e.h.Do(http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": map[string]any{"in_app": map[string]any{}}}),
+	apitest.WantError(t, e.h.Do(http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": map[string]any{"in_app": map[string]any{}}}),
 		http.StatusBadRequest, "invalid_field", "retry_policies.in_app")
-	wantError(t, e.h.Do(http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": map[string]any{"email": map[string]any{"initial_interval": "fast"}}}),
+	apitest.WantError(t, e.h.Do(http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": map[string]any{"email": map[string]any{"initial_interval": "fast"}}}),
 		http.StatusBadRequest, "invalid_field", "retry_policies.email.initial_interval")
-	wantError(t, e.h.Do(http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": map[string]any{"email": map[string]any{"maximum_attempts": 0}}}),
+	apitest.WantError(t, e.h.Do(http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": map[string]any{"email": map[string]any{"maximum_attempts": 0}}}),
 		http.StatusBadRequest, "invalid_field", "retry_policies.email.maximum_attempts")
 
 	e.sg.Always(providertest.Fail500())
 	id := e.mustNotify(t, "queued", nil, "email")
-	ch := awaitChannel(t, e.h, e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
+	ch := e.h.AwaitChannel(e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
 	hist := history(ch)
 	if len(hist) != 2 {
 		t.Fatalf("history has %d attempts, want 2: %v", len(hist), hist)
@@ -359,8 +328,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	if e.sg.Calls() != 2 || e.sg.Accepted() != 0 {
 		t.Fatalf("SendGrid calls %d accepted %d, want 2 and 0", e.sg.Calls(), e.sg.Accepted())
 	}
-	h := e.h
-	h.Eventually(5*time.Second, "overall failed", func() bool { o, _ := channelsOf(t, h, e.key, id); return o == "failed" })
+	e.h.AwaitStatus(e.key, id, "failed", 5*time.Second)
 
 	d := deadLetterOf(deadLetters(t, e.h, e.key, ""), id, "email")
 	if d == nil {
@@ -383,7 +351,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	}
 	for q, field := range map[string]string{"?channel=fax": "channel", "?status=closed": "status", "?since=yesterday": "since",
 		"?until=2026-01-01": "until", "?limit=0": "limit", "?limit=1001": "limit", "?limit=x": "limit"} {
-		wantError(t, e.h.Do(http.MethodGet, "/v1/dead-letters"+q, e.key, nil), http.StatusBadRequest, "invalid_field", field)
+		apitest.WantError(t, e.h.Do(http.MethodGet, "/v1/dead-letters"+q, e.key, nil), http.StatusBadRequest, "invalid_field", field)
 	}
 
 	// Tenant isolation: another tenant neither sees nor redrives it.
@@ -391,35 +359,35 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	if items := deadLetters(t, e.h, otherKey, "?status=all"); len(items) != 0 {
 		t.Fatalf("another tenant lists %d dead letters", len(items))
 	}
-	wantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", otherKey, nil), http.StatusNotFound, "not_found", "")
-	if r := mustDo(t, e.h, http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", otherKey, map[string]any{}); r.JSON["matched"] != 0.0 {
+	apitest.WantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", otherKey, nil), http.StatusNotFound, "not_found", "")
+	if r := e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", otherKey, map[string]any{}); r.JSON["matched"] != 0.0 {
 		t.Fatalf("another tenant's bulk redrive matched: %s", r.Body)
 	}
-	wantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/abc/redrive", e.key, nil), http.StatusBadRequest, "invalid_field", "dead_letter_id")
-	wantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/0/redrive", e.key, nil), http.StatusBadRequest, "invalid_field", "dead_letter_id")
-	wantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/999999999999/redrive", e.key, nil), http.StatusNotFound, "not_found", "")
-	if _, chans := channelsOf(t, e.h, e.key, id); chans["email"]["status"] != "failed" || e.sg.Calls() != 2 {
+	apitest.WantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/abc/redrive", e.key, nil), http.StatusBadRequest, "invalid_field", "dead_letter_id")
+	apitest.WantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/0/redrive", e.key, nil), http.StatusBadRequest, "invalid_field", "dead_letter_id")
+	apitest.WantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/999999999999/redrive", e.key, nil), http.StatusNotFound, "not_found", "")
+	if _, chans := e.h.Channels(e.key, id); chans["email"]["status"] != "failed" || e.sg.Calls() != 2 {
 		t.Fatalf("a rejected redrive changed something: %v, %d calls", chans["email"], e.sg.Calls())
 	}
 
 	// The provider recovers; one redrive sends it once.
 	e.sg.Recover()
-	r = mustDo(t, e.h, http.StatusAccepted, http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", e.key, nil)
+	r = e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", e.key, nil)
 	if r.JSON["dead_letter_id"] != d["id"] || r.Str("status") != "redriving" || !strings.HasPrefix(r.Str("redrive_workflow_id"), "redrive/") {
 		t.Fatalf("redrive answered %s", r.Body)
 	}
-	ch = awaitChannel(t, e.h, e.key, id, "email", "sent", "", 15*time.Second)
+	ch = e.h.AwaitChannel(e.key, id, "email", "sent", "", 15*time.Second)
 	if ch["provider_message_id"] == nil || ch["reason"] != nil {
 		t.Errorf("redriven channel: %v", ch)
 	}
 	if hist := history(ch); len(hist) != 3 || hist[2]["outcome"] != "accepted" {
 		t.Errorf("history after the redrive: %v", hist)
 	}
-	h.Eventually(5*time.Second, "dead letter redriven", func() bool {
-		d := deadLetterOf(deadLetters(t, h, e.key, "?status=redriven"), id, "email")
+	e.h.Eventually(5*time.Second, "dead letter redriven", func() bool {
+		d := deadLetterOf(deadLetters(t, e.h, e.key, "?status=redriven"), id, "email")
 		return d != nil && d["redrives"] == 1.0
 	})
-	h.Eventually(5*time.Second, "overall sent", func() bool { o, _ := channelsOf(t, h, e.key, id); return o == "sent" })
+	e.h.AwaitStatus(e.key, id, "sent", 5*time.Second)
 	if deadLetterOf(deadLetters(t, e.h, e.key, ""), id, "email") != nil {
 		t.Error("a redriven dead letter is still listed as open")
 	}
@@ -458,7 +426,7 @@ func TestRedriveAfterProviderAcceptedDoesNotResend(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first attempt never reached SendGrid")
 	}
-	ch := awaitChannel(t, e.h, e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
+	ch := e.h.AwaitChannel(e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
 	hold.Release()
 	if hist := history(ch); len(hist) != 2 || hist[0]["outcome"] != "retryable" || hist[1]["outcome"] != "retryable" {
 		t.Fatalf("history: %v", hist)
@@ -480,14 +448,13 @@ func TestRedriveAfterProviderAcceptedDoesNotResend(t *testing.T) {
 	}
 
 	e.sg.Recover()
-	mustDo(t, e.h, http.StatusAccepted, http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", e.key, nil)
-	ch = awaitChannel(t, e.h, e.key, id, "email", "sent", "", 15*time.Second)
+	e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", e.key, nil)
+	ch = e.h.AwaitChannel(e.key, id, "email", "sent", "", 15*time.Second)
 	if ch["provider_message_id"] != msgID {
 		t.Errorf("provider_message_id = %v, want the accepted message's %s", ch["provider_message_id"], msgID)
 	}
-	h := e.h
-	h.Eventually(5*time.Second, "dead letter redriven", func() bool {
-		return deadLetterOf(deadLetters(t, h, e.key, "?status=redriven"), id, "email") != nil
+	e.h.Eventually(5*time.Second, "dead letter redriven", func() bool {
+		return deadLetterOf(deadLetters(t, e.h, e.key, "?status=redriven"), id, "email") != nil
 	})
 	if e.sg.Accepted() != 1 || e.sg.Calls() != 2 {
 		t.Fatalf("the redrive called SendGrid again: calls %d accepted %d, want 2 and 1", e.sg.Calls(), e.sg.Accepted())
@@ -495,11 +462,9 @@ func TestRedriveAfterProviderAcceptedDoesNotResend(t *testing.T) {
 
 	// The delivery receipt arrives later and completes the channel.
 	batch = sgBatch(t, sgEv(e.tenantID, id, msgID, "delivered", "ev-delivered-"+id, time.Now().Unix()))
-	if r := e.h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch, e.sign(batch)...); r.Status != http.StatusOK {
-		t.Fatalf("webhook: %d %s", r.Status, r.Body)
-	}
-	awaitChannel(t, e.h, e.key, id, "email", "delivered", "", 5*time.Second)
-	h.Eventually(5*time.Second, "overall delivered", func() bool { o, _ := channelsOf(t, h, e.key, id); return o == "delivered" })
+	e.h.MustDo(http.StatusOK, http.MethodPost, "/v1/webhooks/sendgrid", "", batch, e.sign(batch)...)
+	e.h.AwaitChannel(e.key, id, "email", "delivered", "", 5*time.Second)
+	e.h.AwaitStatus(e.key, id, "delivered", 5*time.Second)
 }
 
 // TestBulkRedriveByChannel: a bulk redrive filtered by channel redrives only that
@@ -514,9 +479,9 @@ func TestBulkRedriveByChannel(t *testing.T) {
 	mails := []string{e.mustNotify(t, "queued", nil, "email"), e.mustNotify(t, "queued", nil, "email")}
 	sms := e.mustNotify(t, "queued", nil, "sms")
 	for _, id := range mails {
-		awaitChannel(t, e.h, e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
+		e.h.AwaitChannel(e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
 	}
-	awaitChannel(t, e.h, e.key, sms, "sms", "failed", "dead_lettered", 15*time.Second)
+	e.h.AwaitChannel(e.key, sms, "sms", "failed", "dead_lettered", 15*time.Second)
 	if items := deadLetters(t, e.h, e.key, ""); len(items) != 3 {
 		t.Fatalf("%d open dead letters, want 3", len(items))
 	}
@@ -529,17 +494,17 @@ func TestBulkRedriveByChannel(t *testing.T) {
 			t.Errorf("bulk redrive %s: %d %s, want 400 naming %s", body, r.Status, r.Body, field)
 		}
 	}
-	wantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/redrive", e.key, nil), http.StatusBadRequest, "malformed_json", "")
+	apitest.WantError(t, e.h.Do(http.MethodPost, "/v1/dead-letters/redrive", e.key, nil), http.StatusBadRequest, "malformed_json", "")
 
 	e.sg.Recover()
 	e.tw.Recover()
-	r := mustDo(t, e.h, http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", e.key,
+	r := e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", e.key,
 		map[string]any{"channel": "email", "since": rfc3339(time.Now().Add(-time.Hour)), "limit": 10})
 	if r.JSON["matched"] != 2.0 || len(r.JSON["started"].([]any)) != 2 {
 		t.Fatalf("bulk redrive: %s", r.Body)
 	}
 	for _, id := range mails {
-		awaitChannel(t, e.h, e.key, id, "email", "sent", "", 15*time.Second)
+		e.h.AwaitChannel(e.key, id, "email", "sent", "", 15*time.Second)
 	}
 	if e.sg.Accepted() != 2 {
 		t.Fatalf("SendGrid accepted %d, want 2", e.sg.Accepted())
@@ -551,20 +516,19 @@ func TestBulkRedriveByChannel(t *testing.T) {
 	if e.tw.Calls() != twilioCalls {
 		t.Fatalf("the email redrive called Twilio")
 	}
-	h := e.h
-	h.Eventually(5*time.Second, "email dead letters redriven", func() bool {
-		return len(deadLetters(t, h, e.key, "?status=redriven&channel=email")) == 2
+	e.h.Eventually(5*time.Second, "email dead letters redriven", func() bool {
+		return len(deadLetters(t, e.h, e.key, "?status=redriven&channel=email")) == 2
 	})
 	// Nothing open is left on email.
-	if r := mustDo(t, e.h, http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", e.key, map[string]any{"channel": "email"}); r.JSON["matched"] != 0.0 {
+	if r := e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", e.key, map[string]any{"channel": "email"}); r.JSON["matched"] != 0.0 {
 		t.Fatalf("second email bulk redrive: %s", r.Body)
 	}
 	// Everything else: the SMS.
-	r = mustDo(t, e.h, http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", e.key, map[string]any{})
+	r = e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", e.key, map[string]any{})
 	if started := r.JSON["started"].([]any); r.JSON["matched"] != 1.0 || len(started) != 1 || started[0] != deadLetterOf(open, sms, "sms")["id"] {
 		t.Fatalf("bulk redrive of the rest: %s", r.Body)
 	}
-	awaitChannel(t, e.h, e.key, sms, "sms", "sent", "", 15*time.Second)
+	e.h.AwaitChannel(e.key, sms, "sms", "sent", "", 15*time.Second)
 	if e.tw.Accepted() != 1 {
 		t.Fatalf("Twilio accepted %d, want 1", e.tw.Accepted())
 	}
@@ -578,19 +542,13 @@ func TestConcurrentRedrivesOfOneDeadLetter(t *testing.T) {
 	e.retries(t, map[string]any{"email": map[string]any{"maximum_attempts": 1}})
 	e.sg.Always(providertest.Fail500())
 	id := e.mustNotify(t, "queued", nil, "email")
-	awaitChannel(t, e.h, e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
+	e.h.AwaitChannel(e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
 	d := deadLetterOf(deadLetters(t, e.h, e.key, ""), id, "email")
 	e.sg.Recover()
-	var wg sync.WaitGroup
 	answers := make([]apitest.Response, 4)
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = e.h.Do(http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", e.key, nil)
-		}()
-	}
-	wg.Wait()
+	concurrently(len(answers), func(i int) {
+		answers[i] = e.h.Do(http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", e.key, nil)
+	})
 	started := 0
 	for _, r := range answers {
 		_, code := r.ErrorField()
@@ -605,7 +563,7 @@ func TestConcurrentRedrivesOfOneDeadLetter(t *testing.T) {
 	if started != 1 {
 		t.Errorf("%d redrives started, want 1", started)
 	}
-	awaitChannel(t, e.h, e.key, id, "email", "sent", "", 15*time.Second)
+	e.h.AwaitChannel(e.key, id, "email", "sent", "", 15*time.Second)
 	if e.sg.Accepted() != 1 {
 		t.Fatalf("accepted %d, want 1", e.sg.Accepted())
 	}

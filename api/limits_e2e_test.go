@@ -13,34 +13,26 @@ import (
 
 func TestTenantRateLimitAnswers429WithRetryAfter(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true, TenantLimits: api.TenantLimits{RatePerSecond: 1, Burst: 5}})
-	_, key := h.Tenant("limited")
-	_, other := h.Tenant("other")
-	h.Template(key, apitest.SimpleTemplate("t"))
-	h.Template(other, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "ann")
-	createUser(t, h, other, "ann")
+	_, key := h.TenantWith("limited", "t")
+	_, other := h.TenantWith("other", "t")
+	createUser(h, key, "ann")
+	createUser(h, other, "ann")
 
 	var mu sync.Mutex
 	codes := map[int]int{}
-	var wg sync.WaitGroup
 	var retryAfter string
-	for i := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := submit(h, key, map[string]any{"user_id": "ann", "template_id": "t", "data": map[string]any{"i": i}})
-			mu.Lock()
-			defer mu.Unlock()
-			codes[r.Status]++
-			if r.Status == http.StatusTooManyRequests {
-				if _, code := r.ErrorField(); code != "rate_limited" {
-					t.Errorf("429 with code %q", code)
-				}
-				retryAfter = r.Header.Get("Retry-After")
+	concurrently(12, func(i int) {
+		r := h.Submit(key, map[string]any{"user_id": "ann", "template_id": "t", "data": map[string]any{"i": i}})
+		mu.Lock()
+		defer mu.Unlock()
+		codes[r.Status]++
+		if r.Status == http.StatusTooManyRequests {
+			if _, code := r.ErrorField(); code != "rate_limited" {
+				t.Errorf("429 with code %q", code)
 			}
-		}()
-	}
-	wg.Wait()
+			retryAfter = r.Header.Get("Retry-After")
+		}
+	})
 	// The burst of 5 passes (1/s refill may add one more during the test).
 	if codes[http.StatusAccepted] < 5 || codes[http.StatusAccepted] > 6 || codes[http.StatusTooManyRequests] < 6 {
 		t.Fatalf("status counts %v: want 5 (or 6) accepted, the rest 429", codes)
@@ -49,26 +41,21 @@ func TestTenantRateLimitAnswers429WithRetryAfter(t *testing.T) {
 		t.Fatalf("Retry-After = %q, want whole seconds ≥ 1", retryAfter)
 	}
 	// Another tenant has its own bucket.
-	if r := submit(h, other, map[string]any{"user_id": "ann", "template_id": "t"}); r.Status != http.StatusAccepted {
-		t.Fatalf("other tenant: %d %s", r.Status, r.Body)
-	}
+	h.Accept(other, map[string]any{"user_id": "ann", "template_id": "t"})
 }
 
 func TestTenantDailyQuota(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	_, key := h.Tenant("quota")
-	h.Template(key, apitest.SimpleTemplate("t"))
-	createUser(t, h, key, "bo")
-	if r := h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"daily_quota": 3}); r.Status != http.StatusOK {
-		t.Fatalf("settings: %d %s", r.Status, r.Body)
-	}
+	_, key := h.TenantWith("quota", "t")
+	createUser(h, key, "bo")
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"daily_quota": 3})
 	h.Eventually(10e9, "settings cache to expire", func() bool {
-		r := submit(h, key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"probe": fmt.Sprint(h.URL)}})
+		r := h.Submit(key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"probe": fmt.Sprint(h.URL)}})
 		return r.Status == http.StatusAccepted || r.Status == http.StatusOK
 	})
 	var last int
 	for i := range 5 {
-		r := submit(h, key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"i": i}})
+		r := h.Submit(key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"i": i}})
 		last = r.Status
 		if r.Status == http.StatusTooManyRequests {
 			if _, code := r.ErrorField(); code != "daily_quota_exceeded" || r.Header.Get("Retry-After") == "" {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 // prefsOf returns GET /v1/users/{user}/preferences as raw JSON of its parts.
 func prefsOf(t *testing.T, h *apitest.Harness, key, userID string) (own, effective string) {
 	t.Helper()
-	r := mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/users/"+userID+"/preferences", key, nil)
+	r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/"+userID+"/preferences", key, nil)
 	o, _ := json.Marshal(r.JSON["preferences"])
 	e, _ := json.Marshal(r.JSON["effective"])
 	return string(o), string(e)
@@ -27,19 +26,11 @@ func prefsOf(t *testing.T, h *apitest.Harness, key, userID string) (own, effecti
 // simpleTemplate is apitest.SimpleTemplate's content on the given channels, as a
 // PUT /v1/templates body.
 func simpleTemplate(category string, critical bool, channels ...string) map[string]any {
-	const title, body = `{{index . "title" | default "Notification"}}`, `{{index . "body" | default "You have a notification"}}`
+	s := apitest.SimpleTemplate("")
+	content := map[string]any{"in_app": s.InApp, "email": s.Email, "sms": s.SMS, "push": s.Push}
 	t := map[string]any{"category": category, "critical": critical}
 	for _, ch := range channels {
-		switch ch {
-		case "in_app":
-			t[ch] = map[string]any{"title": title, "body": body}
-		case "email":
-			t[ch] = map[string]any{"subject": title, "text": body, "html": "<p>" + body + "</p>"}
-		case "sms":
-			t[ch] = map[string]any{"text": body}
-		case "push":
-			t[ch] = map[string]any{"title": title, "body": body}
-		}
+		t[ch] = content[ch]
 	}
 	return t
 }
@@ -49,32 +40,32 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	_, key := h.Tenant("prefs")
 	_, otherKey := h.Tenant("prefs-other")
-	putProfile(t, h, key, "ada", map[string]any{"email": "ada@example.com"})
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
 
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/users/nobody/preferences", key, nil)
-	mustDo(t, h, http.StatusNotFound, http.MethodPut, "/v1/users/nobody/preferences", key, map[string]any{})
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/users/ada/preferences", otherKey, nil)
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/nobody/preferences", key, nil)
+	h.MustDo(http.StatusNotFound, http.MethodPut, "/v1/users/nobody/preferences", key, map[string]any{})
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/ada/preferences", otherKey, nil)
 	if own, eff := prefsOf(t, h, key, "ada"); own != "{}" || eff != "{}" {
 		t.Fatalf("never set: own %s effective %s", own, eff)
 	}
 
 	defaults := map[string]any{"categories": map[string]any{"digest": map[string]any{"enabled": false}},
 		"quiet_hours": map[string]any{"start": "22:00", "end": "07:00", "timezone": "Europe/Berlin"}}
-	r := mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, defaults)
+	r := h.MustDo(http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, defaults)
 	if got, _ := json.Marshal(r.JSON); string(got) != `{"categories":{"digest":{"enabled":false}},"quiet_hours":{"end":"07:00","start":"22:00","timezone":"Europe/Berlin"}}` {
 		t.Fatalf("defaults: %s", r.Body)
 	}
 	if own, eff := prefsOf(t, h, key, "ada"); own != "{}" || !strings.Contains(eff, `"digest":{"enabled":false}`) || !strings.Contains(eff, `"22:00"`) {
 		t.Fatalf("inherits defaults: own %s effective %s", own, eff)
 	}
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/preferences/defaults", otherKey, nil); len(r.JSON) != 0 {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/preferences/defaults", otherKey, nil); len(r.JSON) != 0 {
 		t.Fatalf("other tenant's defaults: %s", r.Body)
 	}
 
 	mine := map[string]any{"channels": map[string]any{"sms": false},
 		"categories":  map[string]any{"digest": map[string]any{"enabled": true}, "shipping": map[string]any{"channels": map[string]any{"sms": true, "email": false}}},
 		"quiet_hours": map[string]any{"start": "", "end": ""}}
-	r = mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", key, mine)
+	r = h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", key, mine)
 	own, eff := prefsOf(t, h, key, "ada")
 	if r.Str("user_id") != "ada" || own != `{"categories":{"digest":{"enabled":true},"shipping":{"channels":{"email":false,"sms":true}}},"channels":{"sms":false},"quiet_hours":{"end":"","start":""}}` ||
 		eff != own {
@@ -96,36 +87,36 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 		{map[string]any{"email": false}, "unknown_field", "email"},
 	} {
 		r := h.Do(http.MethodPut, "/v1/users/ada/preferences", key, tc.body)
-		wantError(t, r, http.StatusBadRequest, tc.code, tc.field)
+		apitest.WantError(t, r, http.StatusBadRequest, tc.code, tc.field)
 		r = h.Do(http.MethodPut, "/v1/preferences/defaults", key, tc.body)
-		wantError(t, r, http.StatusBadRequest, tc.code, tc.field)
+		apitest.WantError(t, r, http.StatusBadRequest, tc.code, tc.field)
 	}
 	if again, _ := prefsOf(t, h, key, "ada"); again != own {
 		t.Fatalf("a rejected PUT changed preferences: %s", again)
 	}
 
 	// Settings: caps and default locale, independent of the preference defaults.
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("default settings: %s", r.Body)
 	}
-	r = mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 5}, "default_locale": "de-AT"})
+	r = h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 5}, "default_locale": "de-AT"})
 	if string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("settings: %s", r.Body)
 	}
-	wantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 0}}), 400, "invalid_field", "category_caps.marketing")
-	wantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"bad cat": 1}}), 400, "invalid_field", "category_caps.bad cat")
-	wantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 1.5}}), 400, "invalid_type", "category_caps.marketing")
-	wantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": "5"}}), 400, "invalid_type", "category_caps.marketing")
-	wantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"default_locale": "not a locale"}), 400, "invalid_field", "default_locale")
-	wantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"preference_defaults": map[string]any{}}), 400, "unknown_field", "preference_defaults")
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/preferences/defaults", key, nil); r.JSON["categories"] == nil {
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 0}}), 400, "invalid_field", "category_caps.marketing")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"bad cat": 1}}), 400, "invalid_field", "category_caps.bad cat")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 1.5}}), 400, "invalid_type", "category_caps.marketing")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": "5"}}), 400, "invalid_type", "category_caps.marketing")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"default_locale": "not a locale"}), 400, "invalid_field", "default_locale")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"preference_defaults": map[string]any{}}), 400, "unknown_field", "preference_defaults")
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/preferences/defaults", key, nil); r.JSON["categories"] == nil {
 		t.Fatalf("PUT /v1/settings lost the preference defaults: %s", r.Body)
 	}
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, map[string]any{})
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, map[string]any{})
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("PUT /v1/preferences/defaults lost the settings: %s", r.Body)
 	}
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
 		t.Fatalf("other tenant's settings: %s", r.Body)
 	}
 }
@@ -136,11 +127,11 @@ func TestOptOutsAndCriticalBypass(t *testing.T) {
 	t.Parallel()
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("optout")
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/news", key, simpleTemplate("marketing", false, "in_app", "email"))
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/digest", key, simpleTemplate("digest", false, "in_app"))
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/reset", key, simpleTemplate("security", true, "in_app", "email", "sms"))
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, map[string]any{"categories": map[string]any{"digest": map[string]any{"enabled": false}}})
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"security": 1}})
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/news", key, simpleTemplate("marketing", false, "in_app", "email"))
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/digest", key, simpleTemplate("digest", false, "in_app"))
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/reset", key, simpleTemplate("security", true, "in_app", "email", "sms"))
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, map[string]any{"categories": map[string]any{"digest": map[string]any{"enabled": false}}})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"security": 1}})
 
 	now := time.Now().UTC()
 	users := map[string]map[string]any{
@@ -153,8 +144,8 @@ func TestOptOutsAndCriticalBypass(t *testing.T) {
 		"critch": {"channels": map[string]any{"email": false}},
 	}
 	for u, p := range users {
-		putProfile(t, h, key, u, map[string]any{"email": u + "@example.com"}) // no phone: sms has no address
-		mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/users/"+u+"/preferences", key, p)
+		h.PutUser(key, u, map[string]any{"email": u + "@example.com"}) // no phone: sms has no address
+		h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/"+u+"/preferences", key, p)
 	}
 
 	type want struct{ channel, status, reason string }
@@ -178,13 +169,13 @@ func TestOptOutsAndCriticalBypass(t *testing.T) {
 	}
 	for i, c := range cases {
 		for _, w := range c.wants {
-			got := awaitChannel(t, h, key, ids[i], w.channel, w.status, w.reason, 20*time.Second)
+			got := h.AwaitChannel(key, ids[i], w.channel, w.status, w.reason, 20*time.Second)
 			if w.reason == "" && got["reason"] != nil {
 				t.Errorf("%s/%s %s: unexpected reason %v", c.user, c.template, w.channel, got["reason"])
 			}
 		}
 	}
-	if overall, _ := channelsOf(t, h, key, ids[1]); overall != "suppressed" {
+	if overall, _ := h.Channels(key, ids[1]); overall != "suppressed" {
 		t.Errorf("every channel suppressed: overall %s", overall)
 	}
 }
@@ -201,7 +192,7 @@ func TestQuietHoursDeferUntilWindowEnds(t *testing.T) {
 			"in_app": map[string]any{"title": v + " title", "body": "body"},
 			"email":  map[string]any{"subject": v + " subject", "text": v + " text"}}
 	}
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/digest", key, tmpl("v1"))
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/digest", key, tmpl("v1"))
 
 	// A window from a minute ago to the next minute boundary at least 15 s away, in a
 	// zone with a half-hour offset; HH:MM has minute granularity.
@@ -213,27 +204,27 @@ func TestQuietHoursDeferUntilWindowEnds(t *testing.T) {
 	now := time.Now().In(loc)
 	end := now.Add(15 * time.Second).Truncate(time.Minute).Add(time.Minute)
 	quiet := map[string]any{"start": now.Add(-time.Minute).Format("15:04"), "end": end.Format("15:04")}
-	putProfile(t, h, key, "qa", map[string]any{"email": "qa@example.com", "timezone": tz})
-	putProfile(t, h, key, "qb", map[string]any{"email": "qb@example.com"})
-	putProfile(t, h, key, "qc", map[string]any{"email": "qc@example.com", "timezone": tz})
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/users/qa/preferences", key, map[string]any{"quiet_hours": quiet})
+	h.PutUser(key, "qa", map[string]any{"email": "qa@example.com", "timezone": tz})
+	h.PutUser(key, "qb", map[string]any{"email": "qb@example.com"})
+	h.PutUser(key, "qc", map[string]any{"email": "qc@example.com", "timezone": tz})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/qa/preferences", key, map[string]any{"quiet_hours": quiet})
 	quietB := map[string]any{"start": quiet["start"], "end": quiet["end"], "timezone": tz}
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/users/qb/preferences", key, map[string]any{"quiet_hours": quietB})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/qb/preferences", key, map[string]any{"quiet_hours": quietB})
 
 	a := accept(t, h, key, "qa", "digest", map[string]any{"n": 1})
 	b := accept(t, h, key, "qb", "digest", map[string]any{"n": 2}, "email")
-	awaitChannel(t, h, key, a, "in_app", "delivered", "", 20*time.Second)
-	awaitChannel(t, h, key, a, "email", "scheduled", "quiet_hours", 20*time.Second)
-	awaitChannel(t, h, key, b, "email", "scheduled", "quiet_hours", 20*time.Second)
+	h.AwaitChannel(key, a, "in_app", "delivered", "", 20*time.Second)
+	h.AwaitChannel(key, a, "email", "scheduled", "quiet_hours", 20*time.Second)
+	h.AwaitChannel(key, b, "email", "scheduled", "quiet_hours", 20*time.Second)
 	if got := inboxTitle(t, h, key, "qa", a); got != "v1 title" {
 		t.Fatalf("in-app title %q", got)
 	}
 
 	// While they wait: a new template version, and qb turns email off.
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/templates/digest", key, tmpl("v2"))
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/users/qb/preferences", key, map[string]any{"channels": map[string]any{"email": false}, "quiet_hours": quietB})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/templates/digest", key, tmpl("v2"))
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/qb/preferences", key, map[string]any{"channels": map[string]any{"email": false}, "quiet_hours": quietB})
 	c := accept(t, h, key, "qc", "digest", map[string]any{"n": 3}, "email")
-	awaitChannel(t, h, key, c, "email", "sent", "", 20*time.Second)
+	h.AwaitChannel(key, c, "email", "sent", "", 20*time.Second)
 	if got := mailSubject(mailOf(t, env.sg, c)); got != "v2 subject" {
 		t.Fatalf("a notification accepted after the edit: subject %q", got)
 	}
@@ -244,7 +235,7 @@ func TestQuietHoursDeferUntilWindowEnds(t *testing.T) {
 		t.Fatalf("SendGrid accepted %d messages during the quiet hours, want only qc's", env.sg.Accepted())
 	}
 
-	sent := awaitChannel(t, h, key, a, "email", "sent", "", time.Until(end)+30*time.Second)
+	sent := h.AwaitChannel(key, a, "email", "sent", "", time.Until(end)+30*time.Second)
 	sentAt, err := time.Parse(time.RFC3339Nano, sent["sent_at"].(string))
 	if err != nil || sentAt.Before(end) {
 		t.Fatalf("email sent at %v (%v), before the window ended at %s", sentAt, err, end)
@@ -252,7 +243,7 @@ func TestQuietHoursDeferUntilWindowEnds(t *testing.T) {
 	if got := mailSubject(mailOf(t, env.sg, a)); got != "v1 subject" {
 		t.Fatalf("the deferred email rendered %q, not the version it was accepted with", got)
 	}
-	awaitChannel(t, h, key, b, "email", "suppressed", "opted_out_channel", 20*time.Second)
+	h.AwaitChannel(key, b, "email", "suppressed", "opted_out_channel", 20*time.Second)
 }
 
 // 50 simultaneous notifications against a cap of 5: exactly 5 delivered.
@@ -260,29 +251,19 @@ func TestCapsUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("caps")
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/promo", key, simpleTemplate("marketing", false, "in_app"))
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/ship", key, simpleTemplate("shipping", false, "in_app"))
-	mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 5}})
-	putProfile(t, h, key, "max", map[string]any{})
-	putProfile(t, h, key, "min", map[string]any{})
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/promo", key, simpleTemplate("marketing", false, "in_app"))
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/ship", key, simpleTemplate("shipping", false, "in_app"))
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 5}})
+	h.PutUser(key, "max", map[string]any{})
+	h.PutUser(key, "min", map[string]any{})
 
 	const n = 50
 	ids := make([]string, n)
 	statuses := make([]int, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r := h.Do(http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "max", "template_id": "promo",
-				"idempotency_key": fmt.Sprintf("promo-%d", i)})
-			statuses[i], ids[i] = r.Status, r.Str("notification_id")
-		}()
-	}
-	close(start)
-	wg.Wait()
+	concurrently(n, func(i int) {
+		r := h.Submit(key, map[string]any{"user_id": "max", "template_id": "promo", "idempotency_key": fmt.Sprintf("promo-%d", i)})
+		statuses[i], ids[i] = r.Status, r.Str("notification_id")
+	})
 	for i, s := range statuses {
 		if s != http.StatusAccepted {
 			t.Fatalf("submission %d: %d", i, s)
@@ -296,7 +277,7 @@ func TestCapsUnderConcurrency(t *testing.T) {
 	h.Eventually(60*time.Second, "every capped notification final", func() bool {
 		var still []string
 		for _, id := range pending {
-			_, chans := channelsOf(t, h, key, id)
+			_, chans := h.Channels(key, id)
 			switch st := chans["in_app"]; {
 			case st == nil:
 				still = append(still, id)
@@ -316,8 +297,8 @@ func TestCapsUnderConcurrency(t *testing.T) {
 	if counts["delivered"] != 5 || counts["cap_exceeded"] != 45 {
 		t.Fatalf("cap 5 of 50: %v", counts)
 	}
-	awaitChannel(t, h, key, other, "in_app", "delivered", "", 20*time.Second)
-	awaitChannel(t, h, key, otherUser, "in_app", "delivered", "", 20*time.Second)
+	h.AwaitChannel(key, other, "in_app", "delivered", "", 20*time.Second)
+	h.AwaitChannel(key, otherUser, "in_app", "delivered", "", 20*time.Second)
 }
 
 // unsubscribeLink returns the path+query of the List-Unsubscribe link of a mail.
@@ -339,15 +320,15 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	t.Parallel()
 	env := startGateEnv(t)
 	h, key := env.h, env.key
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/weekly", key, simpleTemplate("marketing", false, "in_app", "email"))
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/alert", key, simpleTemplate("security", true, "email"))
-	putProfile(t, h, key, "ada", map[string]any{"email": "ada@example.com"})
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/weekly", key, simpleTemplate("marketing", false, "in_app", "email"))
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/alert", key, simpleTemplate("security", true, "email"))
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
 	_, otherKey := h.Tenant("unsub-other")
 
 	first := accept(t, h, key, "ada", "weekly", map[string]any{"n": 1}, "email")
 	alert := accept(t, h, key, "ada", "alert", map[string]any{"n": 2})
-	awaitChannel(t, h, key, first, "email", "sent", "", 20*time.Second)
-	awaitChannel(t, h, key, alert, "email", "sent", "", 20*time.Second)
+	h.AwaitChannel(key, first, "email", "sent", "", 20*time.Second)
+	h.AwaitChannel(key, alert, "email", "sent", "", 20*time.Second)
 	if hdr := mailOf(t, env.sg, alert).Headers; hdr["List-Unsubscribe"] != "" {
 		t.Fatalf("a critical email carries an unsubscribe link: %v", hdr)
 	}
@@ -356,7 +337,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	before, _ := prefsOf(t, h, key, "ada")
 
 	// GET shows a confirmation page and changes nothing.
-	r := mustDo(t, h, http.StatusOK, http.MethodGet, link, "", nil)
+	r := h.MustDo(http.StatusOK, http.MethodGet, link, "", nil)
 	if page := string(r.Body); !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") || !strings.Contains(page, `<form method="post">`) ||
 		!strings.Contains(page, "marketing") || r.Header.Get("X-Frame-Options") != "DENY" || r.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("confirmation page: %v %s", r.Header, page)
@@ -384,14 +365,14 @@ func TestOneClickUnsubscribe(t *testing.T) {
 			t.Errorf("%s: GET %d %s", name, r.Status, r.Body)
 		}
 	}
-	wantError(t, h.Do(http.MethodPost, unsubscribe.Path, "", "List-Unsubscribe=One-Click", form...), 400, "missing_field", "token")
+	apitest.WantError(t, h.Do(http.MethodPost, unsubscribe.Path, "", "List-Unsubscribe=One-Click", form...), 400, "missing_field", "token")
 	if after, _ := prefsOf(t, h, key, "ada"); after != before {
 		t.Fatalf("a rejected unsubscribe changed preferences: %s → %s", before, after)
 	}
 
 	// The link from the email, as a mail client posts it (RFC 8058), twice.
 	for range 2 {
-		r = mustDo(t, h, http.StatusOK, http.MethodPost, link, "", "List-Unsubscribe=One-Click", form...)
+		r = h.MustDo(http.StatusOK, http.MethodPost, link, "", "List-Unsubscribe=One-Click", form...)
 		if r.JSON["unsubscribed"] != true || r.Str("category") != "marketing" {
 			t.Fatalf("unsubscribe: %s", r.Body)
 		}
@@ -400,15 +381,15 @@ func TestOneClickUnsubscribe(t *testing.T) {
 		t.Fatalf("preferences after unsubscribe: %s", own)
 	}
 	// A browser submitting the confirmation form gets a page back.
-	r = mustDo(t, h, http.StatusOK, http.MethodPost, link, "", "List-Unsubscribe=One-Click", append(form, "Accept", "text/html,*/*;q=0.8")...)
+	r = h.MustDo(http.StatusOK, http.MethodPost, link, "", "List-Unsubscribe=One-Click", append(form, "Accept", "text/html,*/*;q=0.8")...)
 	if !strings.Contains(string(r.Body), "Unsubscribed") {
 		t.Fatalf("HTML answer: %s", r.Body)
 	}
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/users/ada/preferences", otherKey, nil)
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/ada/preferences", otherKey, nil)
 
 	next := accept(t, h, key, "ada", "weekly", map[string]any{"n": 3})
-	awaitChannel(t, h, key, next, "email", "suppressed", "opted_out_category", 20*time.Second)
-	awaitChannel(t, h, key, next, "in_app", "suppressed", "opted_out_category", 20*time.Second)
+	h.AwaitChannel(key, next, "email", "suppressed", "opted_out_category", 20*time.Second)
+	h.AwaitChannel(key, next, "in_app", "suppressed", "opted_out_category", 20*time.Second)
 	critical := accept(t, h, key, "ada", "alert", map[string]any{"n": 4})
-	awaitChannel(t, h, key, critical, "email", "sent", "", 20*time.Second)
+	h.AwaitChannel(key, critical, "email", "sent", "", 20*time.Second)
 }

@@ -20,10 +20,7 @@ func TestTemplatePreviewReportsSMSSegmentsAndPushSize(t *testing.T) {
 			"ru": {SMS: &templates.SMSContent{Text: "Ваш код {{.code}}"}},
 		}})
 
-	r := h.Do(http.MethodPost, "/v1/templates/otp/preview", key, map[string]any{"data": map[string]any{"code": "<123>"}})
-	if r.Status != http.StatusOK {
-		t.Fatalf("preview: %d %s", r.Status, r.Body)
-	}
+	r := h.MustDo(http.StatusOK, http.MethodPost, "/v1/templates/otp/preview", key, map[string]any{"data": map[string]any{"code": "<123>"}})
 	chans := r.JSON["channels"].(map[string]any)
 	sms := chans["sms"].(map[string]any)["sms"].(map[string]any)
 	if sms["encoding"] != "GSM-7" || sms["segments"].(float64) != 2 {
@@ -42,10 +39,6 @@ func TestTemplatePreviewReportsSMSSegmentsAndPushSize(t *testing.T) {
 	if ru.Str("locale") != "ru" || ruSMS["encoding"] != "UCS-2" || ruSMS["segments"].(float64) != 1 {
 		t.Fatalf("Cyrillic SMS is UCS-2: %s", ru.Body)
 	}
-	if m := h.Do(http.MethodPost, "/v1/templates/otp/preview", key, map[string]any{"data": map[string]any{}}); m.Status != http.StatusUnprocessableEntity {
-		t.Fatalf("missing variable: %d %s", m.Status, m.Body)
-	}
-	if n := h.Do(http.MethodPost, "/v1/templates/nope/preview", key, map[string]any{}); n.Status != http.StatusNotFound {
-		t.Fatalf("unknown template: %d", n.Status)
-	}
+	h.MustDo(http.StatusUnprocessableEntity, http.MethodPost, "/v1/templates/otp/preview", key, map[string]any{"data": map[string]any{}})
+	h.MustDo(http.StatusNotFound, http.MethodPost, "/v1/templates/nope/preview", key, map[string]any{})
 }

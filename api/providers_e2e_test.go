@@ -5,10 +5,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"net/http"
 	"net/url"
 	"strings"
@@ -69,34 +67,12 @@ func newWebhookKey(t *testing.T) (*ecdsa.PrivateKey, string) {
 	return k, base64.StdEncoding.EncodeToString(der)
 }
 
-// serviceAccount is a syntactically real Google service account key (never used
-// against Google).
-func serviceAccount(t *testing.T) (map[string]any, string) {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-	return map[string]any{
-		"type": "service_account", "project_id": "herald-e2e", "private_key_id": "0123456789abcdef",
-		"private_key": pemKey, "client_email": "herald@herald-e2e.iam.gserviceaccount.com",
-		"client_id": "1234567890", "token_uri": "https://oauth2.googleapis.com/token",
-	}, pemKey
-}
-
 func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	tenantID, key := h.Tenant("providers")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
-	_, keyB := h.Tenant("other")
-	h.Template(keyB, apitest.SimpleTemplate("welcome"))
+	tenantID, key := h.TenantWith("providers", "welcome")
+	_, keyB := h.TenantWith("other", "welcome")
 	_, pub := newWebhookKey(t)
-	sa, pemKey := serviceAccount(t)
+	sa, pemKey := apitest.ServiceAccount(t, "herald-e2e", "https://oauth2.googleapis.com/token")
 	// The PEM body is the secret part of the service account key.
 	pemBody := strings.Split(pemKey, "\n")[1]
 	w := &secretWatch{t: t, secrets: []string{sgAPIKey, sgAPIKey2, twAuthToken, twWebhookToken, pemBody, "private_key"}}
@@ -191,21 +167,20 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	if other := w.do(h, http.MethodGet, "/v1/providers", keyB, nil); other.Status != http.StatusOK || len(other.JSON["items"].([]any)) != 0 {
 		t.Fatalf("another tenant sees configs: %d %s", other.Status, other.Body)
 	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/sandbox", keyB, nil); d.Status != http.StatusNotFound {
-		t.Fatalf("another tenant deletes a config: %d %s", d.Status, d.Body)
-	}
-
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/sandbox", key, nil); d.Status != http.StatusNoContent || len(d.Body) != 0 {
-		t.Fatalf("delete: %d %s", d.Status, d.Body)
-	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/sandbox", key, nil); d.Status != http.StatusNotFound {
-		t.Fatalf("delete again: %d %s", d.Status, d.Body)
-	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/push/twilio", key, nil); d.Status != http.StatusNotFound {
-		t.Fatalf("delete a provider the channel cannot have: %d %s", d.Status, d.Body)
-	}
-	if d := w.do(h, http.MethodDelete, "/v1/providers/in_app/sandbox", key, nil); d.Status != http.StatusBadRequest {
-		t.Fatalf("delete on in_app: %d %s", d.Status, d.Body)
+	// Deletes, in order; a 204 has no body.
+	for _, c := range []struct {
+		what, path, key string
+		want            int
+	}{
+		{"another tenant deletes a config", "push/sandbox", keyB, http.StatusNotFound},
+		{"delete", "push/sandbox", key, http.StatusNoContent},
+		{"delete again", "push/sandbox", key, http.StatusNotFound},
+		{"delete a provider the channel cannot have", "push/twilio", key, http.StatusNotFound},
+		{"delete on in_app", "in_app/sandbox", key, http.StatusBadRequest},
+	} {
+		if d := w.do(h, http.MethodDelete, "/v1/providers/"+c.path, c.key, nil); d.Status != c.want || (c.want == http.StatusNoContent && len(d.Body) != 0) {
+			t.Fatalf("%s: %d %s", c.what, d.Status, d.Body)
+		}
 	}
 	if _, err := h.Providers.GetProviderConfig(ctx, tenantID, "push", "sandbox"); err != herald.ErrNotFound {
 		t.Fatalf("deleted config still stored: %v", err)
@@ -214,8 +189,7 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 
 func TestProviderConfigValidation(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	_, key := h.Tenant("providers")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
+	_, key := h.TenantWith("providers", "welcome")
 	w := &secretWatch{t: t, secrets: []string{sgAPIKey, "tok en-SECRET", twAuthToken}}
 	defer w.check()
 	// A twilio config that exists, with credentials, for the "credentials kept" cases.
@@ -291,12 +265,10 @@ func TestProviderConfigValidation(t *testing.T) {
 
 func TestPushTokens(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
-	_, key := h.Tenant("push")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
-	_, keyB := h.Tenant("other")
-	h.Template(keyB, apitest.SimpleTemplate("welcome"))
-	createUser(t, h, key, "ada")
-	createUser(t, h, key, "bob")
+	_, key := h.TenantWith("push", "welcome")
+	_, keyB := h.TenantWith("other", "welcome")
+	createUser(h, key, "ada")
+	createUser(h, key, "bob")
 	const tok = "fcm:APA91bH-e2e_token.0123456789"
 	put := func(user, token, platform string) apitest.Response {
 		return h.Do(http.MethodPut, "/v1/users/"+user+"/push-tokens", key, map[string]any{"token": token, "platform": platform})
@@ -339,22 +311,12 @@ func TestPushTokens(t *testing.T) {
 	}
 
 	// Another tenant sees none of it.
-	if r := h.Do(http.MethodGet, "/v1/users/bob/push-tokens", keyB, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("other tenant list: %d %s", r.Status, r.Body)
-	}
-	if r := h.Do(http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), keyB, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("other tenant delete: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/bob/push-tokens", keyB, nil)
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), keyB, nil)
 
-	if r := h.Do(http.MethodDelete, "/v1/users/ada/push-tokens/"+url.PathEscape(tok), key, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("delete from the previous owner: %d %s", r.Status, r.Body)
-	}
-	if r := h.Do(http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil); r.Status != http.StatusNoContent {
-		t.Fatalf("delete: %d %s", r.Status, r.Body)
-	}
-	if r := h.Do(http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("delete again: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/users/ada/push-tokens/"+url.PathEscape(tok), key, nil)
+	h.MustDo(http.StatusNoContent, http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil)
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/users/bob/push-tokens/"+url.PathEscape(tok), key, nil)
 	if items := list("bob"); len(items) != 1 || items[0].(map[string]any)["token"] != "web-token-2" {
 		t.Fatalf("after delete: %v", items)
 	}
@@ -391,49 +353,14 @@ func TestPushTokens(t *testing.T) {
 	}
 }
 
-func createContact(t *testing.T, h *apitest.Harness, key, userID, phone string) {
-	t.Helper()
-	r := h.Do(http.MethodPut, "/v1/users/"+userID, key, map[string]any{"email": userID + "@example.com", "phone": phone})
-	if r.Status != http.StatusCreated {
-		t.Fatalf("PUT user: %d %s", r.Status, r.Body)
-	}
-}
-
-func waitStatus(t *testing.T, h *apitest.Harness, key, id, status string) apitest.Response {
-	t.Helper()
-	var last apitest.Response
-	h.Eventually(30*time.Second, "notification "+id+" "+status, func() bool {
-		last = h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)
-		return last.Status == http.StatusOK && last.Str("status") == status
-	})
-	return last
-}
-
-func channelOf(t *testing.T, r apitest.Response, channel string) map[string]any {
-	t.Helper()
-	for _, c := range r.JSON["channels"].([]any) {
-		if m := c.(map[string]any); m["channel"] == channel {
-			return m
-		}
-	}
-	t.Fatalf("no channel %s in %s", channel, r.Body)
-	return nil
-}
-
 func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	_, key := h.Tenant("dev")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
-	_, keyB := h.Tenant("other")
-	h.Template(keyB, apitest.SimpleTemplate("welcome"))
-	createContact(t, h, key, "ada", "+14155550100")
-	r := submit(h, key, map[string]any{"user_id": "ada", "template_id": "welcome", "channels": []string{"email", "sms"},
+	_, key := h.TenantWith("dev", "welcome")
+	_, keyB := h.TenantWith("other", "welcome")
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
+	id := h.Accept(key, map[string]any{"user_id": "ada", "template_id": "welcome", "channels": []string{"email", "sms"},
 		"data": map[string]any{"title": "Welcome", "body": "Hello Ada"}})
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("submit: %d %s", r.Status, r.Body)
-	}
-	id := r.Str("notification_id")
-	got := waitStatus(t, h, key, id, "sent")
+	got := h.AwaitStatus(key, id, "sent", 30*time.Second)
 	for _, ch := range []string{"email", "sms"} {
 		if c := channelOf(t, got, ch); c["status"] != "sent" || c["provider"] != "sandbox" {
 			t.Fatalf("channel %s: %s", ch, got.Body)
@@ -472,15 +399,12 @@ func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 			t.Fatalf("%s: %d %s", q.query, r.Status, r.Body)
 		}
 	}
-	if r := h.Do(http.MethodGet, "/v1/sandbox/messages", "", nil); r.Status != http.StatusUnauthorized {
-		t.Fatalf("no key: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodGet, "/v1/sandbox/messages", "", nil)
 }
 
 func TestSandboxAPIOffIsAnUnknownRoute(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true, NoSandboxAPI: true})
-	_, key := h.Tenant("prod")
-	h.Template(key, apitest.SimpleTemplate("welcome"))
+	_, key := h.TenantWith("prod", "welcome")
 	for _, k := range []string{key, ""} {
 		r := h.Do(http.MethodGet, "/v1/sandbox/messages", k, nil)
 		if _, code := r.ErrorField(); r.Status != http.StatusNotFound || code != "not_found" {

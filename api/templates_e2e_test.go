@@ -1,19 +1,14 @@
 package api_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
-	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
-	"github.com/herald-notify/herald/providers/resolver"
 )
 
 // publicBase is the public URL the worker puts in unsubscribe links.
@@ -29,109 +24,21 @@ type gateEnv struct {
 
 func startGateEnv(t *testing.T) gateEnv {
 	t.Helper()
-	sg := providertest.NewSendGrid()
-	t.Cleanup(sg.Close)
-	h := apitest.Start(t, apitest.Options{Process: resolver.Process{SendGridBaseURL: sg.URL, PublicBaseURL: publicBase,
-		HTTPClient: &http.Client{Timeout: 10 * time.Second}}})
+	f := apitest.StartFakes(t)
+	h := apitest.Start(t, apitest.Options{Process: f.Process(publicBase, 10*time.Second)})
 	tenantID, key := h.Tenant("gate")
-	if err := h.Providers.PutProviderConfig(context.Background(), providers.ProviderConfig{TenantID: tenantID, Channel: "email",
-		Provider: "sendgrid", Enabled: true, Settings: json.RawMessage(`{"from":"shop@example.com"}`),
-		Secret: []byte(`{"api_key":"SG.test-key"}`)}); err != nil {
-		t.Fatal(err)
-	}
-	return gateEnv{h: h, sg: sg, tenantID: tenantID, key: key}
-}
-
-// mustDo sends a request and fails the test unless it answers want.
-func mustDo(t *testing.T, h *apitest.Harness, want int, method, path, key string, body any, headers ...string) apitest.Response {
-	t.Helper()
-	r := h.Do(method, path, key, body, headers...)
-	if r.Status != want {
-		t.Fatalf("%s %s: got %d, want %d: %s", method, path, r.Status, want, r.Body)
-	}
-	return r
-}
-
-// wantError checks an error response's status, code and field.
-func wantError(t *testing.T, r apitest.Response, status int, code, field string) {
-	t.Helper()
-	gotField, gotCode := r.ErrorField()
-	if r.Status != status || gotCode != code || gotField != field {
-		t.Fatalf("got %d %s/%s, want %d %s/%s: %s", r.Status, gotCode, gotField, status, code, field, r.Body)
-	}
-}
-
-func putProfile(t *testing.T, h *apitest.Harness, key, userID string, profile map[string]any) {
-	t.Helper()
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/users/"+userID, key, profile)
-}
-
-var gateSeq atomic.Int64
-
-// accept submits a notification with a fresh idempotency key and returns its id.
-func accept(t *testing.T, h *apitest.Harness, key, userID, templateID string, data map[string]any, channels ...string) string {
-	t.Helper()
-	body := map[string]any{"user_id": userID, "template_id": templateID, "data": data,
-		"idempotency_key": fmt.Sprintf("gate-%d-%d", time.Now().UnixNano(), gateSeq.Add(1))}
-	if len(channels) > 0 {
-		body["channels"] = channels
-	}
-	return mustDo(t, h, http.StatusAccepted, http.MethodPost, "/v1/notifications", key, body).Str("notification_id")
-}
-
-// channelsOf returns the overall status and channel → state of a notification.
-func channelsOf(t *testing.T, h *apitest.Harness, key, id string) (string, map[string]map[string]any) {
-	t.Helper()
-	r := mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil)
-	out := map[string]map[string]any{}
-	for _, c := range r.JSON["channels"].([]any) {
-		m := c.(map[string]any)
-		out[m["channel"].(string)] = m
-	}
-	return r.Str("status"), out
-}
-
-// awaitChannel polls until the channel has status (and reason, when not "").
-func awaitChannel(t *testing.T, h *apitest.Harness, key, id, channel, status, reason string, within time.Duration) map[string]any {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	var got map[string]any
-	for {
-		_, chans := channelsOf(t, h, key, id)
-		got = chans[channel]
-		if got != nil && got["status"] == status && (reason == "" || got["reason"] == reason) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out after %s waiting for %s to be %s %s; last state %v", id, within, channel, status, reason, got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com"}`)
+	return gateEnv{h: h, sg: f.SendGrid, tenantID: tenantID, key: key}
 }
 
 // mailOf returns the message SendGrid accepted for a notification.
 func mailOf(t *testing.T, sg *providertest.SendGridFake, id string) providertest.SendGridMail {
 	t.Helper()
-	for _, req := range sg.AcceptedRequests() {
-		m, err := providertest.DecodeMail(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(m.Personalizations) > 0 && m.Personalizations[0].CustomArgs["notification_id"] == id {
-			return m
-		}
+	mails := apitest.MailsFor(t, sg, id)
+	if len(mails) == 0 {
+		t.Fatalf("SendGrid accepted no message for %s", id)
 	}
-	t.Fatalf("SendGrid accepted no message for %s", id)
-	return providertest.SendGridMail{}
-}
-
-func mailPart(m providertest.SendGridMail, typ string) string {
-	for _, c := range m.Content {
-		if c.Type == typ {
-			return c.Value
-		}
-	}
-	return ""
+	return mails[0].Mail
 }
 
 func mailSubject(m providertest.SendGridMail) string {
@@ -147,7 +54,7 @@ func mailSubject(m providertest.SendGridMail) string {
 // inboxTitle returns the title of the user's inbox item for a notification.
 func inboxTitle(t *testing.T, h *apitest.Harness, key, userID, id string) string {
 	t.Helper()
-	r := mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/users/"+userID+"/inbox?limit=100", key, nil)
+	r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/"+userID+"/inbox?limit=100", key, nil)
 	for _, it := range r.JSON["items"].([]any) {
 		if m := it.(map[string]any); m["notification_id"] == id {
 			return m["title"].(string)
@@ -162,76 +69,76 @@ func TestTemplateCRUDAndVersions(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("tpl")
 	_, otherKey := h.Tenant("tpl-other")
-	putProfile(t, h, key, "ada", map[string]any{"email": "ada@example.com"})
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
 
 	v1 := map[string]any{"category": "onboarding", "in_app": map[string]any{"title": "Hi v1", "body": "Hello {{.name}}"}}
-	r := mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/welcome", key, v1)
+	r := h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/welcome", key, v1)
 	if r.Str("id") != "welcome" || r.JSON["version"] != 1.0 || r.Str("category") != "onboarding" || r.JSON["critical"] != false ||
 		fmt.Sprint(r.JSON["channels"]) != "[in_app]" || r.Str("created_at") == "" {
 		t.Fatalf("first version: %s", r.Body)
 	}
 	v2 := map[string]any{"category": "onboarding", "in_app": map[string]any{"title": "Hi v2", "body": "Hello {{.name}}"},
 		"email": map[string]any{"subject": "Welcome {{.name}}", "text": "Hello {{.name}}"}}
-	r = mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/templates/welcome", key, v2)
+	r = h.MustDo(http.StatusOK, http.MethodPut, "/v1/templates/welcome", key, v2)
 	if r.JSON["version"] != 2.0 || fmt.Sprint(r.JSON["channels"]) != "[in_app email]" {
 		t.Fatalf("second version: %s", r.Body)
 	}
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/alpha", key, map[string]any{"category": "misc", "sms": map[string]any{"text": "hi"}})
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/alpha", key, map[string]any{"category": "misc", "sms": map[string]any{"text": "hi"}})
 
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/templates/welcome", key, nil); r.JSON["version"] != 2.0 {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates/welcome", key, nil); r.JSON["version"] != 2.0 {
 		t.Fatalf("latest: %s", r.Body)
 	}
-	r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/templates/welcome?version=1", key, nil)
+	r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates/welcome?version=1", key, nil)
 	if r.JSON["version"] != 1.0 || r.JSON["in_app"].(map[string]any)["title"] != "Hi v1" || r.JSON["email"] != nil {
 		t.Fatalf("version 1: %s", r.Body)
 	}
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/templates/welcome?version=9", key, nil)
-	wantError(t, h.Do(http.MethodGet, "/v1/templates/welcome?version=0", key, nil), 400, "invalid_field", "version")
-	wantError(t, h.Do(http.MethodGet, "/v1/templates/welcome?version=x", key, nil), 400, "invalid_field", "version")
-	r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/templates", key, nil)
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/templates/welcome?version=9", key, nil)
+	apitest.WantError(t, h.Do(http.MethodGet, "/v1/templates/welcome?version=0", key, nil), 400, "invalid_field", "version")
+	apitest.WantError(t, h.Do(http.MethodGet, "/v1/templates/welcome?version=x", key, nil), 400, "invalid_field", "version")
+	r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates", key, nil)
 	if items := r.JSON["items"].([]any); len(items) != 2 || items[0].(map[string]any)["id"] != "alpha" ||
 		items[1].(map[string]any)["version"] != 2.0 {
 		t.Fatalf("list: %s", r.Body)
 	}
 
 	// Tenant isolation, bad ids and bodies.
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/templates/welcome", otherKey, nil)
-	mustDo(t, h, http.StatusNotFound, http.MethodDelete, "/v1/templates/welcome", otherKey, nil)
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/templates", otherKey, nil); len(r.JSON["items"].([]any)) != 0 {
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/templates/welcome", otherKey, nil)
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/templates/welcome", otherKey, nil)
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates", otherKey, nil); len(r.JSON["items"].([]any)) != 0 {
 		t.Fatalf("other tenant's list: %s", r.Body)
 	}
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/-bad", key, v1), 400, "invalid_field", "template_id")
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"id": "x", "category": "c", "sms": map[string]any{"text": "t"}}), 400, "unknown_field", "id")
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"version": 3, "category": "c", "sms": map[string]any{"text": "t"}}), 400, "unknown_field", "version")
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"category": "c", "critical": "yes", "sms": map[string]any{"text": "t"}}), 400, "invalid_type", "critical")
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, `{"category": "c",`), 400, "malformed_json", "")
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"sms": map[string]any{"text": "t"}}), 422, "invalid_template", "category")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/-bad", key, v1), 400, "invalid_field", "template_id")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"id": "x", "category": "c", "sms": map[string]any{"text": "t"}}), 400, "unknown_field", "id")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"version": 3, "category": "c", "sms": map[string]any{"text": "t"}}), 400, "unknown_field", "version")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"category": "c", "critical": "yes", "sms": map[string]any{"text": "t"}}), 400, "invalid_type", "critical")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, `{"category": "c",`), 400, "malformed_json", "")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, map[string]any{"sms": map[string]any{"text": "t"}}), 422, "invalid_template", "category")
 	// Bodies over the general 64 KiB limit reach template validation; 256 KiB is the cap.
 	big := map[string]any{"category": "c", "email": map[string]any{"subject": "s", "html": strings.Repeat("a", 70<<10)}}
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, big), 422, "invalid_template", "email.html")
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, big), 422, "invalid_template", "email.html")
 	big["email"].(map[string]any)["html"] = strings.Repeat("a", 300<<10)
-	wantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, big), 413, "body_too_large", "")
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/templates/x", key, nil)
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/templates/x", key, big), 413, "body_too_large", "")
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/templates/x", key, nil)
 
 	// A notification pins the latest version.
 	id := accept(t, h, key, "ada", "welcome", map[string]any{"name": "Ada"}, "in_app")
-	awaitChannel(t, h, key, id, "in_app", "delivered", "", 20*time.Second)
+	h.AwaitChannel(key, id, "in_app", "delivered", "", 20*time.Second)
 	if got := inboxTitle(t, h, key, "ada", id); got != "Hi v2" {
 		t.Fatalf("rendered with the wrong version: title %q", got)
 	}
 
 	// Delete: gone for new notifications and for "latest", but versions stay readable.
-	mustDo(t, h, http.StatusNoContent, http.MethodDelete, "/v1/templates/welcome", key, nil)
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/templates/welcome", key, nil)
-	mustDo(t, h, http.StatusNotFound, http.MethodDelete, "/v1/templates/welcome", key, nil)
-	mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/templates/welcome?version=2", key, nil)
-	if r = mustDo(t, h, http.StatusOK, http.MethodGet, "/v1/templates", key, nil); len(r.JSON["items"].([]any)) != 1 {
+	h.MustDo(http.StatusNoContent, http.MethodDelete, "/v1/templates/welcome", key, nil)
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/templates/welcome", key, nil)
+	h.MustDo(http.StatusNotFound, http.MethodDelete, "/v1/templates/welcome", key, nil)
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates/welcome?version=2", key, nil)
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates", key, nil); len(r.JSON["items"].([]any)) != 1 {
 		t.Fatalf("list after delete: %s", r.Body)
 	}
-	wantError(t, h.Do(http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "ada", "template_id": "welcome",
+	apitest.WantError(t, h.Submit(key, map[string]any{"user_id": "ada", "template_id": "welcome",
 		"data": map[string]any{"name": "Ada"}}), 422, "unknown_template", "template_id")
 	// Re-created: 201, and the version number is not reused.
-	if r = mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/welcome", key, v1); r.JSON["version"] != 3.0 {
+	if r = h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/welcome", key, v1); r.JSON["version"] != 3.0 {
 		t.Fatalf("re-created: %s", r.Body)
 	}
 }
@@ -244,7 +151,7 @@ func TestTemplateValidationNamesChannelFieldAndLine(t *testing.T) {
 	// One syntax error, on line 3 of the email HTML.
 	r := h.Do(http.MethodPut, "/v1/templates/broken", key, map[string]any{"category": "shipping",
 		"email": map[string]any{"subject": "Your order", "html": "<p>\nHello\n{{.name</p>"}})
-	wantError(t, r, http.StatusUnprocessableEntity, "invalid_template", "email.html")
+	apitest.WantError(t, r, http.StatusUnprocessableEntity, "invalid_template", "email.html")
 	e := r.JSON["error"].(map[string]any)
 	errs := e["errors"].([]any)
 	first := errs[0].(map[string]any)
@@ -278,7 +185,7 @@ func TestTemplateValidationNamesChannelFieldAndLine(t *testing.T) {
 	if !sawPush || !sawDe || !sawFr {
 		t.Fatalf("want the push title, the de sms line 2 and the fr email problems: %s", r.Body)
 	}
-	mustDo(t, h, http.StatusNotFound, http.MethodGet, "/v1/templates/broken", key, nil) // nothing saved
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/templates/broken", key, nil) // nothing saved
 }
 
 // User data in email HTML is escaped by html/template before it reaches SendGrid.
@@ -286,12 +193,12 @@ func TestEmailHTMLEscapesData(t *testing.T) {
 	t.Parallel()
 	env := startGateEnv(t)
 	h, key := env.h, env.key
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/receipt", key, map[string]any{"category": "billing",
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/receipt", key, map[string]any{"category": "billing",
 		"email": map[string]any{"subject": "Receipt for {{.name}}", "html": "<p>Hello {{.name}}</p><a href=\"https://shop.example/{{.name}}\">x</a>", "text": "Hello {{.name}}"}})
-	putProfile(t, h, key, "eve", map[string]any{"email": "eve@example.com"})
+	h.PutUser(key, "eve", map[string]any{"email": "eve@example.com"})
 	id := accept(t, h, key, "eve", "receipt", map[string]any{"name": `<script>alert("x")</script>`})
-	awaitChannel(t, h, key, id, "email", "sent", "", 20*time.Second)
-	html := mailPart(mailOf(t, env.sg, id), "text/html")
+	h.AwaitChannel(key, id, "email", "sent", "", 20*time.Second)
+	html := apitest.MailPart(mailOf(t, env.sg, id), "text/html")
 	if strings.Contains(strings.ToLower(html), "<script") || !strings.Contains(html, "&lt;script&gt;") {
 		t.Fatalf("user data reached the email HTML unescaped: %q", html)
 	}
@@ -305,20 +212,20 @@ func TestLocaleFallback(t *testing.T) {
 		return map[string]any{"in_app": map[string]any{"title": title, "body": title + " {{.name}}"}}
 	}
 	// Base content is Spanish, so falling back to "en" is visible.
-	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/promo", key, map[string]any{"category": "news", "default_locale": "es",
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/promo", key, map[string]any{"category": "news", "default_locale": "es",
 		"in_app":  map[string]any{"title": "Hola", "body": "Hola {{.name}}"},
 		"locales": map[string]any{"de": variant("Hallo"), "en": variant("Hello"), "it": variant("Ciao")}})
-	putProfile(t, h, key, "hans", map[string]any{"locale": "de-AT"})
-	putProfile(t, h, key, "marie", map[string]any{"locale": "fr"})
+	h.PutUser(key, "hans", map[string]any{"locale": "de-AT"})
+	h.PutUser(key, "marie", map[string]any{"locale": "fr"})
 
-	r := mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"default_locale": "it"})
+	r := h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"default_locale": "it"})
 	if r.Str("default_locale") != "it" {
 		t.Fatalf("settings: %s", r.Body)
 	}
 	send := func(user string) string {
 		t.Helper()
 		id := accept(t, h, key, user, "promo", map[string]any{"name": user})
-		awaitChannel(t, h, key, id, "in_app", "delivered", "", 20*time.Second)
+		h.AwaitChannel(key, id, "in_app", "delivered", "", 20*time.Second)
 		return inboxTitle(t, h, key, user, id)
 	}
 	if got := send("hans"); got != "Hallo" {
@@ -328,7 +235,7 @@ func TestLocaleFallback(t *testing.T) {
 		t.Errorf("fr → tenant default it: got %q", got)
 	}
 	// Tenant default unset → en (not the template's Spanish base).
-	if r = mustDo(t, h, http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{}); r.Str("default_locale") != "en" {
+	if r = h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{}); r.Str("default_locale") != "en" {
 		t.Fatalf("settings reset: %s", r.Body)
 	}
 	if got := send("marie"); got != "Hello" {

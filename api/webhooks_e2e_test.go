@@ -56,10 +56,7 @@ func sgEv(tenant, notificationID, msgID, event, eventID string, ts int64) sgEven
 
 func deliveriesOf(t *testing.T, h *apitest.Harness, key, id string) (overall string, email map[string]any) {
 	t.Helper()
-	r := h.Do(http.MethodGet, "/v1/notifications/"+id, key, nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", id, r.Status, r.Body)
-	}
+	r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil)
 	return r.Str("status"), channelOf(t, r, "email")
 }
 
@@ -68,9 +65,7 @@ func TestSendGridWebhook(t *testing.T) {
 	defer fake.Close()
 	fake.APIKey = sgAPIKey
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{SendGridBaseURL: fake.URL}})
-	tenantID, key := h.Tenant("mailer")
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("receipt"))
+	tenantID, key := h.TenantWith("mailer", "otp", "receipt")
 	otherID, _ := h.Tenant("other")
 	signKey, pub := newWebhookKey(t)
 	forger, _ := newWebhookKey(t)
@@ -80,20 +75,16 @@ func TestSendGridWebhook(t *testing.T) {
 	}); r.Status != http.StatusCreated {
 		t.Fatalf("configure sendgrid: %d %s", r.Status, r.Body)
 	}
-	createUser(t, h, key, "ada")
+	createUser(h, key, "ada")
 
 	// Two notifications go out through the SendGrid fake.
 	var ids, msgIDs []string
 	for _, k := range []string{"n1", "n2"} {
-		r := submit(h, key, map[string]any{"user_id": "ada", "template_id": "receipt", "channels": []string{"email"},
-			"idempotency_key": k, "data": map[string]any{"title": "Receipt " + k, "body": "Thanks"}})
-		if r.Status != http.StatusAccepted {
-			t.Fatalf("submit: %d %s", r.Status, r.Body)
-		}
-		ids = append(ids, r.Str("notification_id"))
+		ids = append(ids, h.Accept(key, map[string]any{"user_id": "ada", "template_id": "receipt", "channels": []string{"email"},
+			"idempotency_key": k, "data": map[string]any{"title": "Receipt " + k, "body": "Thanks"}}))
 	}
 	for _, id := range ids {
-		got := waitStatus(t, h, key, id, "sent")
+		got := h.AwaitStatus(key, id, "sent", 30*time.Second)
 		c := channelOf(t, got, "email")
 		if c["provider"] != "sendgrid" || c["provider_message_id"] == nil {
 			t.Fatalf("email channel: %s", got.Body)
@@ -139,29 +130,18 @@ func TestSendGridWebhook(t *testing.T) {
 	}
 	// Signed, but the body was altered afterwards.
 	altered := []byte(strings.Replace(string(batch), "bounce", "delivered", 1))
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", altered, signSendGrid(t, signKey, now, batch)...); r.Status != http.StatusUnauthorized {
-		t.Fatalf("altered body: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid", "", altered, signSendGrid(t, signKey, now, batch)...)
 	// Stale: a correct signature over a timestamp outside the tolerance (5 min).
 	stale := now.Add(-10 * time.Minute)
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, stale, batch)...); r.Status != http.StatusUnauthorized {
-		t.Fatalf("stale: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, stale, batch)...)
 	// Unsigned.
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch); r.Status != http.StatusUnauthorized {
-		t.Fatalf("unsigned: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid", "", batch)
 	// Signed with the right key but addressed (?tenant=) to a tenant without a key.
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid?tenant="+otherID, "", batch, signSendGrid(t, signKey, now, batch)...); r.Status != http.StatusUnauthorized {
-		t.Fatalf("tenant without a key: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusUnauthorized, http.MethodPost, "/v1/webhooks/sendgrid?tenant="+otherID, "", batch, signSendGrid(t, signKey, now, batch)...)
 	unchanged("after rejected requests")
 
 	// The real batch.
-	r = h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, now, batch)...)
-	if r.Status != http.StatusOK {
-		t.Fatalf("signed batch: %d %s", r.Status, r.Body)
-	}
+	r = h.MustDo(http.StatusOK, http.MethodPost, "/v1/webhooks/sendgrid", "", batch, signSendGrid(t, signKey, now, batch)...)
 	if r.JSON["received"] != 5.0 || r.JSON["recorded"] != 3.0 || r.JSON["applied"] != 3.0 || r.JSON["ignored"] != 1.0 {
 		t.Fatalf("result: %s", r.Body)
 	}
@@ -211,9 +191,7 @@ func TestSendGridWebhook(t *testing.T) {
 	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", foreign); r.Status != http.StatusOK || r.JSON["ignored"] != 1.0 {
 		t.Fatalf("untagged batch: %d %s", r.Status, r.Body)
 	}
-	if r := h.Do(http.MethodPost, "/v1/webhooks/sendgrid", "", `{"not":"an array"}`); r.Status != http.StatusBadRequest {
-		t.Fatalf("not an array: %d %s", r.Status, r.Body)
-	}
+	h.MustDo(http.StatusBadRequest, http.MethodPost, "/v1/webhooks/sendgrid", "", `{"not":"an array"}`)
 	check("at the end")
 }
 
@@ -241,22 +219,16 @@ func TestTwilioWebhook(t *testing.T) {
 	// Twilio reaches Herald through a proxy: another scheme, host and port.
 	const public = "https://herald.example.com:8443"
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{TwilioBaseURL: fake.URL, PublicBaseURL: public}})
-	tenantID, key := h.Tenant("texter")
-	h.Template(key, apitest.SimpleTemplate("otp"))
-	h.Template(key, apitest.SimpleTemplate("receipt"))
+	tenantID, key := h.TenantWith("texter", "otp", "receipt")
 	if r := h.Do(http.MethodPut, "/v1/providers/sms", key, map[string]any{
 		"provider": "twilio", "settings": map[string]any{"account_sid": twAccountSID, "from": "+15005550006"},
 		"credentials": map[string]any{"auth_token": twAuthToken},
 	}); r.Status != http.StatusCreated {
 		t.Fatalf("configure twilio: %d %s", r.Status, r.Body)
 	}
-	createContact(t, h, key, "bob", "+14155550101")
-	r := submit(h, key, map[string]any{"user_id": "bob", "template_id": "otp", "channels": []string{"sms"}, "data": map[string]any{"body": "Code 123456"}})
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("submit: %d %s", r.Status, r.Body)
-	}
-	id := r.Str("notification_id")
-	got := waitStatus(t, h, key, id, "sent")
+	h.PutUser(key, "bob", map[string]any{"email": "bob@example.com", "phone": "+14155550101"})
+	id := h.Accept(key, map[string]any{"user_id": "bob", "template_id": "otp", "channels": []string{"sms"}, "data": map[string]any{"body": "Code 123456"}})
+	got := h.AwaitStatus(key, id, "sent", 30*time.Second)
 	sms := channelOf(t, got, "sms")
 	sid, _ := sms["provider_message_id"].(string)
 	if sms["provider"] != "twilio" || !strings.HasPrefix(sid, "SM") {
@@ -307,7 +279,7 @@ func TestTwilioWebhook(t *testing.T) {
 		t.Fatal("a rejected callback recorded a receipt")
 	}
 
-	r = post(delivered, signTwilio(twAuthToken, callback.String(), delivered))
+	r := post(delivered, signTwilio(twAuthToken, callback.String(), delivered))
 	if r.Status != http.StatusOK || r.JSON["applied"] != 1.0 || r.JSON["recorded"] != 1.0 {
 		t.Fatalf("delivered: %d %s", r.Status, r.Body)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/ids"
-	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/resolver"
 )
@@ -42,18 +41,9 @@ func TestRecordHistories(t *testing.T) {
 	sg := providertest.NewSendGrid()
 	t.Cleanup(sg.Close)
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{SendGridBaseURL: sg.URL, HTTPClient: &http.Client{Timeout: 5 * time.Second}}})
-	tenantID, key := h.Tenant("record")
-	h.Template(key, apitest.SimpleTemplate("order"))
-	do := func(want int, method, path string, body any) apitest.Response {
-		t.Helper()
-		r := h.Do(method, path, key, body)
-		if r.Status != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, r.Status, r.Body, want)
-		}
-		return r
-	}
-	do(http.StatusCreated, http.MethodPut, "/v1/users/ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100", "timezone": "UTC"})
-	do(http.StatusCreated, http.MethodPut, "/v1/users/ada/push-tokens", map[string]any{"token": "device-token-ada-0001", "platform": "android"})
+	tenantID, key := h.TenantWith("record", "order")
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100", "timezone": "UTC"})
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/users/ada/push-tokens", key, map[string]any{"token": "device-token-ada-0001", "platform": "android"})
 	submit := func(name string, extra map[string]any) string {
 		t.Helper()
 		body := map[string]any{"user_id": "ada", "template_id": "order", "idempotency_key": fmt.Sprintf("record-%s-%d", name, time.Now().UnixNano()),
@@ -61,61 +51,43 @@ func TestRecordHistories(t *testing.T) {
 		for k, v := range extra {
 			body[k] = v
 		}
-		return do(http.StatusAccepted, http.MethodPost, "/v1/notifications", body).Str("notification_id")
-	}
-	await := func(id, status string, within time.Duration) {
-		t.Helper()
-		var last apitest.Response
-		deadline := time.Now().Add(within)
-		for {
-			last = do(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, nil)
-			if last.Str("status") == status {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not %s after %s: %s", id, status, within, last.Body)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return h.Accept(key, body)
 	}
 
 	type recorded struct{ name, id string }
 	var runs []recorded
 
 	id := submit("in_app", map[string]any{"channels": []string{"in_app"}, "dedup_ttl_sec": 5})
-	await(id, "delivered", 30*time.Second)
+	h.AwaitStatus(key, id, "delivered", 30*time.Second)
 	runs = append(runs, recorded{"in_app", id})
 
 	id = submit("all_channels", map[string]any{"dedup_ttl_sec": 5})
-	await(id, "sent", 30*time.Second)
+	h.AwaitStatus(key, id, "sent", 30*time.Second)
 	runs = append(runs, recorded{"all_channels", id})
 
 	id = submit("scheduled_cancelled", map[string]any{"channels": []string{"email", "sms"}, "send_at": time.Now().Add(time.Minute).UTC().Format(time.RFC3339), "dedup_ttl_sec": 5})
-	await(id, "scheduled", 30*time.Second)
-	do(http.StatusOK, http.MethodDelete, "/v1/notifications/"+id, nil)
-	await(id, "cancelled", 30*time.Second)
+	h.AwaitStatus(key, id, "scheduled", 30*time.Second)
+	h.MustDo(http.StatusOK, http.MethodDelete, "/v1/notifications/"+id, key, nil)
+	h.AwaitStatus(key, id, "cancelled", 30*time.Second)
 	runs = append(runs, recorded{"scheduled_cancelled", id})
 
 	// Quiet hours from the last minute to the next one (minute resolution): the SMS
 	// waits, re-reads preferences when the window ends, then sends.
 	now := time.Now().UTC()
-	do(http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", map[string]any{"quiet_hours": map[string]any{
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", key, map[string]any{"quiet_hours": map[string]any{
 		"start": now.Add(-time.Minute).Format("15:04"), "end": now.Add(2 * time.Minute).Format("15:04"), "timezone": "UTC"}})
 	id = submit("quiet_hours", map[string]any{"channels": []string{"in_app", "sms"}, "dedup_ttl_sec": 5})
-	await(id, "sending", 30*time.Second)
-	await(id, "sent", 4*time.Minute)
+	h.AwaitStatus(key, id, "sending", 30*time.Second)
+	h.AwaitStatus(key, id, "sent", 4*time.Minute)
 	runs = append(runs, recorded{"quiet_hours", id})
-	do(http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", map[string]any{"quiet_hours": map[string]any{"start": "", "end": ""}})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", key, map[string]any{"quiet_hours": map[string]any{"start": "", "end": ""}})
 
 	// A SendGrid outage with the tenant's email policy at 2 attempts: dead letter.
-	if err := h.Providers.PutProviderConfig(context.Background(), providers.ProviderConfig{TenantID: tenantID, Channel: "email", Provider: "sendgrid",
-		Enabled: true, Settings: json.RawMessage(`{"from":"shop@example.com"}`), Secret: []byte(`{"api_key":"SG.test-key"}`)}); err != nil {
-		t.Fatal(err)
-	}
+	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com"}`)
 	sg.Always(providertest.Fail500())
-	do(http.StatusOK, http.MethodPut, "/v1/settings", map[string]any{"retry_policies": map[string]any{"email": map[string]any{"maximum_attempts": 2, "initial_interval": "100ms"}}})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"retry_policies": map[string]any{"email": map[string]any{"maximum_attempts": 2, "initial_interval": "100ms"}}})
 	id = submit("dead_letter", map[string]any{"channels": []string{"email"}, "dedup_ttl_sec": 5})
-	await(id, "failed", 60*time.Second)
+	h.AwaitStatus(key, id, "failed", 60*time.Second)
 	runs = append(runs, recorded{"dead_letter", id})
 
 	var manifest []recordedHistory

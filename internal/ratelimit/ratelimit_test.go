@@ -111,23 +111,21 @@ func TestKeysIndependent(t *testing.T) {
 	}
 }
 
-// Many concurrent callers on one bucket get exactly burst tokens: the statement is
-// atomic, no token is handed out twice.
-func TestTakeConcurrentExactlyBurst(t *testing.T) {
-	l := newLimiter(t)
-	key := testenv.UniqueName(t, "rl")
-	const rate, burst, callers = 0.001, 10, 60 // refill negligible during the test
-	var granted atomic.Int64
+// concurrentOKs runs call on n goroutines at once and counts the calls that
+// returned true; an error fails the test.
+func concurrentOKs(t *testing.T, n int, call func() (bool, error)) int64 {
+	t.Helper()
+	var oks atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for range callers {
+	errs := make(chan error, n)
+	for range n {
 		wg.Go(func() {
-			ok, _, err := l.Take(context.Background(), key, rate, burst)
+			ok, err := call()
 			if err != nil {
 				errs <- err
 			}
 			if ok {
-				granted.Add(1)
+				oks.Add(1)
 			}
 		})
 	}
@@ -136,7 +134,20 @@ func TestTakeConcurrentExactlyBurst(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := granted.Load(); got != burst {
+	return oks.Load()
+}
+
+// Many concurrent callers on one bucket get exactly burst tokens: the statement is
+// atomic, no token is handed out twice.
+func TestTakeConcurrentExactlyBurst(t *testing.T) {
+	l := newLimiter(t)
+	key := testenv.UniqueName(t, "rl")
+	const rate, burst, callers = 0.001, 10, 60 // refill negligible during the test
+	got := concurrentOKs(t, callers, func() (bool, error) {
+		ok, _, err := l.Take(context.Background(), key, rate, burst)
+		return ok, err
+	})
+	if got != burst {
 		t.Fatalf("%d concurrent takes on a bucket of %d granted %d tokens", callers, burst, got)
 	}
 }
@@ -311,26 +322,11 @@ func TestQuotaConcurrent(t *testing.T) {
 	key := testenv.UniqueName(t, "quota")
 	day := time.Date(2030, 3, 14, 0, 0, 0, 0, time.UTC)
 	const limit, callers = 7, 40
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for range callers {
-		wg.Go(func() {
-			ok, _, _, err := l.Quota(context.Background(), key, limit, day)
-			if err != nil {
-				errs <- err
-			}
-			if ok {
-				admitted.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if got := admitted.Load(); got != limit {
+	got := concurrentOKs(t, callers, func() (bool, error) {
+		ok, _, _, err := l.Quota(context.Background(), key, limit, day)
+		return ok, err
+	})
+	if got != limit {
 		t.Fatalf("%d concurrent calls against a quota of %d admitted %d", callers, limit, got)
 	}
 }

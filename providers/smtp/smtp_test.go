@@ -219,58 +219,48 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestTLSPolicies: each client TLS policy against a server that offers it (the
+// client trusts its certificate and logs in as u/p when login is set) or not.
+// code is the permanent error's code, "" when the message must be delivered.
 func TestTLSPolicies(t *testing.T) {
-	t.Run("starttls", func(t *testing.T) {
-		srv := startServer(t, smtptest.Options{TLS: smtptest.TLSStartTLS, Username: "u", Password: "p"})
-		c := newClient(t, srv, func(c *smtp.Config) {
-			c.TLS, c.TLSConfig, c.Username, c.Password = smtp.TLSStartTLS, srv.ClientTLSConfig(), "u", "p"
+	for _, tc := range []struct {
+		name, notDelivered  string
+		server              smtptest.Options
+		client              smtp.TLSPolicy
+		login, plainText    bool
+		code, authenticated string
+	}{
+		{name: "starttls", server: smtptest.Options{TLS: smtptest.TLSStartTLS, Username: "u", Password: "p"}, client: smtp.TLSStartTLS,
+			login: true, authenticated: "u", notDelivered: "not delivered over STARTTLS"},
+		{name: "implicit", server: smtptest.Options{TLS: smtptest.TLSImplicit, Username: "u", Password: "p"}, client: smtp.TLSImplicit,
+			login: true, notDelivered: "not delivered over implicit TLS"},
+		{name: "untrusted certificate", server: smtptest.Options{TLS: smtptest.TLSStartTLS}, client: smtp.TLSStartTLS, code: "tls"},
+		{name: "starttls not offered", client: smtp.TLSStartTLS, code: "config", plainText: true},
+		{name: "implicit tls against plain port", client: smtp.TLSImplicit, code: "tls"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startServer(t, tc.server)
+			c := newClient(t, srv, func(c *smtp.Config) {
+				c.TLS = tc.client
+				if tc.login {
+					c.TLSConfig, c.Username, c.Password = srv.ClientTLSConfig(), "u", "p"
+				}
+			})
+			_, err := send(t, c, message())
+			if tc.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if srv.Accepted() != 1 || (tc.authenticated != "" && srv.Messages()[0].Authenticated != tc.authenticated) {
+					t.Fatal(tc.notDelivered)
+				}
+			} else if pe := providerError(t, err); !pe.Permanent || pe.Code != tc.code {
+				t.Fatalf("%+v", pe)
+			} else if tc.plainText && srv.Accepted() != 0 {
+				t.Fatal("sent in plain text")
+			}
 		})
-		if _, err := send(t, c, message()); err != nil {
-			t.Fatal(err)
-		}
-		if srv.Accepted() != 1 || srv.Messages()[0].Authenticated != "u" {
-			t.Fatal("not delivered over STARTTLS")
-		}
-	})
-	t.Run("implicit", func(t *testing.T) {
-		srv := startServer(t, smtptest.Options{TLS: smtptest.TLSImplicit, Username: "u", Password: "p"})
-		c := newClient(t, srv, func(c *smtp.Config) {
-			c.TLS, c.TLSConfig, c.Username, c.Password = smtp.TLSImplicit, srv.ClientTLSConfig(), "u", "p"
-		})
-		if _, err := send(t, c, message()); err != nil {
-			t.Fatal(err)
-		}
-		if srv.Accepted() != 1 {
-			t.Fatal("not delivered over implicit TLS")
-		}
-	})
-	t.Run("untrusted certificate", func(t *testing.T) {
-		srv := startServer(t, smtptest.Options{TLS: smtptest.TLSStartTLS})
-		c := newClient(t, srv, func(c *smtp.Config) { c.TLS = smtp.TLSStartTLS })
-		_, err := send(t, c, message())
-		if pe := providerError(t, err); !pe.Permanent || pe.Code != "tls" {
-			t.Fatalf("%+v", pe)
-		}
-	})
-	t.Run("starttls not offered", func(t *testing.T) {
-		srv := startServer(t, smtptest.Options{})
-		c := newClient(t, srv, func(c *smtp.Config) { c.TLS = smtp.TLSStartTLS })
-		_, err := send(t, c, message())
-		if pe := providerError(t, err); !pe.Permanent || pe.Code != "config" {
-			t.Fatalf("%+v", pe)
-		}
-		if srv.Accepted() != 0 {
-			t.Fatal("sent in plain text")
-		}
-	})
-	t.Run("implicit tls against plain port", func(t *testing.T) {
-		srv := startServer(t, smtptest.Options{})
-		c := newClient(t, srv, func(c *smtp.Config) { c.TLS = smtp.TLSImplicit })
-		_, err := send(t, c, message())
-		if pe := providerError(t, err); !pe.Permanent || pe.Code != "tls" {
-			t.Fatalf("%+v", pe)
-		}
-	})
+	}
 }
 
 func TestReplyClassification(t *testing.T) {
@@ -317,33 +307,28 @@ func TestReplyClassification(t *testing.T) {
 }
 
 func TestTimeouts(t *testing.T) {
-	t.Run("hang at MAIL hits the client timeout", func(t *testing.T) {
+	// hangAt sends through a relay that hangs at stage, wants a retryable timeout
+	// (the client's is 300 ms) and returns the relay and how long the send took.
+	hangAt := func(t *testing.T, stage smtptest.Stage) (*smtptest.Server, time.Duration) {
+		t.Helper()
 		srv := startServer(t, smtptest.Options{})
-		srv.Next(smtptest.Hang(smtptest.StageMail))
+		srv.Next(smtptest.Hang(stage))
 		c := newClient(t, srv, func(c *smtp.Config) { c.Timeout = 300 * time.Millisecond })
 		start := time.Now()
 		_, err := send(t, c, message())
-		if pe := providerError(t, err); pe.Permanent || pe.Code != "timeout" || time.Since(start) > 3*time.Second {
+		if pe := providerError(t, err); pe.Permanent || pe.Code != "timeout" {
 			t.Fatalf("%+v after %v", pe, time.Since(start))
 		}
-	})
-	t.Run("hang at greeting stage", func(t *testing.T) {
-		srv := startServer(t, smtptest.Options{})
-		srv.Next(smtptest.Hang(smtptest.StageHello))
-		c := newClient(t, srv, func(c *smtp.Config) { c.Timeout = 300 * time.Millisecond })
-		_, err := send(t, c, message())
-		if pe := providerError(t, err); pe.Permanent || pe.Code != "timeout" {
-			t.Fatalf("%+v", pe)
+		return srv, time.Since(start)
+	}
+	t.Run("hang at MAIL hits the client timeout", func(t *testing.T) {
+		if _, took := hangAt(t, smtptest.StageMail); took > 3*time.Second {
+			t.Fatalf("timed out after %v", took)
 		}
 	})
+	t.Run("hang at greeting stage", func(t *testing.T) { hangAt(t, smtptest.StageHello) })
 	t.Run("hang after DATA: relay has it, client cannot know", func(t *testing.T) {
-		srv := startServer(t, smtptest.Options{})
-		srv.Next(smtptest.Hang(smtptest.StageData))
-		c := newClient(t, srv, func(c *smtp.Config) { c.Timeout = 300 * time.Millisecond })
-		_, err := send(t, c, message())
-		if pe := providerError(t, err); pe.Permanent || pe.Code != "timeout" {
-			t.Fatalf("%+v", pe)
-		}
+		srv, _ := hangAt(t, smtptest.StageData)
 		msgs := srv.Messages()
 		if len(msgs) != 1 || msgs[0].Acknowledged || srv.Accepted() != 0 {
 			t.Fatalf("server has %d messages, accepted %d", len(msgs), srv.Accepted())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/providers/providertest"
 )
 
 // Secret values that must never come back from the API.
@@ -72,7 +73,7 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	tenantID, key := h.TenantWith("providers", "welcome")
 	_, keyB := h.TenantWith("other", "welcome")
 	_, pub := newWebhookKey(t)
-	sa, pemKey := apitest.ServiceAccount(t, "herald-e2e", "https://oauth2.googleapis.com/token")
+	sa, pemKey := providertest.ServiceAccount(t, "herald-e2e", "https://oauth2.googleapis.com/token")
 	// The PEM body is the secret part of the service account key.
 	pemBody := strings.Split(pemKey, "\n")[1]
 	w := &secretWatch{t: t, secrets: []string{sgAPIKey, sgAPIKey2, twAuthToken, twWebhookToken, pemBody, "private_key"}}

@@ -6,11 +6,7 @@ package apitest
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"testing"
 	"time"
@@ -181,34 +177,8 @@ func (h *Harness) ConfigureTwilio(tenantID string) {
 // service account whose tokens come from tokenURI.
 func (h *Harness) ConfigureFCM(tenantID, tokenURI string) {
 	h.T.Helper()
-	sa, _ := ServiceAccount(h.T, "herald-test", tokenURI)
-	secret, err := json.Marshal(sa)
-	if err != nil {
-		h.T.Fatal(err)
-	}
 	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: "push", Provider: "fcm", Enabled: true,
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: secret})
-}
-
-// ServiceAccount returns a Google service account key of the project with a
-// freshly generated RSA key (never used against Google), whose tokens come from
-// tokenURI, and that private key as PEM.
-func ServiceAccount(t testing.TB, projectID, tokenURI string) (key map[string]any, pemKey string) {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-	return map[string]any{
-		"type": "service_account", "project_id": projectID, "private_key_id": "0123456789abcdef",
-		"private_key": pemKey, "client_email": "herald@" + projectID + ".iam.gserviceaccount.com",
-		"client_id": "1234567890", "token_uri": tokenURI,
-	}, pemKey
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(h.T, tokenURI)})
 }
 
 // SentMail is a message the SendGrid fake accepted, with its decoded body.

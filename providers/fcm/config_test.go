@@ -2,33 +2,13 @@ package fcm_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"testing"
 
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/fcm"
 	"github.com/herald-notify/herald/providers/providertest"
 )
-
-// serviceAccount makes a service account key whose token_uri is the fake's.
-func serviceAccount(t *testing.T, tokenURI string) []byte {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKCS8PrivateKey(k)
-	b, _ := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": "herald-test", "private_key_id": "key1",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": "herald@herald-test.iam.gserviceaccount.com", "client_id": "1", "token_uri": tokenURI,
-	})
-	return b
-}
 
 // TestFromConfigWithServiceAccount drives the production credential path: a
 // stored service account key, exchanged for an access token at its token_uri.
@@ -37,7 +17,7 @@ func TestFromConfigWithServiceAccount(t *testing.T) {
 	defer fake.Close()
 	fake.Token = "issued-by-fake"
 	pc := providers.ProviderConfig{TenantID: "t", Channel: "push", Provider: "fcm",
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: serviceAccount(t, fake.URL+providertest.TokenPath)}
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fake.URL+providertest.TokenPath)}
 	c, err := fcm.FromConfig(context.Background(), pc, fake.URL)
 	if err != nil {
 		t.Fatal(err)

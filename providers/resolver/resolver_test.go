@@ -2,11 +2,7 @@ package resolver_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -175,22 +171,6 @@ func TestCacheIsBoundedAndFailuresAreNotCached(t *testing.T) {
 	}
 }
 
-func serviceAccount(t *testing.T, tokenURI string) []byte {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(map[string]string{"type": "service_account", "project_id": "herald-test", "private_key_id": "k1",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": "herald@herald-test.iam.gserviceaccount.com", "client_id": "1", "token_uri": tokenURI})
-	return b
-}
-
 // TestFCMTokenIsExchangedOnceForNPushes drives the real FCM provider (default
 // registry) against the FCM fake: N pushes, each resolved as a delivery
 // attempt does, make one token exchange; a new key makes one more.
@@ -201,7 +181,7 @@ func TestFCMTokenIsExchangedOnceForNPushes(t *testing.T) {
 	r := resolver.New(store, resolver.Process{FCMBaseURL: fake.URL}, &sandbox.MemoryRecorder{})
 	t0 := time.Now()
 	store.put(providers.ProviderConfig{TenantID: "t_a", Channel: herald.ChannelPush, Provider: "fcm", Enabled: true,
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: serviceAccount(t, fake.URL+providertest.TokenPath), UpdatedAt: t0})
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fake.URL+providertest.TokenPath), UpdatedAt: t0})
 
 	push := func(n int) {
 		t.Helper()
@@ -225,7 +205,7 @@ func TestFCMTokenIsExchangedOnceForNPushes(t *testing.T) {
 	}
 
 	store.put(providers.ProviderConfig{TenantID: "t_a", Channel: herald.ChannelPush, Provider: "fcm", Enabled: true,
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: serviceAccount(t, fake.URL+providertest.TokenPath), UpdatedAt: t0.Add(time.Second)})
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fake.URL+providertest.TokenPath), UpdatedAt: t0.Add(time.Second)})
 	push(n)
 	if fake.Accepted() != 2*n || fake.TokenRequests() != 2 || r.Builds() != 2 {
 		t.Fatalf("after a key rotation and %d more pushes: token exchanges %d, clients built %d (want 2, 2)",

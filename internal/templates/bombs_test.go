@@ -1,11 +1,13 @@
 package templates
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/herald-notify/herald/internal/herald"
 )
@@ -36,6 +38,9 @@ type bomb struct {
 	data   map[string]any
 	// dataFree: the bomb needs no data, so the dry run on save (PUT) meets it.
 	dataFree bool
+	// want is the error rendering must now fail with; nil: refused when
+	// parsed (a syntax error).
+	want error
 }
 
 // src is the bomb's field source at size n (0: the largest that fits).
@@ -74,40 +79,42 @@ var big = strings.Repeat("a", 60<<10)
 
 var bombs = []bomb{
 	// Doubling a variable: no output at all, so the output cap never sees it.
-	{name: "print", channel: "sms", prefix: `{{$x := "a"}}`, step: `{{$x = print $x $x}}`, suffix: `{{len $x}}`, before: 26, dataFree: true},
-	{name: "printf", channel: "sms", prefix: `{{$x := "a"}}`, step: `{{$x = printf "%s%s" $x $x}}`, suffix: `{{len $x}}`, before: 26, dataFree: true},
-	{name: "println", channel: "sms", prefix: `{{$x := "a"}}`, step: `{{$x = println $x $x}}`, suffix: `{{len $x}}`, before: 25, dataFree: true},
-	{name: "html(email)", channel: "email", prefix: `{{$x := "<"}}`, step: `{{$x = html $x $x}}`, suffix: `{{len $x}}`, before: 22, dataFree: true},
-	{name: "js", channel: "sms", prefix: `{{$x := "<"}}`, step: `{{$x = js $x $x}}`, suffix: `{{len $x}}`, before: 22, dataFree: true},
-	{name: "urlquery", channel: "sms", prefix: `{{$x := "%"}}`, step: `{{$x = urlquery $x $x}}`, suffix: `{{len $x}}`, before: 20, dataFree: true},
+	{name: "print", channel: "sms", prefix: `{{$x := "a"}}`, step: `{{$x = print $x $x}}`, suffix: `{{len $x}}`, before: 26, dataFree: true, want: ErrBuildBudget},
+	{name: "printf", channel: "sms", prefix: `{{$x := "a"}}`, step: `{{$x = printf "%s%s" $x $x}}`, suffix: `{{len $x}}`, before: 26, dataFree: true, want: ErrBuildBudget},
+	{name: "println", channel: "sms", prefix: `{{$x := "a"}}`, step: `{{$x = println $x $x}}`, suffix: `{{len $x}}`, before: 25, dataFree: true, want: ErrBuildBudget},
+	{name: "html(email)", channel: "email", prefix: `{{$x := "<"}}`, step: `{{$x = html $x $x}}`, suffix: `{{len $x}}`, before: 22, dataFree: true, want: ErrBuildBudget},
+	{name: "js", channel: "sms", prefix: `{{$x := "<"}}`, step: `{{$x = js $x $x}}`, suffix: `{{len $x}}`, before: 22, dataFree: true, want: ErrBuildBudget},
+	{name: "urlquery", channel: "sms", prefix: `{{$x := "%"}}`, step: `{{$x = urlquery $x $x}}`, suffix: `{{len $x}}`, before: 20, dataFree: true, want: ErrBuildBudget},
 	{name: "join", channel: "sms", prefix: `{{$x := "a"}}`, step: `{{$x = join $x $.l}}`, suffix: `{{len $x}}`, before: 26,
-		data: map[string]any{"l": []any{"", "", ""}}},
+		data: map[string]any{"l": []any{"", "", ""}}, want: ErrBuildBudget},
 	// html/template rewrites {{html a b c}} into {{_eval_args_ a b c | html}}:
 	// an internal fmt.Sprint of every argument, before any output.
 	{name: "html-args(email)", channel: "email", prefix: `{{$s := .s}}{{html `, step: `$s `, suffix: `}}`, before: 1000,
-		data: map[string]any{"s": big}},
+		data: map[string]any{"s": big}, want: ErrBuildBudget},
 	// Loops: the range budget caps iterations, not what each iteration costs.
 	{name: "truncate-loop", channel: "sms", prefix: `{{range 10000}}`, step: `{{$_ := truncate 5 $.s}}`, suffix: `{{end}}ok`, before: 1,
-		data: map[string]any{"s": big}},
+		data: map[string]any{"s": big}, want: ErrRenderBudget},
 	{name: "eq-loop", channel: "sms", prefix: `{{range 10000}}`, step: `{{if eq $.a $.b}}{{end}}`, suffix: `{{end}}ok`, before: 10,
-		data: map[string]any{"a": big + "a", "b": big + "b"}},
+		data: map[string]any{"a": big + "a", "b": big + "b"}, want: ErrRenderBudget},
 	{name: "css-filter-loop(email)", channel: "email", prefix: `{{range 9000}}`, step: `<i style="color:{{$.s}}">`, suffix: `{{end}}`, before: 1,
-		data: map[string]any{"s": big}},
-	{name: "steps-loop", channel: "sms", prefix: `{{range 10000}}`, step: `{{if 1}}{{end}}`, suffix: `{{end}}ok`, before: 100, dataFree: true},
-	{name: "range-int", channel: "sms", prefix: `{{range 1000000000}}`, step: `{{end}}{{range 1000000000}}`, suffix: `{{end}}ok`, before: 1, dataFree: true},
-	{name: "range-nested", channel: "sms", prefix: ``, step: `{{range 100}}`, suffix: `ok` + strings.Repeat(`{{end}}`, 4), before: 4, dataFree: true},
+		data: map[string]any{"s": big + "}"}, want: ErrRenderBudget},
+	{name: "index-key-loop", channel: "sms", prefix: `{{range 10000}}`, step: `{{$_ := index $.m $.k}}`, suffix: `{{end}}ok`, before: 1,
+		data: map[string]any{"m": map[string]any{}, "k": big}, want: ErrRenderBudget},
+	{name: "steps-loop", channel: "sms", prefix: `{{range 10000}}`, step: `{{if 1}}{{end}}`, suffix: `{{end}}ok`, before: 100, dataFree: true, want: ErrRenderBudget},
+	{name: "range-int", channel: "sms", prefix: `{{range 1000000000}}`, step: `{{end}}{{range 1000000000}}`, suffix: `{{end}}ok`, before: 1, dataFree: true, want: ErrRenderBudget},
+	{name: "range-nested", channel: "sms", prefix: ``, step: `{{range 100}}`, suffix: `ok` + strings.Repeat(`{{end}}`, 4), before: 4, dataFree: true, want: ErrRenderBudget},
 	{name: "range-data-slice", channel: "sms", prefix: ``, step: `{{range slice $.l 0}}{{end}}`, suffix: `ok`, before: 1,
-		data: map[string]any{"l": make([]any, 20_000)}},
+		data: map[string]any{"l": make([]any, 20_000)}, want: ErrRenderBudget},
 	{name: "template-recursion", channel: "sms", prefix: `{{define "r"}}{{template "r" .}}{{end}}`, step: `{{template "r" .}}`, suffix: ``, before: 1, dataFree: true},
 	{name: "template-self", channel: "sms", prefix: ``, step: `{{template "sms.text" .}}`, suffix: ``, before: 1, dataFree: true},
-	{name: "printf-width", channel: "sms", prefix: ``, step: `{{printf "%999999999d" 1}}`, suffix: ``, before: 1, dataFree: true},
+	{name: "printf-width", channel: "sms", prefix: ``, step: `{{printf "%999999999d" 1}}`, suffix: ``, before: 1, dataFree: true, want: ErrPrintfFormat},
 }
 
 // fixedSize: these bombs do not grow with n (their n only repeats a step that
 // is refused at once); run them at their before size only.
 func (b bomb) fixedSize() bool {
 	switch b.name {
-	case "range-int", "range-nested", "template-recursion", "template-self", "printf-width", "range-data-slice", "truncate-loop", "css-filter-loop(email)":
+	case "range-int", "range-nested", "template-recursion", "template-self", "printf-width", "range-data-slice", "truncate-loop", "css-filter-loop(email)", "index-key-loop":
 		return true
 	}
 	return false
@@ -239,4 +246,65 @@ func shortErr(err error) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// maxBombAlloc bounds what one bomb may allocate, rendering or validating.
+const maxBombAlloc = 64 << 20
+
+// TestBombsAreBounded: every bomb, at its measured size and at the largest
+// that fits a field, fails with its error, allocating less than maxBombAlloc
+// in well under a second. The data-free ones are refused by Validate (a 422 on
+// PUT) naming their field and line; the others fail to render (render_failed
+// in the worker), unless what they need of the budget is known before any
+// data is read (a loop over a constant), which Validate refuses too.
+func TestBombsAreBounded(t *testing.T) {
+	fl := floor()
+	for _, bm := range bombs {
+		for _, n := range bm.sizes() {
+			t.Run(bm.name+"/"+sizeName(n), func(t *testing.T) {
+				tpl := bm.template(n)
+				var err error
+				start := time.Now()
+				got := allocated(func() { err = renderBomb(bm, tpl) })
+				took := time.Since(start)
+				t.Logf("render: %.1f KiB allocated (%.1f× floor), %v: %v", float64(got)/1024, float64(got)/fl, took.Round(time.Millisecond), shortErr(err))
+				var re *RenderError
+				switch {
+				case !errors.As(err, &re) || re.Channel != bm.channel:
+					t.Fatalf("err = %v, want a RenderError on %s", err, bm.channel)
+				case bm.want == nil:
+					var se *syntaxError
+					if !errors.As(err, &se) {
+						t.Fatalf("err = %v, want a syntax error", err)
+					}
+				case !errors.Is(err, bm.want):
+					t.Fatalf("err = %v, want %v", err, bm.want)
+				}
+				if got > maxBombAlloc {
+					t.Errorf("render allocated %d MiB, want < %d MiB", got>>20, maxBombAlloc>>20)
+				}
+				if took > time.Second {
+					t.Errorf("render took %v", took)
+				}
+
+				var errs []FieldError
+				got = allocated(func() { errs = Validate(tpl) })
+				if got > maxBombAlloc {
+					t.Errorf("validate allocated %d MiB, want < %d MiB", got>>20, maxBombAlloc>>20)
+				}
+				field := "text"
+				if bm.channel == herald.ChannelEmail {
+					field = "html"
+				}
+				switch {
+				case bm.dataFree && (len(errs) != 1 || errs[0].Channel != bm.channel || errs[0].Field != field || errs[0].Line != 1):
+					t.Errorf("Validate = %v, want one error on %s.%s line 1", errs, bm.channel, field)
+				case len(errs) > 1 || len(errs) == 1 && (errs[0].Channel != bm.channel || errs[0].Field != field):
+					t.Errorf("Validate = %v, want at most one error, on %s.%s", errs, bm.channel, field)
+				case len(errs) == 1:
+					t.Logf("validate: %.1f KiB allocated: %s", float64(got)/1024, errs[0])
+				}
+			})
+		}
+	}
 }

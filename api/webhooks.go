@@ -1,14 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,8 +28,13 @@ import (
 // does not know answers 200 and is ignored, so the provider does not retry it.
 
 // MaxWebhookBodyBytes caps a SendGrid Event Webhook batch (SendGrid posts batches
-// of at most 768 KB). Twilio callbacks are small and use MaxBodyBytes.
+// of at most 768 KB).
 const MaxWebhookBodyBytes = 2 << 20
+
+// MaxTwilioBodyBytes caps a Twilio status callback (a score of short
+// parameters, about 1 KB). The signature covers the sorted parameters, so the
+// body is parsed before it can be verified: the cap bounds that work.
+const MaxTwilioBodyBytes = 16 << 10
 
 // webhookResult is the body of a 200 from a webhook.
 type webhookResult struct {
@@ -49,19 +54,42 @@ func webhookUnauthorized(format string, args ...any) *Error {
 	return &Error{Status: http.StatusUnauthorized, Code: "invalid_signature", Message: fmt.Sprintf(format, args...)}
 }
 
-// readRawBody reads the whole body, at most limit bytes, exactly as received: the
-// signatures are over these bytes.
-func readRawBody(c *gin.Context, limit int64) ([]byte, error) {
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Message: fmt.Sprintf("request body exceeds %d bytes", limit)}
-		}
-		return nil, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
+// bodyPool holds webhook body buffers: a forged 2 MiB body is read into a
+// reused buffer rather than a fresh one that io.ReadAll grows several times.
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody: a buffer that grew well past the largest webhook body is
+// dropped (a buffer sized for one rounds up to its allocation size class).
+const maxPooledBody = 2 * MaxWebhookBodyBytes
+
+// readRawBody reads the whole body, at most limit bytes, exactly as received (the
+// signatures are over these bytes), into a pooled buffer: the bytes are valid
+// until release is called. A Content-Length over limit is refused unread.
+func readRawBody(c *gin.Context, limit int64) (raw []byte, release func(), err error) {
+	tooBig := &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+		Message: fmt.Sprintf("request body exceeds %d bytes", limit)}
+	if c.Request.ContentLength > limit {
+		return nil, nil, tooBig
 	}
-	return raw, nil
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	release = func() {
+		if buf.Cap() <= maxPooledBody {
+			bodyPool.Put(buf)
+		}
+	}
+	if n := c.Request.ContentLength; n > 0 {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(c.Writer, c.Request.Body, limit)); err != nil {
+		release()
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, nil, tooBig
+		}
+		return nil, nil, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
+	}
+	return buf.Bytes(), release, nil
 }
 
 // sendgridWebhook receives SendGrid's signed Event Webhook.
@@ -73,42 +101,49 @@ func readRawBody(c *gin.Context, limit int64) ([]byte, error) {
 // (400 otherwise), and a batch in which no event carries one names nothing Herald
 // sent — it is answered 200 and ignored without being verified, since there is no
 // key to verify it with and nothing to change.
+//
+// Nothing is decoded before the signature verifies: with ?tenant= an unsigned or
+// stale request is refused before its body is read; without it the body is only
+// scanned (sendgrid.ScanBatch: one pass, no allocation) for its tenant.
 func (s *Server) sendgridWebhook(c *gin.Context) {
 	if !s.haveProviders(c) {
 		return
 	}
-	raw, err := readRawBody(c, MaxWebhookBodyBytes)
+	tenantID := c.Query("tenant")
+	fromBody := tenantID == ""
+	if !fromBody {
+		if err := sendgrid.CheckHeaders(c.Request.Header, s.cfg.WebhookTolerance, time.Now()); err != nil {
+			s.abort(c, sendgridUnauthorized(err))
+			return
+		}
+	}
+	raw, release, err := readRawBody(c, MaxWebhookBodyBytes)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	tenantID := c.Query("tenant")
-	var receipts []providers.Receipt
-	parsed := false
-	if tenantID == "" {
-		receipts, err = sendgrid.ParseEvents(raw)
+	defer release()
+	malformed := &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "the body must be a JSON array of SendGrid events"}
+	ambiguous := badField("tenant", "ambiguous_tenant",
+		"the events name more than one tenant; give the webhook URL a ?tenant=<tenant id> parameter")
+	if fromBody {
+		batch, err := sendgrid.ScanBatch(raw)
 		if err != nil {
-			s.abort(c, &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "the body must be a JSON array of SendGrid events"})
+			s.abort(c, malformed)
 			return
 		}
-		parsed = true
-		tenants := map[string]struct{}{}
-		for _, r := range receipts {
-			if r.TenantID != "" {
-				tenants[r.TenantID] = struct{}{}
-			}
-		}
-		switch len(tenants) {
+		switch len(batch.Tenants) {
 		case 0:
-			c.JSON(http.StatusOK, webhookResult{Received: len(receipts), Ignored: len(receipts)})
+			c.JSON(http.StatusOK, webhookResult{Received: batch.Events, Ignored: batch.Events})
 			return
 		case 1:
-			for t := range tenants {
-				tenantID = t
-			}
+			tenantID = batch.Tenants[0]
 		default:
-			s.abort(c, badField("tenant", "ambiguous_tenant",
-				"the events name %d different tenants; give the webhook URL a ?tenant=<tenant id> parameter", len(tenants)))
+			s.abort(c, ambiguous)
+			return
+		}
+		if err := sendgrid.CheckHeaders(c.Request.Header, s.cfg.WebhookTolerance, time.Now()); err != nil {
+			s.abort(c, sendgridUnauthorized(err))
 			return
 		}
 	}
@@ -134,20 +169,21 @@ func (s *Server) sendgridWebhook(c *gin.Context) {
 		return
 	}
 	if err := v.Verify(c.Request.Header, raw); err != nil {
-		switch {
-		case errors.Is(err, sendgrid.ErrMissingSignature):
-			s.abort(c, webhookUnauthorized("the %s and %s headers are required", sendgrid.SignatureHeader, sendgrid.TimestampHeader))
-		case errors.Is(err, sendgrid.ErrStaleTimestamp):
-			s.abort(c, webhookUnauthorized("the %s is missing, malformed or outside the accepted window", sendgrid.TimestampHeader))
-		default:
-			s.abort(c, webhookUnauthorized("the signature does not verify"))
-		}
+		s.abort(c, sendgridUnauthorized(err))
 		return
 	}
-	if !parsed {
-		if receipts, err = sendgrid.ParseEvents(raw); err != nil {
-			s.abort(c, &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "the body must be a JSON array of SendGrid events"})
-			return
+	receipts, err := sendgrid.ParseEvents(raw)
+	if err != nil {
+		s.abort(c, malformed)
+		return
+	}
+	if fromBody {
+		// The scan does not decode escapes: the decoded events must agree.
+		for _, r := range receipts {
+			if r.TenantID != "" && r.TenantID != tenantID {
+				s.abort(c, ambiguous)
+				return
+			}
 		}
 	}
 	res, err := s.applyReceipts(ctx, tenantID, herald.ChannelEmail, receipts)
@@ -158,24 +194,39 @@ func (s *Server) sendgridWebhook(c *gin.Context) {
 	c.JSON(http.StatusOK, res)
 }
 
+// sendgridUnauthorized is the 401 for a SendGrid verification error.
+func sendgridUnauthorized(err error) *Error {
+	switch {
+	case errors.Is(err, sendgrid.ErrMissingSignature):
+		return webhookUnauthorized("the %s and %s headers are required", sendgrid.SignatureHeader, sendgrid.TimestampHeader)
+	case errors.Is(err, sendgrid.ErrStaleTimestamp):
+		return webhookUnauthorized("the %s is missing, malformed or outside the accepted window", sendgrid.TimestampHeader)
+	default:
+		return webhookUnauthorized("the signature does not verify")
+	}
+}
+
 // twilioWebhook receives Twilio's message status callbacks at the StatusCallback
 // URL Herald set on each message (…/v1/webhooks/twilio?tenant=…&notification_id=…
 // &channel=sms). X-Twilio-Signature is checked with the tenant's auth token over
 // the public URL Twilio called: Config.PublicBaseURL (a proxy in front of Herald
-// changes scheme and port) plus the path and raw query as received.
+// changes scheme and port) plus the path and raw query as received. A request
+// naming no tenant or carrying no signature is refused before its body is read;
+// the body is parsed once, by the check (the signature covers the sorted
+// parameters), in time linear in its size.
 func (s *Server) twilioWebhook(c *gin.Context) {
 	if !s.haveProviders(c) {
-		return
-	}
-	raw, err := readRawBody(c, MaxBodyBytes)
-	if err != nil {
-		s.abort(c, err)
 		return
 	}
 	query := c.Request.URL.Query()
 	tenantID := query.Get(twilio.QueryTenant)
 	if tenantID == "" {
 		s.abort(c, webhookUnauthorized("the callback URL names no tenant, so its signature cannot be checked"))
+		return
+	}
+	signature := c.GetHeader(twilio.SignatureHeader)
+	if signature == "" {
+		s.abort(c, webhookUnauthorized("the %s header is required", twilio.SignatureHeader))
 		return
 	}
 	ctx := c.Request.Context()
@@ -193,14 +244,16 @@ func (s *Server) twilioWebhook(c *gin.Context) {
 		s.abort(c, webhookUnauthorized("no Twilio credentials are configured for the tenant"))
 		return
 	}
-	fullURL := twilio.PublicURL(s.publicBaseURL(c), c.Request)
-	if err := twilio.NewWebhookValidator(cr.webhookToken()).Validate(fullURL, raw, c.GetHeader(twilio.SignatureHeader)); err != nil {
-		s.abort(c, webhookUnauthorized("%s does not verify for %s", twilio.SignatureHeader, fullURL))
+	raw, release, err := readRawBody(c, MaxTwilioBodyBytes)
+	if err != nil {
+		s.abort(c, err)
 		return
 	}
-	form, err := url.ParseQuery(string(raw))
+	defer release()
+	fullURL := twilio.PublicURL(s.publicBaseURL(c), c.Request)
+	form, err := twilio.NewWebhookValidator(cr.webhookToken()).ValidateForm(fullURL, raw, signature)
 	if err != nil {
-		s.abort(c, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "the body must be form-encoded"})
+		s.abort(c, webhookUnauthorized("%s does not verify for %s", twilio.SignatureHeader, fullURL))
 		return
 	}
 	r, err := twilio.ParseStatusCallback(query, form, time.Now())

@@ -123,8 +123,8 @@ func (e forgeryEnv) forgeries() []forgery {
 		{"sendgrid/tagged-2MiB-unsigned", "/v1/webhooks/sendgrid", sgBody(`{"event":"delivered","tenant":"`+e.tenantID+`"}`, limit), nil, "application/json", http.StatusUnauthorized},
 		{"sendgrid/query-tenant-2MiB-bad-signature", "/v1/webhooks/sendgrid?tenant=" + e.tenantID, sgBody(`{}`, limit), badSig, "application/json", http.StatusUnauthorized},
 		{"sendgrid/query-tenant-2MiB-unsigned", "/v1/webhooks/sendgrid?tenant=" + e.tenantID, sgBody(`{}`, limit), nil, "application/json", http.StatusUnauthorized},
-		{"twilio/64KiB-bad-signature", twPath, twBody(api.MaxBodyBytes), []string{twilio.SignatureHeader, "bm90IGEgc2lnbmF0dXJl"}, "application/x-www-form-urlencoded", http.StatusUnauthorized},
-		{"twilio/64KiB-unsigned", twPath, twBody(api.MaxBodyBytes), nil, "application/x-www-form-urlencoded", http.StatusUnauthorized},
+		{"twilio/16KiB-bad-signature", twPath, twBody(api.MaxTwilioBodyBytes), []string{twilio.SignatureHeader, "bm90IGEgc2lnbmF0dXJl"}, "application/x-www-form-urlencoded", http.StatusUnauthorized},
+		{"twilio/16KiB-unsigned", twPath, twBody(api.MaxTwilioBodyBytes), nil, "application/x-www-form-urlencoded", http.StatusUnauthorized},
 		{"unsubscribe/bad-token", "/v1/unsubscribe?token=" + strings.Repeat("x", 200), []byte("List-Unsubscribe=One-Click"), nil, "application/x-www-form-urlencoded", http.StatusBadRequest},
 	}
 }

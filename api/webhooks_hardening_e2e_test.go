@@ -80,3 +80,41 @@ func TestForgedWebhooksAreCheap(t *testing.T) {
 		}
 	}
 }
+
+// The endpoints without an API key are rate limited per source address: a
+// 429 rate_limited with Retry-After in the API's error shape (checked against
+// the OpenAPI document by the harness), before the body is read. A body counts
+// one request per 64 KiB, so 2 MiB batches exhaust the default burst (200) on
+// the seventh; the small unsubscribe requests have a bucket of their own.
+func TestUnauthenticatedEndpointsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	body := []byte("[" + strings.Repeat(`{},`, (api.MaxWebhookBodyBytes-3)/3) + "{}]")
+	var r apitest.Response
+	for i := 0; i < 20; i++ {
+		r = h.Do(http.MethodPost, "/v1/webhooks/sendgrid?tenant=t_unknown", "", body)
+		if r.Status == http.StatusTooManyRequests {
+			break
+		}
+		if r.Status != http.StatusUnauthorized {
+			t.Fatalf("request %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	wantError(t, r, http.StatusTooManyRequests, "rate_limited", "")
+	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("Retry-After = %q, want whole seconds ≥ 1", r.Header.Get("Retry-After"))
+	}
+	// The unsubscribe links have their own bucket: still answered.
+	if r := h.Do(http.MethodPost, "/v1/unsubscribe?token=x", "", "List-Unsubscribe=One-Click", "Content-Type", "application/x-www-form-urlencoded"); r.Status != http.StatusBadRequest {
+		t.Fatalf("unsubscribe: %d %s", r.Status, r.Body)
+	}
+	var i int
+	for i = 0; i < 1000; i++ {
+		if r = h.Do(http.MethodGet, "/v1/unsubscribe?token=x", "", nil); r.Status == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("unsubscribe after %d requests: %d %s", i, r.Status, r.Body)
+	}
+}

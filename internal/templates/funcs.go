@@ -59,7 +59,7 @@ func funcMap(b *budget) map[string]any {
 	return map[string]any{
 		"upper":    func(v any) (string, error) { return b.mapString(v, strings.ToUpper) },
 		"lower":    func(v any) (string, error) { return b.mapString(v, strings.ToLower) },
-		"title":    func(v any) (string, error) { return b.mapString(v, cases.Title(language.Und).String) },
+		"title":    func(v any) (string, error) { return b.mapString(v, titleCase) },
 		"trim":     b.trim,
 		"default":  defaultFunc,
 		"truncate": b.truncate,
@@ -237,6 +237,9 @@ func queryEscapedLen(s string) int {
 	}
 	return n
 }
+
+// titleCase title-cases s (a Caser is not safe for concurrent use: one per call).
+func titleCase(s string) string { return cases.Title(language.Und).String(s) }
 
 func toString(v any) string {
 	switch s := v.(type) {

@@ -44,6 +44,8 @@ type Config struct {
 	// Limiter limits nothing.
 	Limiter      *ratelimit.Limiter
 	TenantLimits TenantLimits
+	// PublicLimits limit the endpoints without an API key (zero: the defaults).
+	PublicLimits PublicLimits
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -64,13 +66,16 @@ type Server struct {
 	// templates caches the latest template versions for the accept path (see
 	// TemplateCacheTTL); saving or deleting through this process evicts at once.
 	templates *expirable.LRU[string, store.TemplateRecord]
+	// public holds the buckets of Config.PublicLimits.
+	public *publicLimiter
 }
 
 // New builds the API server.
 func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Server {
 	s := &Server{store: st, temporal: tc, cfg: cfg, log: log,
 		settings:  expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second),
-		templates: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL)}
+		templates: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL),
+		public:    newPublicLimiter(cfg.PublicLimits)}
 	if cfg.AuthCacheTTL > 0 {
 		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)
 		s.users = expirable.NewLRU[string, struct{}](100_000, nil, cfg.AuthCacheTTL)
@@ -121,11 +126,11 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/preferences/defaults", s.getPreferenceDefaults)
 	v1.PUT("/settings", s.putSettings)
 	v1.GET("/settings", s.getSettings)
-	r.GET(unsubscribe.Path, s.getUnsubscribe)
-	r.POST(unsubscribe.Path, s.postUnsubscribe)
+	r.GET(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.getUnsubscribe)
+	r.POST(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.postUnsubscribe)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)
 	for _, p := range webhookProviders {
-		r.POST(providers.WebhookPrefix+p, s.webhook(p))
+		r.POST(providers.WebhookPrefix+p, s.limitPublic("webhook", s.webhookMaxBody(p), true), s.webhook(p))
 	}
 	return r
 }

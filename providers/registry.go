@@ -123,6 +123,10 @@ type Webhook struct {
 	Channel string
 	// MaxBodyBytes caps the request body.
 	MaxBodyBytes int64
+	// Precheck, when set, refuses a request before its body is read (a missing
+	// signature, a stale timestamp, no tenant named), so a forged request costs
+	// no body read at all. It returns a *SignatureError.
+	Precheck func(r *http.Request, tolerance time.Duration) error
 	// Receive finds the tenant the request names, verifies the request with that
 	// tenant's config (loaded with config) and returns the receipts. A refusal
 	// is a *SignatureError (401) or a *FieldError (400); any other error is

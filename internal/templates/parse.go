@@ -32,7 +32,10 @@ func (p *parsedField) execute(w io.Writer, data any) error {
 type syntaxError struct {
 	line int
 	msg  string
+	err  error // the cause, when it is one of the package's errors
 }
+
+func (e *syntaxError) Unwrap() error { return e.err }
 
 func (e *syntaxError) Error() string {
 	if e.line > 0 {
@@ -44,8 +47,9 @@ func (e *syntaxError) Error() string {
 var nameUnsafe = strings.NewReplacer(":", "_", " ", "_")
 
 // parseField parses one field with the allow-listed functions and budget b,
-// rejects forbidden constructs and instruments every {{range}} with the
-// iteration budget. Errors are *syntaxError.
+// rejects forbidden constructs (and printf formats it can check before
+// running) and instruments the tree for the budget (see instrument). Errors
+// are *syntaxError.
 func parseField(f field, b *budget) (*parsedField, error) {
 	name := nameUnsafe.Replace(f.channel + "." + f.name)
 	p := &parsedField{f: f, srcSize: len(f.src)}
@@ -84,23 +88,53 @@ func parseField(f field, b *budget) (*parsedField, error) {
 	}
 	var bad *syntaxError
 	walkNodes(p.root, func(n parse.Node) {
+		if bad != nil {
+			return
+		}
 		switch x := n.(type) {
 		case *parse.TemplateNode:
-			if bad == nil {
-				bad = &syntaxError{line: x.Line, msg: "{{template}} is not allowed"}
+			bad = &syntaxError{line: x.Line, msg: "{{template}} is not allowed"}
+		case *parse.CommandNode:
+			// A constant printf format is checked now, so saving reports it.
+			if id, ok := x.Args[0].(*parse.IdentifierNode); ok && id.Ident == "printf" && len(x.Args) > 1 {
+				if format, ok := x.Args[1].(*parse.StringNode); ok {
+					if err := checkPrintfFormat(format.Text); err != nil {
+						bad = &syntaxError{line: lineAt(f.src, int(format.Pos)), msg: err.Error(), err: err}
+					}
+				}
 			}
-		case *parse.RangeNode:
-			x.Pipe.Cmds = append(x.Pipe.Cmds, &parse.CommandNode{
-				NodeType: parse.NodeCommand,
-				Pos:      x.Pipe.Pos,
-				Args:     []parse.Node{parse.NewIdentifier(budgetFunc).SetPos(x.Pipe.Pos)},
-			})
 		}
 	})
 	if bad != nil {
 		return nil, bad
 	}
+	instrument(p.root, f.html)
 	return p, nil
+}
+
+// "template: NAME:LINE:COL: executing "NAME" at <CONTEXT>: error calling FUNC: MESSAGE"
+// (text/template's error format for a function's error).
+var execErrRE = regexp.MustCompile(`(?s)^template: [^:]*:(\d+):\d+: executing "[^"]*" at <(.*?)>: (?:error calling ([^:]*): )?(.*)$`)
+
+// execError turns an execution error that hit a limit (see isBudgetError)
+// into a *syntaxError located by line, wrapping err, with text/template's
+// prefix dropped and the hidden budget functions left out of the message:
+// "line 3: print $x $x: template builds too much text: ...". Other errors
+// are returned as they are.
+func execError(err error) error {
+	if !isBudgetError(err) {
+		return err
+	}
+	m := execErrRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &syntaxError{msg: err.Error(), err: err}
+	}
+	line, _ := strconv.Atoi(m[1])
+	msg := m[4]
+	if !strings.HasPrefix(m[3], "_herald_") && !strings.HasPrefix(m[2], "_herald_") {
+		msg = m[2] + ": " + msg
+	}
+	return &syntaxError{line: line, msg: msg, err: err}
 }
 
 // "template: NAME:LINE: message" (text/template/parse's error format).

@@ -61,7 +61,7 @@ type RenderedInApp struct {
 }
 
 // Errors returned (wrapped) by Render, besides ErrRenderBudget,
-// ErrOutputTooLarge, ErrFuncNotAllowed, ErrPrintfFormat and
+// ErrBuildBudget, ErrOutputTooLarge, ErrFuncNotAllowed, ErrPrintfFormat and
 // *PushPayloadTooLargeError.
 var (
 	ErrUnknownChannel       = errors.New("unknown channel")
@@ -112,8 +112,11 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // use MissingVariables before accepting a notification to report those up
 // front.
 //
-// Limits: {{range}} iterations across the whole call ≤ MaxRangeIterations,
-// each rendered field ≤ MaxRenderedFieldBytes, a push payload ≤
+// Limits: one budget for the whole call (every field): {{range}} iterations ≤
+// MaxRangeIterations, steps inside loops ≤ MaxRenderSteps, bytes read by
+// functions, comparisons and printed values ≤ MaxReadBytes, one string built
+// by a function ≤ MaxBuiltStringBytes and all of them together ≤
+// MaxBuiltBytes; each rendered field ≤ MaxRenderedFieldBytes, a push payload ≤
 // FCMMaxPayloadBytes, an SMS ≤ MaxSMSSegments segments. Render is
 // deterministic; treat its errors as permanent (non-retryable).
 //
@@ -136,7 +139,7 @@ func Render(t Template, channel string, locale string, data map[string]any) (Ren
 	if err != nil {
 		return Rendered{}, err
 	}
-	r := renderer{b: &budget{left: MaxRangeIterations}, data: norm, locale: resolved}
+	r := renderer{b: newBudget(), data: norm, locale: resolved}
 	out := Rendered{TemplateID: t.ID, Version: t.Version, Channel: channel, Locale: resolved}
 	vals := map[string]string{}
 	for _, f := range c.fields(channel) {
@@ -227,7 +230,7 @@ func (r renderer) field(f field) (string, error) {
 	}
 	w := &limitedWriter{limit: MaxRenderedFieldBytes}
 	if err := p.execute(w, r.data); err != nil {
-		return fail(err)
+		return fail(execError(err))
 	}
 	return w.buf.String(), nil
 }

@@ -21,12 +21,22 @@
 //     numbers, bools, nil) before execution, so a template can never call a Go
 //     method on anything it is given.
 //   - missingkey=error: a variable the data lacks is an error, never "<no value>".
-//   - Work is capped deterministically rather than by wall-clock time: every
-//     {{range}} charges its length against a per-Render iteration budget
-//     (MaxRangeIterations) before it starts, and every rendered field writes
-//     into a writer that fails past MaxRenderedFieldBytes. A template can
-//     therefore neither loop for long (even without output) nor produce
-//     unbounded output, and no goroutine is left running on a timeout.
+//   - Work is capped deterministically rather than by wall-clock time, by one
+//     budget per Render (budget.go): every {{range}} charges its iterations
+//     (MaxRangeIterations) and iterations × the nodes of its body
+//     (MaxRenderSteps) before it starts; every builtin that builds a string
+//     (print, printf, println, html, js, urlquery) is replaced by one that
+//     refuses, before building, a result over MaxBuiltStringBytes or over
+//     what is left of MaxBuiltBytes, and the package's own functions are held
+//     to the same budget; what comparisons, index keys and printed values read
+//     is charged against MaxReadBytes (html/template's escapers may filter a
+//     long value down to a short one); every rendered field writes into a
+//     writer that fails past MaxRenderedFieldBytes. A template can therefore
+//     neither loop for long (even without output), nor build unbounded text in
+//     a variable ({{$x = print $x $x}} repeated), nor produce unbounded output,
+//     and no goroutine is left running on a timeout. Validate runs every field
+//     against no data under the same budget, so a template that exceeds it
+//     without needing data is refused when it is saved.
 //   - Email HTML is rendered with html/template (data is contextually escaped)
 //     and the result is then sanitized with bluemonday (see EmailHTMLPolicy).
 //   - Email subjects have CR/LF folded to spaces (no header injection), in-app

@@ -19,7 +19,7 @@ const (
 	// locale variants and push data keys included.
 	MaxTemplateBytes = 64 << 10
 	// MaxRangeIterations caps the total {{range}} iterations of one Render
-	// call (all fields together).
+	// call (all fields together); see budget.go for the other render limits.
 	MaxRangeIterations = 10_000
 	// MaxRenderedFieldBytes caps the rendered output of one field.
 	MaxRenderedFieldBytes = 256 << 10
@@ -67,8 +67,15 @@ var categoryRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 //   - every field parses (text/template, or html/template for email html,
 //     including html/template's context checks such as an action inside an
 //     unquoted attribute), uses only the allow-listed functions and no
-//     {{define}}/{{block}}/{{template}}; a syntax error names channel, field
-//     and line;
+//     {{define}}/{{block}}/{{template}}, and printf formats written as
+//     constants are allowed ones; a syntax error names channel, field and
+//     line;
+//   - every field is run against no data (a dry run: it stops at the first
+//     variable), all fields sharing one render budget, and a field that
+//     exceeds a render limit before needing data — the budgets
+//     (ErrRenderBudget, ErrBuildBudget), the output cap, a disabled function
+//     — is reported with its line; once one field has spent the shared
+//     budget, later fields' budget errors are not reported;
 //   - field sources ≤ MaxFieldBytes, all sources together ≤ MaxTemplateBytes;
 //   - push data keys are not FCM-reserved ("from", "notification",
 //     "message_type", "google…", "gcm…");
@@ -97,6 +104,7 @@ func Validate(t Template) []FieldError {
 	}
 
 	total := 0
+	dry := &dryRun{b: newBudget()}
 	base := content{Email: t.Email, SMS: t.SMS, Push: t.Push, InApp: t.InApp}
 	for _, ch := range herald.Channels {
 		for _, e := range requiredParts(ch, base) {
@@ -104,7 +112,7 @@ func Validate(t Template) []FieldError {
 		}
 		for _, f := range base.fields(ch) {
 			total += len(f.src)
-			if e, ok := validateField(f, ""); !ok {
+			if e, ok := validateField(f, "", dry); !ok {
 				add(e)
 			}
 		}
@@ -145,7 +153,7 @@ func Validate(t Template) []FieldError {
 					continue // inherits the base field
 				}
 				total += len(f.src)
-				if e, ok := validateField(f, loc); !ok {
+				if e, ok := validateField(f, loc, dry); !ok {
 					add(e)
 				}
 			}
@@ -194,14 +202,25 @@ func requiredParts(ch string, c content) []FieldError {
 	return errs
 }
 
-// validateField checks one field's size and syntax.
-func validateField(f field, locale string) (FieldError, bool) {
+// dryRun is Validate's execution of every field against no data, sharing
+// one render budget: a template that exceeds a limit whatever its data (it
+// needs none to do so) is refused when it is saved instead of failing every
+// delivery. Most fields stop at their first variable, which no data has.
+type dryRun struct {
+	b *budget
+	// spent: a field exhausted the shared budget; later fields' budget
+	// errors are its doing and are not reported.
+	spent bool
+}
+
+// validateField checks one field's size and syntax and dry-runs it.
+func validateField(f field, locale string, d *dryRun) (FieldError, bool) {
 	fe := FieldError{Channel: f.channel, Field: f.name, Locale: locale}
 	if len(f.src) > MaxFieldBytes {
 		fe.Message = fmt.Sprintf("field is %d bytes; the limit is %d bytes (%d KiB)", len(f.src), MaxFieldBytes, MaxFieldBytes>>10)
 		return fe, false
 	}
-	p, err := parseField(f, nil)
+	p, err := parseField(f, d.b)
 	if err != nil {
 		var se *syntaxError
 		if errors.As(err, &se) {
@@ -211,20 +230,24 @@ func validateField(f field, locale string) (FieldError, bool) {
 		}
 		return fe, false
 	}
-	if p.html != nil {
-		// html/template checks contexts (e.g. an action in an unquoted
-		// attribute value) only when it escapes, which happens on the first
-		// Execute and before any output; run it against no data with the usual
-		// limits and keep only escaping errors.
-		err := p.execute(&limitedWriter{limit: MaxRenderedFieldBytes}, nil)
-		var he *htmltemplate.Error
-		if errors.As(err, &he) {
-			se := htmlSyntaxError(he, f.src)
-			fe.Line, fe.Message = se.line, se.msg
-			return fe, false
-		}
+	// html/template checks contexts (e.g. an action in an unquoted attribute
+	// value) only when it escapes, which happens on the first Execute and
+	// before any output; the dry run gets those errors too.
+	err = p.execute(&limitedWriter{limit: MaxRenderedFieldBytes}, nil)
+	var he *htmltemplate.Error
+	if errors.As(err, &he) {
+		se := htmlSyntaxError(he, f.src)
+		fe.Line, fe.Message = se.line, se.msg
+		return fe, false
 	}
-	return fe, true
+	shared := errors.Is(err, ErrRenderBudget) || errors.Is(err, ErrBuildBudget)
+	if !isBudgetError(err) || (shared && d.spent) {
+		return fe, true // nil, or an error of the missing data
+	}
+	d.spent = d.spent || shared
+	se := execError(err).(*syntaxError)
+	fe.Line, fe.Message = se.line, se.msg
+	return fe, false
 }
 
 func checkPushKeys(data map[string]string, locale string) []FieldError {

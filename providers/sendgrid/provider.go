@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/mail"
 	"strings"
+	"time"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
@@ -32,7 +34,7 @@ func Definition() providers.Definition {
 			}
 			return providers.Sender{Email: c}, nil
 		},
-		Webhook: &providers.Webhook{Channel: herald.ChannelEmail, MaxBodyBytes: MaxWebhookBodyBytes, Receive: receive},
+		Webhook: &providers.Webhook{Channel: herald.ChannelEmail, MaxBodyBytes: MaxWebhookBodyBytes, Precheck: precheck, Receive: receive},
 	}
 }
 
@@ -75,6 +77,29 @@ func errNotEvents() error {
 	return providers.BadField("", "malformed_json", "the body must be a JSON array of SendGrid events")
 }
 
+// precheck: with the WebhookQueryTenant parameter, an unsigned or stale request
+// is refused before its body is read.
+func precheck(r *http.Request, tolerance time.Duration) error {
+	if r.URL.Query().Get(WebhookQueryTenant) == "" {
+		return nil
+	}
+	return unverified(CheckHeaders(r.Header, tolerance, time.Now()))
+}
+
+// unverified is the 401 for a verification error (nil for nil).
+func unverified(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrMissingSignature):
+		return providers.Unverified("the %s and %s headers are required", SignatureHeader, TimestampHeader)
+	case errors.Is(err, ErrStaleTimestamp):
+		return providers.Unverified("the %s is missing, malformed or outside the accepted window", TimestampHeader)
+	default:
+		return providers.Unverified("the signature does not verify")
+	}
+}
+
 // receive handles the signed Event Webhook.
 //
 // The tenant is the WebhookQueryTenant parameter when present; events naming
@@ -83,32 +108,29 @@ func errNotEvents() error {
 // agree (400 otherwise), and a batch in which no event carries one names nothing
 // Herald sent: it is acknowledged without being verified, since there is no key
 // to verify it with and nothing to change.
+//
+// Nothing is decoded before the signature verifies: without the parameter the
+// body is only scanned (ScanBatch: one pass, no allocation) for its tenant.
 func receive(ctx context.Context, req providers.WebhookRequest, config providers.ConfigLookup) (providers.WebhookBatch, error) {
+	ambiguous := providers.BadField("tenant", "ambiguous_tenant",
+		"the events name more than one tenant; give the webhook URL a ?%s=<tenant id> parameter", WebhookQueryTenant)
 	tenantID := req.HTTP.URL.Query().Get(WebhookQueryTenant)
-	var receipts []providers.Receipt
-	parsed := false
-	if tenantID == "" {
-		var err error
-		if receipts, err = ParseEvents(req.Body); err != nil {
+	fromBody := tenantID == ""
+	if fromBody {
+		batch, err := ScanBatch(req.Body)
+		if err != nil {
 			return providers.WebhookBatch{}, errNotEvents()
 		}
-		parsed = true
-		tenants := map[string]struct{}{}
-		for _, r := range receipts {
-			if r.TenantID != "" {
-				tenants[r.TenantID] = struct{}{}
-			}
-		}
-		switch len(tenants) {
+		switch len(batch.Tenants) {
 		case 0:
-			return providers.WebhookBatch{Receipts: receipts}, nil
+			return providers.WebhookBatch{Untracked: batch.Events}, nil
 		case 1:
-			for t := range tenants {
-				tenantID = t
-			}
+			tenantID = batch.Tenants[0]
 		default:
-			return providers.WebhookBatch{}, providers.BadField("tenant", "ambiguous_tenant",
-				"the events name %d different tenants; give the webhook URL a ?%s=<tenant id> parameter", len(tenants), WebhookQueryTenant)
+			return providers.WebhookBatch{}, ambiguous
+		}
+		if err := unverified(CheckHeaders(req.HTTP.Header, req.Tolerance, time.Now())); err != nil {
+			return providers.WebhookBatch{}, err
 		}
 	}
 
@@ -125,18 +147,18 @@ func receive(ctx context.Context, req providers.WebhookRequest, config providers
 		return providers.WebhookBatch{}, providers.Unverified("the tenant's SendGrid webhook key is not usable")
 	}
 	if err := v.Verify(req.HTTP.Header, req.Body); err != nil {
-		switch {
-		case errors.Is(err, ErrMissingSignature):
-			return providers.WebhookBatch{}, providers.Unverified("the %s and %s headers are required", SignatureHeader, TimestampHeader)
-		case errors.Is(err, ErrStaleTimestamp):
-			return providers.WebhookBatch{}, providers.Unverified("the %s is missing, malformed or outside the accepted window", TimestampHeader)
-		default:
-			return providers.WebhookBatch{}, providers.Unverified("the signature does not verify")
-		}
+		return providers.WebhookBatch{}, unverified(err)
 	}
-	if !parsed {
-		if receipts, err = ParseEvents(req.Body); err != nil {
-			return providers.WebhookBatch{}, errNotEvents()
+	receipts, err := ParseEvents(req.Body)
+	if err != nil {
+		return providers.WebhookBatch{}, errNotEvents()
+	}
+	if fromBody {
+		// The scan does not decode escapes: the decoded events must agree.
+		for _, r := range receipts {
+			if r.TenantID != "" && r.TenantID != tenantID {
+				return providers.WebhookBatch{}, ambiguous
+			}
 		}
 	}
 	return providers.WebhookBatch{TenantID: tenantID, Receipts: receipts}, nil

@@ -63,9 +63,12 @@ func NewWebhookVerifier(publicKeyBase64 string, tolerance time.Duration) (*Webho
 	return &WebhookVerifier{key: k, Tolerance: tolerance}, nil
 }
 
-// Verify checks the signature headers against the raw body (exactly the bytes
-// received; do not re-encode).
-func (v *WebhookVerifier) Verify(h http.Header, body []byte) error {
+// CheckHeaders checks what can be checked without the key and the body: both
+// signature headers are present (ErrMissingSignature) and the timestamp is
+// within tolerance of now (ErrStaleTimestamp; tolerance 0 means
+// DefaultTolerance). Verify does it too; a handler calls it first to refuse
+// an unsigned or replayed request before reading its body.
+func CheckHeaders(h http.Header, tolerance time.Duration, now time.Time) error {
 	sig, ts := h.Get(SignatureHeader), h.Get(TimestampHeader)
 	if sig == "" || ts == "" {
 		return ErrMissingSignature
@@ -74,17 +77,26 @@ func (v *WebhookVerifier) Verify(h http.Header, body []byte) error {
 	if err != nil {
 		return ErrStaleTimestamp
 	}
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	if d := now.Sub(time.Unix(secs, 0)); d > tolerance || d < -tolerance {
+		return ErrStaleTimestamp
+	}
+	return nil
+}
+
+// Verify checks the signature headers against the raw body (exactly the bytes
+// received; do not re-encode).
+func (v *WebhookVerifier) Verify(h http.Header, body []byte) error {
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
-	tol := v.Tolerance
-	if tol <= 0 {
-		tol = DefaultTolerance
+	if err := CheckHeaders(h, v.Tolerance, now()); err != nil {
+		return err
 	}
-	if d := now().Sub(time.Unix(secs, 0)); d > tol || d < -tol {
-		return ErrStaleTimestamp
-	}
+	sig, ts := h.Get(SignatureHeader), h.Get(TimestampHeader)
 	ok, err := eventwebhook.VerifySignature(v.key, body, sig, ts)
 	if err != nil || !ok {
 		return ErrBadSignature

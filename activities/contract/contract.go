@@ -214,7 +214,8 @@ type RenderInput struct {
 	Channel         string
 	UserLocale      string
 	TenantLocale    string
-	Data            map[string]any
+	// Data keeps numbers as json.Number (see templates.Data).
+	Data templates.Data
 }
 
 // RenderResult is the channel's content; Headers are extra email headers.

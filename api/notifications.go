@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,14 +40,15 @@ const (
 )
 
 type createNotificationRequest struct {
-	UserID         *string        `json:"user_id"`
-	TemplateID     *string        `json:"template_id"`
-	Channels       []string       `json:"channels"`
-	Data           map[string]any `json:"data"`
-	IdempotencyKey *string        `json:"idempotency_key"`
-	DedupTTLSec    *int64         `json:"dedup_ttl_sec"`
-	SendAt         *string        `json:"send_at"`
-	Priority       *string        `json:"priority"`
+	UserID     *string  `json:"user_id"`
+	TemplateID *string  `json:"template_id"`
+	Channels   []string `json:"channels"`
+	// Data is decoded by decodeData, which names the path of what it refuses.
+	Data           json.RawMessage `json:"data"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	DedupTTLSec    *int64          `json:"dedup_ttl_sec"`
+	SendAt         *string         `json:"send_at"`
+	Priority       *string         `json:"priority"`
 }
 
 // MaxScheduleAhead bounds send_at.
@@ -95,6 +97,10 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 		}
 		window = ttl
 	}
+	data, derr := decodeData(req.Data)
+	if derr != nil {
+		return out, derr
+	}
 	idemKey := c.GetHeader("Idempotency-Key")
 	if req.IdempotencyKey != nil {
 		if idemKey != "" && idemKey != *req.IdempotencyKey {
@@ -111,14 +117,11 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 		}
 		out.key = ids.IdempotencyKeyHash(idemKey)
 	} else {
-		k, err := ids.ContentKeyHash(*req.UserID, *req.TemplateID, req.Data)
+		k, err := ids.ContentKeyHash(*req.UserID, *req.TemplateID, data)
 		if err != nil {
 			return out, badField("data", "invalid_field", "data cannot be encoded: %v", err)
 		}
 		out.key = k
-	}
-	if req.Data == nil {
-		req.Data = map[string]any{}
 	}
 	var sendAt time.Time
 	if req.SendAt != nil {
@@ -147,7 +150,7 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 	sort.Strings(channels)
 	out.input = workflows.NotificationInput{
 		TenantID: tenantOf(c).ID, UserID: *req.UserID, TemplateID: *req.TemplateID,
-		Channels: channels, Data: req.Data, DedupWindow: window, SendAt: sendAt,
+		Channels: channels, Data: data, DedupWindow: window, SendAt: sendAt,
 	}
 	return out, nil
 }

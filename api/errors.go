@@ -21,6 +21,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Channel names the channel a render_failed or content_too_large is about.
+	Channel string `json:"channel,omitempty"`
 	// Missing lists the data variables a template needs but the request lacks.
 	Missing []string `json:"missing,omitempty"`
 }

@@ -68,10 +68,10 @@ func (s *Server) previewTemplate(c *gin.Context) {
 	resolved := templates.ResolveLocale(locale, t.AvailableLocales(), ts.DefaultLocale)
 	out := map[string]templates.Rendered{}
 	for _, ch := range t.Channels() {
-		r, err := templates.Render(t, ch, resolved, data)
+		// The accept path's check: what previews is what a notification may carry.
+		r, err := checkRender(t, ch, resolved, data)
 		if err != nil {
-			s.abort(c, &Error{Status: http.StatusUnprocessableEntity, Code: "render_failed", Field: "data",
-				Message: ch + ": " + err.Error()})
+			s.abort(c, err)
 			return
 		}
 		out[ch] = r

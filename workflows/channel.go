@@ -101,8 +101,11 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 		UserLocale: w.recipient.Locale, TenantLocale: tenantLocale, Data: w.in.Data,
 	}).Get(ctx, &r); err != nil {
 		reason := ""
-		if hasErrorType(err, herald.ErrTypeRenderFailed) {
+		switch {
+		case hasErrorType(err, herald.ErrTypeRenderFailed):
 			reason = herald.ReasonRenderFailed
+		case hasErrorType(err, herald.ErrTypeContentTooLarge):
+			reason = herald.ReasonContentTooLarge
 		}
 		w.finishChannel(ctx, ch, herald.DeliveryFailed, err, reason)
 		return
@@ -221,7 +224,7 @@ func isFinal(err error) bool {
 		return false
 	}
 	switch appErr.Type() {
-	case herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice, herald.ErrTypeRenderFailed:
+	case herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice, herald.ErrTypeRenderFailed, herald.ErrTypeContentTooLarge:
 		return true
 	}
 	return appErr.NonRetryable()

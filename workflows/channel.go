@@ -24,7 +24,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
-	w.retry = prefs.RetryPolicies
+	w.retry = validRetryPolicies(ctx, prefs.RetryPolicies)
 	decisions := map[string]preferences.Decision{}
 	live := 0
 	for _, d := range w.evaluate(ctx, prefs, w.in.Channels) {

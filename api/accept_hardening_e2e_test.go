@@ -41,11 +41,12 @@ func startHardEnv(t *testing.T, opts apitest.Options) hardEnv {
 	h.Template(key, templates.Template{ID: "big", Category: "c",
 		InApp: &templates.InAppContent{Title: bigRange, Body: bigRange},
 		Email: &templates.EmailContent{Subject: "big", Text: bigRange}})
-	// Small in English, over the bound in German: a user switching to German
-	// after acceptance gets content the submit-time check could not see.
+	// Small in English, over the bound in German (3 MiB as JSON, over Temporal's
+	// 2 MiB too): a user switching to German after acceptance gets content the
+	// submit-time check could not see.
 	h.Template(key, templates.Template{ID: "localized", Category: "c",
 		Email:   &templates.EmailContent{Subject: "hi", Text: "hello"},
-		Locales: map[string]templates.Variant{"de": {Email: &templates.EmailContent{Subject: "hallo", Text: bigRange}}}})
+		Locales: map[string]templates.Variant{"de": {Email: &templates.EmailContent{Subject: bigRange, Text: bigRange}}}})
 	h.Template(key, templates.Template{ID: "chatty", Category: "c", SMS: &templates.SMSContent{Text: `{{range .r}}{{$.s}}{{end}}`}})
 	hardDo(t, h, http.StatusCreated, http.MethodPut, "/v1/users/ada", key,
 		map[string]any{"email": "ada@example.com", "phone": "+14155550100", "locale": "en"})

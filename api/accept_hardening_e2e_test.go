@@ -288,3 +288,17 @@ func (e hardEnv) tenantID(t *testing.T) string {
 	}
 	return tn.ID
 }
+
+// The same strings are refused in every request body, naming the field, instead
+// of a 500 from PostgreSQL (a user's name, a template's content).
+func TestBodiesRefuseTextNoColumnCanHold(t *testing.T) {
+	t.Parallel()
+	e := startHardEnv(t, apitest.Options{NoWorker: true})
+	hardWantError(t, e.h.Do(http.MethodPut, "/v1/users/zed", e.key, `{"name":"a\u0000b"}`), http.StatusBadRequest, "invalid_field", "name")
+	hardWantError(t, e.h.Do(http.MethodPut, "/v1/templates/nul", e.key, `{"category":"c","in_app":{"body":"a\u0000b"}}`),
+		http.StatusBadRequest, "invalid_field", "in_app.body")
+	// A template whose output would carry a NUL fails to render: 422 at submit.
+	e.h.Template(e.key, templates.Template{ID: "nul_literal", Category: "c", InApp: &templates.InAppContent{Body: `a{{"\x00"}}b`}})
+	r := e.post(e.body("nul_literal", `{}`))
+	hardWantError(t, r, http.StatusUnprocessableEntity, "render_failed", "data")
+}

@@ -39,7 +39,7 @@ func decodeData(raw json.RawMessage) (templates.Data, *Error) {
 	if trimmed[0] != '{' {
 		return nil, badField("data", "invalid_type", "data must be an object, not %s", jsonKind(trimmed[0]))
 	}
-	d := dataDecoder{raw: raw, dec: json.NewDecoder(bytes.NewReader(raw))}
+	d := dataDecoder{raw: raw, dec: json.NewDecoder(bytes.NewReader(raw)), numbers: true}
 	d.dec.UseNumber()
 	v, err := d.value("data")
 	if err != nil {
@@ -51,6 +51,25 @@ func decodeData(raw json.RawMessage) (templates.Data, *Error) {
 type dataDecoder struct {
 	raw []byte
 	dec *json.Decoder
+	// numbers: refuse numbers templates would not render exactly.
+	numbers bool
+}
+
+// checkBodyText refuses, with 400 invalid_field naming the field (name,
+// in_app.body, categories["a b"]), a request body string or key that no
+// PostgreSQL text column can hold or that encoding/json would silently alter: a
+// NUL character, invalid UTF-8, an unpaired surrogate escape. decodeJSON applies
+// it to every body, so such input is a clear 400 rather than a 500 from the
+// database (a user's name, a template's content) or a stuck delivery. Bodies
+// without a \u escape and with valid UTF-8, nearly all of them, are not walked.
+func checkBodyText(raw []byte) *Error {
+	if utf8.Valid(raw) && !bytes.Contains(raw, []byte(`\u`)) {
+		return nil
+	}
+	d := dataDecoder{raw: raw, dec: json.NewDecoder(bytes.NewReader(raw))}
+	d.dec.UseNumber()
+	_, err := d.value("")
+	return err
 }
 
 // malformedData cannot happen for a body the request decoder accepted (a
@@ -76,6 +95,9 @@ func (d *dataDecoder) value(path string) (any, *Error) {
 					return nil, malformedData
 				}
 				kpath := path + pathKey(k)
+				if path == "" {
+					kpath = strings.TrimPrefix(kpath, ".")
+				}
 				if e := d.checkString(kpath, "key", k, kstart); e != nil {
 					return nil, e
 				}
@@ -110,6 +132,9 @@ func (d *dataDecoder) value(path string) (any, *Error) {
 		}
 		return t, nil
 	case json.Number:
+		if !d.numbers {
+			return t, nil
+		}
 		if err := templates.CheckNumber(t); err != nil {
 			return nil, badField(path, "invalid_field", "%s: %v", path, err)
 		}

@@ -54,3 +54,24 @@ func TestDecodeData(t *testing.T) {
 		t.Errorf("numbers must stay json.Number: %#v %v", d, err)
 	}
 }
+
+func TestCheckBodyText(t *testing.T) {
+	for _, tc := range []struct{ raw, field string }{
+		{`{"name":"Ada","n":1e999}`, ""}, // numbers are decodeData's business
+		{`{"name":"a\\u0000b is text"}`, ""},
+		{`{"name":"a\u0000b"}`, "name"},
+		{`{"in_app":{"body":"x\u0000"}}`, "in_app.body"},
+		{`{"locales":{"de":{"sms":{"text":"\udc00"}}}}`, "locales.de.sms.text"},
+		{`{"categories":{"a\u0000":{"enabled":false}}}`, `categories["a\u0000"]`},
+		{"{\"name\":\"caf\xc3\"}", "name"},
+		{`{"data":{"list":[1,"\u0000"]}}`, "data.list[1]"},
+	} {
+		err := checkBodyText([]byte(tc.raw))
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.raw, err)
+		case tc.field != "" && (err == nil || err.Field != tc.field || err.Code != "invalid_field"):
+			t.Errorf("%s: got %+v, want invalid_field %q", tc.raw, err, tc.field)
+		}
+	}
+}

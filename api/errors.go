@@ -49,7 +49,8 @@ func (s *Server) abort(c *gin.Context, err error) {
 }
 
 // decodeJSON reads a bounded JSON object body into dst, rejecting unknown fields,
-// wrong types, trailing data and oversized bodies with errors that name the problem.
+// wrong types, trailing data, oversized bodies and strings no channel or column
+// can carry (checkBodyText) with errors that name the problem.
 func decodeJSON(c *gin.Context, dst any) error {
 	return decodeJSONLimit(c, dst, MaxBodyBytes)
 }
@@ -76,6 +77,9 @@ func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
 	}
 	if dec.More() {
 		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
+	}
+	if err := checkBodyText(raw); err != nil {
+		return err
 	}
 	return nil
 }

@@ -3,12 +3,14 @@
 #   make run                 PostgreSQL :55432 + Temporal dev server :7233 (UI :8233) + bin/herald dev
 #   make test                the whole suite against throwaway services (PostgreSQL :55433, Temporal :7243)
 #   make test ARGS='-run TestX ./api/...'   extra `go test` arguments (packages default to ./...)
+#   make fuzz FUZZTIME=10m   fuzz the accept path for longer (default 2m)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ARGS ?=
+FUZZTIME ?= 2m
 
-.PHONY: help run test build tools services-up services-down bench bench-lanes clean
+.PHONY: help run test fuzz build tools services-up services-down bench bench-lanes clean
 
 help: ## List the targets
 	@echo "Herald make targets:"
@@ -19,6 +21,11 @@ run: ## Run the dev stack in the foreground: PostgreSQL, Temporal (UI http://127
 
 test: ## Vet, gofmt, workflowcheck and go test against throwaway services (ARGS='...' goes to go test)
 	@bash scripts/test.sh $(ARGS)
+
+fuzz: ## Fuzz POST /v1/notifications (FuzzAccept: no 5xx, every 202 final) for FUZZTIME (2m) against throwaway services; new failures land in api/testdata/fuzz/FuzzAccept
+	@eval "$$(bash scripts/test-services.sh start)" && \
+	go test -count=1 -run '^$$' -fuzz '^FuzzAccept$$' -fuzztime $(FUZZTIME) ./api/; \
+	rc=$$?; bash scripts/test-services.sh stop; exit $$rc
 
 build: ## Build bin/herald
 	go build -o bin/herald ./cmd/herald

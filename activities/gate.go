@@ -50,6 +50,13 @@ func (a *Activities) Render(ctx context.Context, in contract.RenderInput) (contr
 	if err != nil {
 		return contract.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), herald.ErrTypeRenderFailed, err)
 	}
+	// The API refused content over the bound at submit time, for the locale the
+	// user had then; a locale (or tenant default) changed since can still pick a
+	// larger variant. Returning it would make Temporal terminate the run, so the
+	// channel fails here, visibly, with reason content_too_large.
+	if err := contract.CheckRendered(r); err != nil {
+		return contract.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), herald.ErrTypeContentTooLarge, err)
+	}
 	out := contract.RenderResult{Rendered: r}
 	if in.Channel == herald.ChannelEmail && !t.Critical && a.Unsubscribe != nil {
 		link := a.Unsubscribe.URL(a.PublicBaseURL, unsubscribe.Claims{TenantID: in.TenantID, UserID: in.UserID, Category: t.Category})

@@ -23,6 +23,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Channel names the channel a render_failed or content_too_large is about.
+	Channel string `json:"channel,omitempty"`
 	// Missing lists the data variables a template needs but the request lacks.
 	Missing []string `json:"missing,omitempty"`
 }
@@ -49,7 +51,8 @@ func (s *Server) abort(c *gin.Context, err error) {
 }
 
 // decodeJSON reads a bounded JSON object body into dst, rejecting unknown fields,
-// wrong types, trailing data and oversized bodies with errors that name the problem.
+// wrong types, trailing data, oversized bodies and strings no channel or column
+// can carry (checkBodyText) with errors that name the problem.
 func decodeJSON(c *gin.Context, dst any) error {
 	return decodeJSONLimit(c, dst, MaxBodyBytes)
 }
@@ -76,6 +79,9 @@ func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
 	}
 	if dec.More() {
 		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
+	}
+	if err := checkBodyText(raw); err != nil {
+		return err
 	}
 	return nil
 }

@@ -25,15 +25,9 @@ type TenantLimits struct {
 // limits hold across every API replica.
 func (s *Server) limitsFor(c *gin.Context, tenantID string) (TenantLimits, error) {
 	l := s.cfg.TenantLimits
-	var ts store.TenantSettings
-	if cached, ok := s.settings.Get(tenantID); ok {
-		ts = cached
-	} else {
-		var err error
-		if ts, err = s.store.GetTenantSettings(c.Request.Context(), tenantID); err != nil {
-			return l, err
-		}
-		s.settings.Add(tenantID, ts)
+	ts, err := s.cachedSettings(c, tenantID)
+	if err != nil {
+		return l, err
 	}
 	if ts.APIRatePerSecond > 0 {
 		l.RatePerSecond = ts.APIRatePerSecond
@@ -45,6 +39,20 @@ func (s *Server) limitsFor(c *gin.Context, tenantID string) (TenantLimits, error
 		l.DailyQuota = ts.DailyQuota
 	}
 	return l, nil
+}
+
+// cachedSettings are the tenant's settings, cached briefly per process (the
+// accept path's limits and default locale).
+func (s *Server) cachedSettings(c *gin.Context, tenantID string) (store.TenantSettings, error) {
+	if cached, ok := s.settings.Get(tenantID); ok {
+		return cached, nil
+	}
+	ts, err := s.store.GetTenantSettings(c.Request.Context(), tenantID)
+	if err != nil {
+		return ts, err
+	}
+	s.settings.Add(tenantID, ts)
+	return ts, nil
 }
 
 // limitTenant answers 429 with Retry-After when the tenant exceeds its rate or its

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
@@ -39,14 +41,15 @@ const (
 )
 
 type createNotificationRequest struct {
-	UserID         *string        `json:"user_id"`
-	TemplateID     *string        `json:"template_id"`
-	Channels       []string       `json:"channels"`
-	Data           map[string]any `json:"data"`
-	IdempotencyKey *string        `json:"idempotency_key"`
-	DedupTTLSec    *int64         `json:"dedup_ttl_sec"`
-	SendAt         *string        `json:"send_at"`
-	Priority       *string        `json:"priority"`
+	UserID     *string  `json:"user_id"`
+	TemplateID *string  `json:"template_id"`
+	Channels   []string `json:"channels"`
+	// Data is decoded by decodeData, which names the path of what it refuses.
+	Data           json.RawMessage `json:"data"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	DedupTTLSec    *int64          `json:"dedup_ttl_sec"`
+	SendAt         *string         `json:"send_at"`
+	Priority       *string         `json:"priority"`
 }
 
 // MaxScheduleAhead bounds send_at.
@@ -95,6 +98,10 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 		}
 		window = ttl
 	}
+	data, derr := decodeData(req.Data)
+	if derr != nil {
+		return out, derr
+	}
 	idemKey := c.GetHeader("Idempotency-Key")
 	if req.IdempotencyKey != nil {
 		if idemKey != "" && idemKey != *req.IdempotencyKey {
@@ -111,14 +118,11 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 		}
 		out.key = ids.IdempotencyKeyHash(idemKey)
 	} else {
-		k, err := ids.ContentKeyHash(*req.UserID, *req.TemplateID, req.Data)
+		k, err := ids.ContentKeyHash(*req.UserID, *req.TemplateID, data)
 		if err != nil {
 			return out, badField("data", "invalid_field", "data cannot be encoded: %v", err)
 		}
 		out.key = k
-	}
-	if req.Data == nil {
-		req.Data = map[string]any{}
 	}
 	var sendAt time.Time
 	if req.SendAt != nil {
@@ -147,7 +151,7 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 	sort.Strings(channels)
 	out.input = workflows.NotificationInput{
 		TenantID: tenantOf(c).ID, UserID: *req.UserID, TemplateID: *req.TemplateID,
-		Channels: channels, Data: req.Data, DedupWindow: window, SendAt: sendAt,
+		Channels: channels, Data: data, DedupWindow: window, SendAt: sendAt,
 	}
 	return out, nil
 }
@@ -167,7 +171,7 @@ func (s *Server) createNotification(c *gin.Context) {
 		return
 	}
 	in := acc.input
-	exists, err := s.userExists(c, in.TenantID, in.UserID)
+	userLocale, exists, err := s.userLocale(c, in.TenantID, in.UserID)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -177,8 +181,14 @@ func (s *Server) createNotification(c *gin.Context) {
 			Message: "user " + in.UserID + " does not exist; create it with PUT /v1/users/{user_id}"})
 		return
 	}
-	if err := s.applyTemplate(c, &in, req.Channels == nil); err != nil {
+	if err := s.applyTemplate(c, &in, req.Channels == nil, userLocale); err != nil {
 		s.abort(c, err)
+		return
+	}
+	if n := contract.PayloadSize(in); n < 0 || n > contract.MaxWorkflowInputBytes {
+		s.abort(c, &Error{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data",
+			Message: fmt.Sprintf("the notification is %d bytes as its workflow carries it (JSON-encoded); the limit is %d bytes (%d KiB)",
+				n, contract.MaxWorkflowInputBytes, contract.MaxWorkflowInputBytes>>10)})
 		return
 	}
 
@@ -214,9 +224,10 @@ func (s *Server) createNotification(c *gin.Context) {
 
 // applyTemplate pins the template's latest version to the notification, fills in
 // its channels when the request named none, and rejects channels the template has
-// no content for and data that lacks a variable the template needs, at submit time
-// rather than at delivery.
-func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, defaultChannels bool) error {
+// no content for, data that lacks a variable the template needs, and every
+// channel that cannot render the data or renders too large to carry, at submit
+// time rather than at delivery.
+func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, defaultChannels bool, userLocale string) error {
 	rec, err := s.latestTemplate(c.Request.Context(), in.TenantID, in.TemplateID)
 	if errors.Is(err, herald.ErrNotFound) {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
@@ -238,8 +249,42 @@ func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, 
 	if missing := templates.MissingVariables(t, "", in.Data, in.Channels...); len(missing) > 0 {
 		return missingVariablesError(missing)
 	}
+	ts, err := s.cachedSettings(c, in.TenantID)
+	if err != nil {
+		return err
+	}
+	// Render every channel now, exactly as the worker will: the same template
+	// version, the same data (json.Number and all) and the same locale
+	// resolution, with the user's current locale. A deterministic failure is
+	// known here, so it is a 422 naming the channel instead of an accepted
+	// notification that fails later; content over contract.MaxRenderedBytes
+	// would otherwise make Temporal terminate the run (no status, no dead letter,
+	// dedup key released). The worker checks again, for a locale changed since.
+	locale := templates.ResolveLocale(userLocale, t.AvailableLocales(), ts.DefaultLocale)
+	for _, ch := range in.Channels {
+		if _, err := checkRender(t, ch, locale, in.Data); err != nil {
+			return err
+		}
+	}
 	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical
 	return nil
+}
+
+// checkRender renders one channel and answers what a delivery would meet: 422
+// render_failed, or 422 content_too_large over contract.MaxRenderedBytes, both
+// naming the channel.
+func checkRender(t templates.Template, ch, locale string, data templates.Data) (templates.Rendered, *Error) {
+	r, err := templates.Render(t, ch, locale, data)
+	if err != nil {
+		return r, &Error{Status: http.StatusUnprocessableEntity, Code: "render_failed", Field: "data", Channel: ch,
+			Message: ch + ": " + err.Error()}
+	}
+	var big *contract.ContentTooLargeError
+	if err := contract.CheckRendered(r); errors.As(err, &big) {
+		return r, &Error{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data", Channel: ch,
+			Message: big.Error()}
+	}
+	return r, nil
 }
 
 // latestTemplate is the template's latest version, cached for TemplateCacheTTL.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -90,7 +91,8 @@ type retryPolicyRequest struct {
 }
 
 // retries validates the retry overrides: provider channels only, positive
-// durations (Go syntax: "500ms", "2m"), coefficient ≥ 1, attempts 1..100.
+// durations (Go syntax: "500ms", "2m"), coefficient ≥ 1, attempts 1..100, and
+// each policy whole as it applies over the default (herald.RetryPolicy.Validate).
 func (r putSettingsRequest) retries() (map[string]herald.RetryPolicy, *Error) {
 	out := map[string]herald.RetryPolicy{}
 	for _, ch := range sortedChannels(r.RetryPolicies) {
@@ -125,6 +127,14 @@ func (r putSettingsRequest) retries() (map[string]herald.RetryPolicy, *Error) {
 				return nil, badField(field+".maximum_attempts", "invalid_field", "maximum_attempts must be from 1 to 100")
 			}
 			p.MaximumAttempts = *in.MaximumAttempts
+		}
+		// Each field may be fine on its own and the policy still be one Temporal
+		// refuses once merged over the default (initial_interval "10m" over the
+		// default maximum of 5m): every provider send would be refused and the
+		// notification hang. Validate checks the whole.
+		var perr *herald.RetryPolicyError
+		if err := p.Validate(); errors.As(err, &perr) {
+			return nil, badField(field+"."+perr.Field, "invalid_field", "%s", perr.Message)
 		}
 		out[ch] = p
 	}

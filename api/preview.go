@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -9,9 +10,10 @@ import (
 )
 
 type previewRequest struct {
-	Data    map[string]any `json:"data"`
-	Locale  *string        `json:"locale"`
-	Version *int           `json:"version"`
+	// Data is decoded by decodeData, as on the accept path.
+	Data    json.RawMessage `json:"data"`
+	Locale  *string         `json:"locale"`
+	Version *int            `json:"version"`
 }
 
 // previewTemplate renders every channel of a template with sample data, exactly as
@@ -26,6 +28,11 @@ func (s *Server) previewTemplate(c *gin.Context) {
 	var req previewRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.abort(c, err)
+		return
+	}
+	data, derr := decodeData(req.Data)
+	if derr != nil {
+		s.abort(c, derr)
 		return
 	}
 	version := 0
@@ -49,7 +56,7 @@ func (s *Server) previewTemplate(c *gin.Context) {
 		return
 	}
 	t := rec.Template
-	if missing := templates.MissingVariables(t, "", req.Data); len(missing) > 0 {
+	if missing := templates.MissingVariables(t, "", data); len(missing) > 0 {
 		s.abort(c, missingVariablesError(missing))
 		return
 	}
@@ -61,10 +68,10 @@ func (s *Server) previewTemplate(c *gin.Context) {
 	resolved := templates.ResolveLocale(locale, t.AvailableLocales(), ts.DefaultLocale)
 	out := map[string]templates.Rendered{}
 	for _, ch := range t.Channels() {
-		r, err := templates.Render(t, ch, resolved, req.Data)
+		// The accept path's check: what previews is what a notification may carry.
+		r, err := checkRender(t, ch, resolved, data)
 		if err != nil {
-			s.abort(c, &Error{Status: http.StatusUnprocessableEntity, Code: "render_failed", Field: "data",
-				Message: ch + ": " + err.Error()})
+			s.abort(c, err)
 			return
 		}
 		out[ch] = r

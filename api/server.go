@@ -60,7 +60,7 @@ type Server struct {
 	log      *slog.Logger
 
 	tenants *expirable.LRU[string, store.Tenant] // API key hash → tenant
-	users   *expirable.LRU[string, struct{}]     // tenant/user known to exist
+	users   *expirable.LRU[string, string]       // tenant/user known to exist → the user's locale
 	// settings caches tenant settings for the API limits (a few seconds).
 	settings *expirable.LRU[string, store.TenantSettings]
 	// templates caches the latest template versions for the accept path (see
@@ -78,7 +78,7 @@ func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Serve
 		public:    newPublicLimiter(cfg.PublicLimits)}
 	if cfg.AuthCacheTTL > 0 {
 		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)
-		s.users = expirable.NewLRU[string, struct{}](100_000, nil, cfg.AuthCacheTTL)
+		s.users = expirable.NewLRU[string, string](100_000, nil, cfg.AuthCacheTTL)
 	}
 	return s
 }

@@ -69,6 +69,13 @@ func (s *Server) putUser(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
+	if s.users != nil {
+		locale := ""
+		if req.Locale != nil {
+			locale = *req.Locale
+		}
+		s.users.Add(tenantOf(c).ID+"/"+userID, locale)
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -96,15 +103,34 @@ func (s *Server) getUser(c *gin.Context) {
 
 // userExists is the accept path's recipient check; positive answers are cached briefly.
 func (s *Server) userExists(c *gin.Context, tenantID, userID string) (bool, error) {
+	_, ok, err := s.userLocale(c, tenantID, userID)
+	return ok, err
+}
+
+// userLocale is the user's locale ("" when unset) and whether the user exists,
+// for the accept path: the locale picks the template variant rendered at submit
+// time, as the worker will pick it. Positive answers are cached briefly (a
+// profile saved through this process updates its entry at once).
+func (s *Server) userLocale(c *gin.Context, tenantID, userID string) (string, bool, error) {
 	key := tenantID + "/" + userID
 	if s.users != nil {
-		if _, ok := s.users.Get(key); ok {
-			return true, nil
+		if locale, ok := s.users.Get(key); ok {
+			return locale, true, nil
 		}
 	}
-	ok, err := s.store.UserExists(c.Request.Context(), tenantID, userID)
-	if ok && s.users != nil {
-		s.users.Add(key, struct{}{})
+	u, err := s.store.GetUser(c.Request.Context(), tenantID, userID)
+	if errors.Is(err, herald.ErrNotFound) {
+		return "", false, nil
 	}
-	return ok, err
+	if err != nil {
+		return "", false, err
+	}
+	locale := ""
+	if u.Locale != nil {
+		locale = *u.Locale
+	}
+	if s.users != nil {
+		s.users.Add(key, locale)
+	}
+	return locale, true, nil
 }

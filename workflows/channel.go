@@ -24,7 +24,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
-	w.retry = prefs.RetryPolicies
+	w.retry = validRetryPolicies(ctx, prefs.RetryPolicies)
 	decisions := map[string]preferences.Decision{}
 	live := 0
 	for _, d := range w.evaluate(ctx, prefs, w.in.Channels) {
@@ -101,8 +101,11 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 		UserLocale: w.recipient.Locale, TenantLocale: tenantLocale, Data: w.in.Data,
 	}).Get(ctx, &r); err != nil {
 		reason := ""
-		if hasErrorType(err, herald.ErrTypeRenderFailed) {
+		switch {
+		case hasErrorType(err, herald.ErrTypeRenderFailed):
 			reason = herald.ReasonRenderFailed
+		case hasErrorType(err, herald.ErrTypeContentTooLarge):
+			reason = herald.ReasonContentTooLarge
 		}
 		w.finishChannel(ctx, ch, herald.DeliveryFailed, err, reason)
 		return
@@ -221,7 +224,7 @@ func isFinal(err error) bool {
 		return false
 	}
 	switch appErr.Type() {
-	case herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice, herald.ErrTypeRenderFailed:
+	case herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice, herald.ErrTypeRenderFailed, herald.ErrTypeContentTooLarge:
 		return true
 	}
 	return appErr.NonRetryable()

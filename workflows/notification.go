@@ -10,15 +10,19 @@ import (
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/templates"
 )
 
 // NotificationInput is what the API accepted.
 type NotificationInput struct {
-	TenantID    string
-	UserID      string
-	TemplateID  string
-	Channels    []string
-	Data        map[string]any
+	TenantID   string
+	UserID     string
+	TemplateID string
+	Channels   []string
+	// Data is the template data with every number as the client wrote it
+	// (templates.Data decodes with UseNumber; a plain map would turn numbers into
+	// float64 on the way through Temporal).
+	Data        templates.Data
 	DedupWindow time.Duration
 	// TemplateVersion is the template version accepted with the notification; it
 	// renders with that version even if the template changes meanwhile.

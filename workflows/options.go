@@ -53,10 +53,14 @@ var providerTimeouts = map[string]time.Duration{
 const providerHeartbeatTimeout = 5 * time.Second
 
 // providerOptions are a provider channel's activity options: the default retry
-// policy (herald.DefaultProviderRetry) with the tenant's override applied.
+// policy (herald.DefaultProviderRetry) with the tenant's override applied, or the
+// default alone when the override is invalid (see validRetryPolicies).
 // Permanent refusals are never retried.
 func providerOptions(channel string, override map[string]herald.RetryPolicy) workflow.ActivityOptions {
-	p := override[channel].Over(herald.DefaultProviderRetry)
+	p := herald.DefaultProviderRetry
+	if o, ok := override[channel]; ok && o.Validate() == nil {
+		p = o.Over(herald.DefaultProviderRetry)
+	}
 	return workflow.ActivityOptions{
 		StartToCloseTimeout:    providerTimeouts[channel],
 		ScheduleToCloseTimeout: p.Expiration.Duration,
@@ -69,4 +73,27 @@ func providerOptions(channel string, override map[string]herald.RetryPolicy) wor
 			NonRetryableErrorTypes: []string{herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice},
 		},
 	}
+}
+
+// validRetryPolicies drops, with a warning, every stored override that
+// herald.RetryPolicy.Validate refuses. PUT /v1/settings refuses them, but one
+// stored before that check (or written around the API) must not reach Temporal:
+// it refuses to schedule an activity with such a policy, the workflow task fails
+// on every attempt and the notification hangs holding its dedup key. The send
+// goes out with the default policy instead. providerOptions applies the same
+// rule; this is where it is logged, once per run.
+func validRetryPolicies(ctx workflow.Context, policies map[string]herald.RetryPolicy) map[string]herald.RetryPolicy {
+	out := map[string]herald.RetryPolicy{}
+	for _, ch := range herald.ProviderChannels {
+		p, ok := policies[ch]
+		if !ok {
+			continue
+		}
+		if err := p.Validate(); err != nil {
+			workflow.GetLogger(ctx).Warn("ignoring the tenant's invalid retry policy; using the default", "channel", ch, "error", err)
+			continue
+		}
+		out[ch] = p
+	}
+	return out
 }

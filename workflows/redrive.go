@@ -46,6 +46,7 @@ func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, erro
 	if p.Email == nil && p.SMS == nil && p.Push == nil {
 		return RedriveResult{Claimed: true}, fmt.Errorf("dead letter %d has no delivery payload", in.DeadLetterID)
 	}
+	claim.RetryPolicies = validRetryPolicies(ctx, claim.RetryPolicies)
 	var res contract.DeliverResult
 	if err := executeDelivery(ctx, p, claim.RetryPolicies).Get(ctx, &res); err != nil {
 		if derr := workflow.ExecuteActivity(dbCtx, contract.DeadLetter, contract.DeadLetterInput{

@@ -7,6 +7,8 @@
 package contract
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/herald-notify/herald/internal/herald"
@@ -214,11 +216,63 @@ type RenderInput struct {
 	Channel         string
 	UserLocale      string
 	TenantLocale    string
-	Data            map[string]any
+	// Data keeps numbers as json.Number (see templates.Data).
+	Data templates.Data
 }
 
 // RenderResult is the channel's content; Headers are extra email headers.
 type RenderResult struct {
 	Rendered templates.Rendered
 	Headers  map[string]string
+}
+
+// Payload bounds. Temporal refuses a command whose payload is over its blob size
+// limit (2 MiB by default; it warns from 512 KiB) by terminating the run: no final
+// status, no dead letter, and the dedup key is released, so a retry delivers
+// again. A workflow task completion over gRPC's 4 MiB message limit fails, and is
+// retried, forever. Herald keeps well under both, and checks the same bounds at
+// submit time (422) and in the worker (the channel fails with reason
+// content_too_large), so no accepted notification can reach them.
+const (
+	// MaxRenderedBytes bounds one channel's rendered content (templates.Rendered)
+	// as Temporal carries it (PayloadSize). It travels as the Render local
+	// activity's result marker and, for email, SMS and push, once more as the
+	// send's input; SMS (1600 characters) and push (4 KiB) are far smaller by
+	// their own limits, so one workflow task carries at most about 1.6 MiB of
+	// content, every single payload stays at Temporal's warning threshold.
+	MaxRenderedBytes = 512 << 10
+	// MaxWorkflowInputBytes bounds a notification workflow's input (its data,
+	// mostly; the 64 KiB request body limit keeps it far below today, even with
+	// JSON's six-byte escapes of <, > and &).
+	MaxWorkflowInputBytes = 512 << 10
+)
+
+// PayloadSize is the size of v as Temporal's default data converter carries it
+// (encoding/json, with HTML characters escaped as \u003c), or -1 if v does not
+// encode.
+func PayloadSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return -1
+	}
+	return len(b)
+}
+
+// ContentTooLargeError is a rendered channel over MaxRenderedBytes.
+type ContentTooLargeError struct {
+	Channel string
+	Bytes   int
+}
+
+func (e *ContentTooLargeError) Error() string {
+	return fmt.Sprintf("%s: the rendered content is %d bytes as carried to delivery (JSON-encoded); the limit is %d bytes (%d KiB) per channel: shorten the data or the template's output",
+		e.Channel, e.Bytes, MaxRenderedBytes, MaxRenderedBytes>>10)
+}
+
+// CheckRendered returns a *ContentTooLargeError when r is over MaxRenderedBytes.
+func CheckRendered(r templates.Rendered) error {
+	if n := PayloadSize(r); n < 0 || n > MaxRenderedBytes {
+		return &ContentTooLargeError{Channel: r.Channel, Bytes: n}
+	}
+	return nil
 }

@@ -19,6 +19,9 @@ const (
 	// ErrTypeRenderFailed: the template cannot produce this channel's content from
 	// the data (a render error, an oversized push payload).
 	ErrTypeRenderFailed = "RenderFailed"
+	// ErrTypeContentTooLarge: a channel's rendered content is over
+	// contract.MaxRenderedBytes, too large to carry through Temporal safely.
+	ErrTypeContentTooLarge = "ContentTooLarge"
 	// ErrTypeAlreadySent rejects a cancel once a channel is being or was sent, or
 	// every channel already ended.
 	ErrTypeAlreadySent = "AlreadySent"

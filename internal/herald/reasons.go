@@ -18,6 +18,9 @@ const (
 	ReasonCancelled = "cancelled_by_request"
 	// ReasonRenderFailed: the template could not render this channel from the data.
 	ReasonRenderFailed = "render_failed"
+	// ReasonContentTooLarge: the rendered channel is over the size Herald carries
+	// through Temporal (contract.MaxRenderedBytes).
+	ReasonContentTooLarge = "content_too_large"
 	// ReasonDeadLettered: retries ran out; the dead letter can be redriven.
 	ReasonDeadLettered = "dead_lettered"
 )

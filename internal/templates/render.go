@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/herald-notify/herald/internal/herald"
@@ -106,17 +105,21 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // reports the locale used.
 //
 // data is normalised to JSON values first (objects → map[string]any, arrays
-// → []any, integers → int64, other numbers → float64, integers too large for
-// int64 → their decimal string), so templates see plain data and can call no
-// Go methods. A variable missing from data is an error (missingkey=error);
-// use MissingVariables before accepting a notification to report those up
-// front.
+// → []any, integers → int64, integers too large for int64 → their decimal
+// string, other numbers → Float, a float64 that prints in plain decimal
+// notation), so templates see plain data and can call no Go methods (but
+// Float's String). A variable missing from data is an error
+// (missingkey=error); use MissingVariables before accepting a notification to
+// report those up front, and CheckNumber to refuse numbers that would not
+// render exactly.
 //
 // Limits: one budget for the whole call (every field): {{range}} iterations ≤
 // MaxRangeIterations, steps inside loops ≤ MaxRenderSteps, bytes read by
 // functions, comparisons and printed values ≤ MaxReadBytes, one string built
 // by a function ≤ MaxBuiltStringBytes and all of them together ≤
-// MaxBuiltBytes; each rendered field ≤ MaxRenderedFieldBytes, a push payload ≤
+// MaxBuiltBytes; each rendered field ≤ MaxRenderedFieldBytes and free of NUL
+// characters and invalid UTF-8 (ErrInvalidText: a template can produce them
+// with a string literal, printf "%c" or slice, and no channel can carry them), a push payload ≤
 // FCMMaxPayloadBytes, an SMS ≤ MaxSMSSegments segments. Render is
 // deterministic; treat its errors as permanent (non-retryable).
 //
@@ -232,7 +235,11 @@ func (r renderer) field(f field) (string, error) {
 	if err := p.execute(w, r.data); err != nil {
 		return fail(execError(err))
 	}
-	return w.buf.String(), nil
+	out := w.buf.String()
+	if err := CheckText(out); err != nil {
+		return fail(err)
+	}
+	return out, nil
 }
 
 // limitedWriter buffers up to limit bytes and fails past it; text/template
@@ -280,17 +287,7 @@ func convertNumbers(v any) any {
 		}
 		return x
 	case json.Number:
-		s := string(x)
-		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return i
-		}
-		if !strings.ContainsAny(s, ".eE") {
-			return s // an integer beyond int64: keep every digit
-		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			return f
-		}
-		return s
+		return numberValue(x)
 	}
 	return v
 }

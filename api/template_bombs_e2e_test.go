@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/templates"
@@ -67,9 +66,10 @@ func TestTemplateBombSaveIs422(t *testing.T) {
 }
 
 // A bomb that needs data is saved (the dry run stops at its first variable),
-// then fails where it runs: the preview answers 422 render_failed, and a
-// delivery fails the channel with reason render_failed. The API and the worker
-// allocate a bounded amount doing so. Not parallel (see above).
+// then fails where it runs: the preview answers 422 render_failed, and so does
+// the submission (every requested channel is rendered at submit time, so it is
+// never accepted to fail later). The API allocates a bounded amount doing so.
+// Not parallel (see above).
 func TestTemplateBombNeedingDataFailsRender(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("bombs")
@@ -90,14 +90,12 @@ func TestTemplateBombNeedingDataFailsRender(t *testing.T) {
 
 	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
 	got = allocatedBy(func() {
-		id := accept(t, h, key, "ada", "bomb", data)
-		for _, ch := range []string{"email", "sms"} {
-			h.AwaitChannel(key, id, ch, "failed", "render_failed", 30*time.Second)
-		}
+		r = h.Submit(key, map[string]any{"user_id": "ada", "template_id": "bomb", "data": data, "channels": []string{"email", "sms"}})
 	})
-	t.Logf("delivery (API + worker, Temporal client traffic included): %d KiB allocated", got>>10)
+	apitest.WantError(t, r, http.StatusUnprocessableEntity, "render_failed", "data")
+	t.Logf("submit: %d KiB allocated", got>>10)
 	if got > maxBombAlloc {
-		t.Errorf("delivery allocated %d MiB, want < %d MiB", got>>20, maxBombAlloc>>20)
+		t.Errorf("submit allocated %d MiB, want < %d MiB", got>>20, maxBombAlloc>>20)
 	}
 	h.MustDo(http.StatusOK, http.MethodGet, "/healthz", "", nil)
 }

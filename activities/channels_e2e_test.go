@@ -32,7 +32,7 @@ func startFakes(t *testing.T) fakes {
 }
 
 func (f fakes) process() resolver.Process {
-	return resolver.Process{SendGridBaseURL: f.sendgrid.URL, TwilioBaseURL: f.twilio.URL, FCMBaseURL: f.fcm.URL,
+	return resolver.Process{SendGridBaseURL: f.sendgrid.URL, TwilioBaseURL: f.twilio.URL, FCMBaseURL: f.fcm.URL, FCMTokenURL: f.fcm.TokenURL(),
 		PublicBaseURL: "https://herald.example.test", HTTPClient: &http.Client{Timeout: 10 * time.Second}}
 }
 

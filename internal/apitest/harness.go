@@ -21,6 +21,7 @@ import (
 
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
@@ -55,7 +56,9 @@ type Harness struct {
 type Options struct {
 	// NoWorker leaves the task queue without a worker (accepted but not delivered).
 	NoWorker bool
-	// Process points the provider clients at local fakes (base URLs).
+	// Process points the provider clients at local fakes (base URLs). A nil
+	// Process.Egress allows 127.0.0.1, where the fakes listen (set
+	// egress.Default() to test the production policy).
 	Process resolver.Process
 	// NoSandboxAPI turns GET /v1/sandbox/messages off, as in production.
 	NoSandboxAPI bool
@@ -82,6 +85,9 @@ func Start(t testing.TB, opts Options) *Harness {
 		Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
 		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if opts.Process.Egress == nil {
+		opts.Process.Egress = egress.MustParse("127.0.0.1")
+	}
 	h.acts = &activities.Activities{Store: st, Providers: h.Providers,
 		Senders:     resolver.New(h.Providers, opts.Process, h.Sandbox),
 		Unsubscribe: unsubscribe.NewSigner([]byte(key)), PublicBaseURL: opts.Process.PublicBaseURL,

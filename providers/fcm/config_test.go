@@ -8,13 +8,14 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"testing"
+	"time"
 
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/fcm"
 	"github.com/herald-notify/herald/providers/providertest"
 )
 
-// serviceAccount makes a service account key whose token_uri is the fake's.
+// serviceAccount makes a service account key with the given token_uri.
 func serviceAccount(t *testing.T, tokenURI string) []byte {
 	t.Helper()
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -31,14 +32,16 @@ func serviceAccount(t *testing.T, tokenURI string) []byte {
 }
 
 // TestFromConfigWithServiceAccount drives the production credential path: a
-// stored service account key, exchanged for an access token at its token_uri.
+// stored service account key, exchanged for an access token at the process's
+// token endpoint (here the fake's, standing in for Google's).
 func TestFromConfigWithServiceAccount(t *testing.T) {
 	fake := providertest.NewFCM()
 	defer fake.Close()
 	fake.Token = "issued-by-fake"
 	pc := providers.ProviderConfig{TenantID: "t", Channel: "push", Provider: "fcm",
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: serviceAccount(t, fake.URL+providertest.TokenPath)}
-	c, err := fcm.FromConfig(context.Background(), pc, fake.URL)
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: serviceAccount(t, fcm.GoogleTokenURL)}
+	c, err := fcm.FromConfig(context.Background(), pc, fcm.Process{BaseURL: fake.URL, TokenURL: fake.TokenURL(),
+		HTTPClient: providertest.LoopbackClient(10 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +57,10 @@ func TestFromConfigWithServiceAccount(t *testing.T) {
 		t.Fatalf("Authorization = %q", got)
 	}
 
-	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Settings: json.RawMessage(`{"project_id":"p"}`), Secret: []byte("{")}, ""); err == nil {
+	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Settings: json.RawMessage(`{"project_id":"p"}`), Secret: []byte("{")}, fcm.Process{}); err == nil {
 		t.Error("broken key JSON accepted")
 	}
-	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Secret: pc.Secret}, ""); err == nil {
+	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Secret: pc.Secret}, fcm.Process{}); err == nil {
 		t.Error("missing project accepted")
 	}
 }

@@ -302,6 +302,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	rep.TaskQueue = taskQueue
 	acts := &activities.Activities{Store: st, Providers: provStore, Senders: resolver.New(provStore, resolver.Process{
 		SendGridBaseURL: b.cfg.SendGridBaseURL, TwilioBaseURL: b.cfg.TwilioBaseURL, FCMBaseURL: b.cfg.FCMBaseURL,
+		FCMTokenURL: b.cfg.FCMTokenURL, Egress: b.cfg.Egress,
 		PublicBaseURL: b.cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
 	}, sandboxRec),
 		Unsubscribe: unsubscribe.NewSigner([]byte(secretsKey)), PublicBaseURL: b.cfg.PublicBaseURL,

@@ -60,6 +60,7 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 	if withWorker {
 		acts := &activities.Activities{Store: st, Providers: provStore, Senders: resolver.New(provStore, resolver.Process{
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
+			FCMTokenURL: cfg.FCMTokenURL, Egress: cfg.Egress,
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: &http.Client{Timeout: 20 * time.Second},
 		}, sandboxRec),
 			Unsubscribe: unsubscribe.FromEnv(), PublicBaseURL: cfg.PublicBaseURL,

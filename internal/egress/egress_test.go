@@ -2,10 +2,8 @@ package egress_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/dns/dnsmessage"
-
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/egress/egresstest"
 )
 
 // Only Check runs for these: nothing is dialled.
@@ -148,72 +145,14 @@ func TestDialRefusesBeforeConnecting(t *testing.T) {
 	}
 }
 
-// fakeDNS is a resolver whose DNS server (over an in-memory pipe) answers A
-// queries from names; every other question gets no records.
-func fakeDNS(names map[string]netip.Addr) (*net.Resolver, *atomic.Int32) {
-	queries := &atomic.Int32{}
-	return &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
-		client, server := net.Pipe()
-		go serveDNS(server, names, queries)
-		return client, nil
-	}}, queries
-}
-
-// serveDNS speaks DNS over a stream (2-byte length prefix), as the Go
-// resolver does on a connection that is not a PacketConn.
-func serveDNS(c net.Conn, names map[string]netip.Addr, queries *atomic.Int32) {
-	defer c.Close()
-	for {
-		var l [2]byte
-		if _, err := io.ReadFull(c, l[:]); err != nil {
-			return
-		}
-		b := make([]byte, binary.BigEndian.Uint16(l[:]))
-		if _, err := io.ReadFull(c, b); err != nil {
-			return
-		}
-		var p dnsmessage.Parser
-		h, err := p.Start(b)
-		if err != nil {
-			return
-		}
-		q, err := p.Question()
-		if err != nil {
-			return
-		}
-		queries.Add(1)
-		resp := dnsmessage.Message{Header: dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true},
-			Questions: []dnsmessage.Question{q}}
-		a, known := names[strings.TrimSuffix(q.Name.String(), ".")]
-		switch {
-		case !known:
-			resp.RCode = dnsmessage.RCodeNameError
-		case q.Type == dnsmessage.TypeA && a.Is4():
-			resp.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 60},
-				Body: &dnsmessage.AResource{A: a.As4()}}}
-		case q.Type == dnsmessage.TypeAAAA && a.Is6():
-			resp.Answers = []dnsmessage.Resource{{Header: dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeAAAA, Class: dnsmessage.ClassINET, TTL: 60},
-				Body: &dnsmessage.AAAAResource{AAAA: a.As16()}}}
-		}
-		out, err := resp.Pack()
-		if err != nil {
-			return
-		}
-		binary.BigEndian.PutUint16(l[:], uint16(len(out)))
-		if _, err := c.Write(append(l[:], out...)); err != nil {
-			return
-		}
-	}
-}
-
 // TestANameThatResolvesInsideIsRefusedAtDialTime: the check is on the address
 // the name resolved to, when connecting, whatever the name looks like.
 func TestANameThatResolvesInsideIsRefusedAtDialTime(t *testing.T) {
 	l, port := listen(t)
-	res, queries := fakeDNS(map[string]netip.Addr{
+	res := egresstest.NewResolver(map[string]netip.Addr{
 		"relay.tenant.example": netip.MustParseAddr("127.0.0.1"), "meta.tenant.example": netip.MustParseAddr("169.254.169.254"),
 		"ula.tenant.example": netip.MustParseAddr("fd00:ec2::254")})
-	p := egress.Default().WithResolver(res)
+	p := egress.Default().WithResolver(res.Resolver)
 	for _, host := range []string{"relay.tenant.example", "meta.tenant.example", "ula.tenant.example"} {
 		_, err := p.DialContext(context.Background(), "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		re, ok := egress.AsRefused(err)
@@ -221,14 +160,14 @@ func TestANameThatResolvesInsideIsRefusedAtDialTime(t *testing.T) {
 			t.Fatalf("%s: %v, want a refusal naming the host", host, err)
 		}
 	}
-	if queries.Load() == 0 {
+	if res.Queries() == 0 {
 		t.Fatal("the fake DNS server was never asked: the test proves nothing")
 	}
 	if n := l.accepted.Load(); n != 0 {
 		t.Fatalf("the listener accepted %d connections", n)
 	}
 	// The operator can allow the name: then it reaches what it resolves to.
-	c, err := egress.MustParse("relay.tenant.example").WithResolver(res).DialContext(context.Background(), "tcp", net.JoinHostPort("relay.tenant.example", strconv.Itoa(port)))
+	c, err := egress.MustParse("relay.tenant.example").WithResolver(res.Resolver).DialContext(context.Background(), "tcp", net.JoinHostPort("relay.tenant.example", strconv.Itoa(port)))
 	if err != nil {
 		t.Fatalf("allowed name: %v", err)
 	}

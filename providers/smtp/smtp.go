@@ -291,8 +291,10 @@ func (c *Client) mailClient(ctx context.Context, conn *connHolder) (*mail.Client
 // hides the network error behind a string), and closes the connection as soon
 // as ctx is done, which interrupts a command that is waiting for the relay.
 func (c *Client) dialer(ctx context.Context, h *connHolder) mail.DialContextFunc {
-	return func(dctx context.Context, network, addr string) (net.Conn, error) {
-		raw, err := c.egress.DialContext(dctx, network, addr)
+	return func(dctx context.Context, network, _ string) (net.Conn, error) {
+		// c.Addr(), not go-mail's host:port, which leaves an IPv6 address
+		// unbracketed (and so undiallable).
+		raw, err := c.egress.DialContext(dctx, network, c.Addr())
 		if err != nil {
 			return nil, err
 		}

@@ -73,7 +73,8 @@ func (a *Activities) DeliverInApp(ctx context.Context, in contract.DeliverInAppI
 func (a *Activities) RecordChannelStatus(ctx context.Context, in contract.RecordChannelStatusInput) error {
 	u := store.DeliveryUpdate{Status: in.Status}
 	if in.Error != "" {
-		u.LastError = &in.Error
+		msg := errorText(in.Error)
+		u.LastError = &msg
 	}
 	if in.Reason != "" {
 		u.Reason = &in.Reason

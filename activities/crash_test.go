@@ -97,6 +97,7 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 		"HERALD_TASK_QUEUE="+h.TaskQueue,
 		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
+		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fakes' address: internal, refused by default
 		"HERALD_SECRETS_KEY="+h.SecretsKey,
 	)}
 	w.start()

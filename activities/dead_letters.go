@@ -22,7 +22,7 @@ func (a *Activities) DeadLetter(ctx context.Context, in contract.DeadLetterInput
 		return 0, err
 	}
 	d, err := a.Store.PutDeadLetter(ctx, store.DeadLetter{TenantID: in.TenantID, NotificationID: in.NotificationID,
-		Channel: in.Channel, TemplateID: in.TemplateID, Attempts: in.Attempts, LastError: in.LastError, Payload: payload})
+		Channel: in.Channel, TemplateID: in.TemplateID, Attempts: in.Attempts, LastError: errorText(in.LastError), Payload: payload})
 	if err != nil {
 		return 0, err
 	}

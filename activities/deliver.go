@@ -204,7 +204,7 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 func (a *Activities) recordAttempt(ctx context.Context, tags providers.Tags, provider string, err error) {
 	at := store.Attempt{Attempt: int(activity.GetInfo(ctx).Attempt), Provider: provider, Outcome: store.AttemptAccepted}
 	if err != nil {
-		msg := err.Error()
+		msg := errorText(err.Error())
 		at.Error, at.Outcome = &msg, store.AttemptRetryable
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.NonRetryable() {
@@ -215,6 +215,10 @@ func (a *Activities) recordAttempt(ctx context.Context, tags providers.Tags, pro
 		activity.GetLogger(ctx).Warn("recording the attempt failed", "error", rerr)
 	}
 }
+
+// errorText is an error as stored for the tenant to see (history, last_error,
+// dead letters): printable and bounded, whatever a provider answered.
+func errorText(s string) string { return providers.SafeText(s, providers.MaxErrorTextBytes) }
 
 // recordSent writes the guard record, retrying briefly in place: every failed write
 // here widens the window in which a retry would call the provider again.
@@ -245,7 +249,7 @@ func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provid
 // sendFailed records the attempt's error and turns it into the activity's error:
 // permanent → non-retryable; throttled → retry no sooner than the provider asked.
 func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendErr error) error {
-	msg := sendErr.Error()
+	msg := errorText(sendErr.Error())
 	if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
 		Status: herald.DeliverySending, LastError: &msg,
 	}); err != nil {

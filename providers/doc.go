@@ -12,6 +12,10 @@
 // field), how a sender is built from a stored config, and its Webhook when it
 // posts receipts. Package registry lists them in a Registry; the API and the
 // resolver (which keeps one sender per config version) only go through it.
+// Every connection a sender makes goes through the egress policy
+// (internal/egress, Env.Egress): internal addresses are refused at dial time
+// unless the operator allowed them, redirects are not followed, and Error
+// shows at most MaxReasonBytes of a provider's answer (SafeText).
 // providertest holds wire-level fakes of all three providers and ContractServer,
 // which validates requests in process against the providers' own OpenAPI specs
 // (vendored in providers/testdata) for the contract tests.

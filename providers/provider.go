@@ -10,6 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/herald-notify/herald/internal/egress"
 )
 
 // Tags name the notification a provider call belongs to. Every provider carries them
@@ -121,6 +125,8 @@ type Error struct {
 	// "http_500"), or "timeout", "connection", "canceled".
 	Code string
 	// Reason is a human-readable explanation, safe to store and show (no secrets).
+	// It may quote the provider's error body; Error() shows at most
+	// MaxReasonBytes of it, as printable UTF-8.
 	Reason string
 	// StatusCode is the HTTP status, 0 when there was no response.
 	StatusCode int
@@ -148,7 +154,7 @@ func (e *Error) Error() string {
 		b.WriteString(" [" + e.Code + "]")
 	}
 	if e.Reason != "" {
-		b.WriteString(": " + e.Reason)
+		b.WriteString(": " + SafeText(e.Reason, MaxReasonBytes))
 	}
 	if e.RetryAfter > 0 {
 		b.WriteString(" (retry after " + e.RetryAfter.String() + ")")
@@ -207,10 +213,62 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
+// MaxReasonBytes bounds the part of a provider's answer (its error message or
+// body, an SMTP reply) that an Error shows: what is stored in the attempt
+// history and last_error and shown to the tenant.
+const MaxReasonBytes = 512
+
+// MaxErrorTextBytes bounds any error text stored for a tenant to see (the
+// attempt history, last_error, a dead letter), provider error or not.
+const MaxErrorTextBytes = 1024
+
+// SafeText makes text from outside (a provider's error body) fit to store and
+// show: invalid UTF-8 becomes U+FFFD, line breaks and tabs become spaces, other
+// control and format characters are dropped, and the result is cut at a rune
+// boundary to at most max bytes, "…" marking a cut.
+func SafeText(s string, max int) string {
+	const ellipsis = "…"
+	var b strings.Builder
+	b.Grow(min(len(s), max))
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			r = ' '
+		case !unicode.IsPrint(r) && r != ' ' && r != utf8.RuneError:
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > max {
+			out := b.String()
+			for len(out)+len(ellipsis) > max && len(out) > 0 {
+				_, size := utf8.DecodeLastRuneInString(out)
+				out = out[:len(out)-size]
+			}
+			return out + ellipsis
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // TransportError classifies an error that happened before any HTTP response:
 // timeouts, refused or reset connections and cancellations are all retryable.
-// The request may or may not have reached the provider.
+// The request may or may not have reached the provider. A connection the egress
+// policy refused is permanent (Code "egress_refused": only the operator's
+// allowlist or the config can change it), and a redirect the provider answered
+// with is retryable (Code "redirect"); neither quotes anything the other side
+// sent.
 func TransportError(provider string, err error) *Error {
+	if re, ok := egress.AsRefused(err); ok {
+		return &Error{Provider: provider, Code: "egress_refused", Permanent: true, Err: err,
+			Reason: fmt.Sprintf("Herald does not connect to %s: it is (or resolves to) a loopback, private, link-local or otherwise internal address; "+
+				"an operator can allow it with HERALD_EGRESS_ALLOW", re.Host)}
+	}
+	if egress.IsRedirect(err) {
+		var rd *egress.RedirectError
+		errors.As(err, &rd)
+		return &Error{Provider: provider, Code: "redirect", Err: err,
+			Reason: fmt.Sprintf("the provider answered with a redirect (HTTP %d); Herald does not follow redirects", rd.Status)}
+	}
 	pe := &Error{Provider: provider, Code: "connection", Reason: err.Error(), Err: err}
 	var ne net.Error
 	var ue *url.Error

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/jsondecode"
 )
 
@@ -48,10 +49,18 @@ type Env struct {
 	// BaseURL replaces the provider's API root ("": the real one; tests point it
 	// at a fake).
 	BaseURL string
+	// TokenURL replaces the provider's OAuth token endpoint ("": the real one;
+	// FCM's tests point it at a fake). Never taken from a tenant's config.
+	TokenURL string
 	// PublicBaseURL is where providers reach Herald's webhooks.
 	PublicBaseURL string
-	// HTTPClient is the client for provider APIs (nil: the provider's default).
+	// HTTPClient is the client for provider APIs, on Egress's transport
+	// (nil: the provider's default, on the default egress policy).
 	HTTPClient *http.Client
+	// Egress is the policy every connection a sender makes goes through: the
+	// HTTP client above is built on it, and the SMTP relay is dialled through
+	// it (nil: egress.Default(), which refuses every internal address).
+	Egress *egress.Policy
 	// Sandbox records what the sandbox provider "sends".
 	Sandbox SandboxRecorder
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -78,10 +79,16 @@ func Start(t testing.TB, opts Options) *Harness {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	// The fakes listen on loopback, which the production egress policy refuses:
+	// tests allow it unless they bring their own policy.
+	if opts.Process.Egress == nil {
+		opts.Process.Egress = egress.MustParse("127.0.0.1")
+	}
 	cfg := config.Config{
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, WebhookTolerance: 5 * time.Minute,
 		PublicBaseURL:   opts.Process.PublicBaseURL,
 		SendGridBaseURL: opts.Process.SendGridBaseURL, TwilioBaseURL: opts.Process.TwilioBaseURL, FCMBaseURL: opts.Process.FCMBaseURL,
+		FCMTokenURL: opts.Process.FCMTokenURL, Egress: opts.Process.Egress,
 		SandboxAPI:          !opts.NoSandboxAPI,
 		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
 		// Workers stop at once when a test ends (a fake may still hold a request).

@@ -134,7 +134,7 @@ func StartFakes(t testing.TB) Fakes {
 // Process points the provider clients at the fakes; providers reach Herald at
 // publicBaseURL and a provider call gives up after timeout.
 func (f Fakes) Process(publicBaseURL string, timeout time.Duration) resolver.Process {
-	return resolver.Process{SendGridBaseURL: f.SendGrid.URL, TwilioBaseURL: f.Twilio.URL, FCMBaseURL: f.FCM.URL,
+	return resolver.Process{SendGridBaseURL: f.SendGrid.URL, TwilioBaseURL: f.Twilio.URL, FCMBaseURL: f.FCM.URL, FCMTokenURL: f.FCM.TokenURL(),
 		PublicBaseURL: publicBaseURL, HTTPClient: &http.Client{Timeout: timeout}}
 }
 

@@ -101,6 +101,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	a.Activities = &activities.Activities{Store: a.Store, Providers: a.Providers,
 		Senders: resolver.New(a.Providers, resolver.Process{
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
+			FCMTokenURL: cfg.FCMTokenURL, Egress: cfg.Egress,
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: hc, Breaker: opts.Breaker, Registry: reg,
 		}, a.Sandbox),
 		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter}

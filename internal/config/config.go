@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/herald-notify/herald/internal/egress"
 )
 
 // Config is the process configuration.
@@ -44,6 +46,13 @@ type Config struct {
 	SendGridBaseURL string
 	TwilioBaseURL   string
 	FCMBaseURL      string
+	// HERALD_FCM_TOKEN_URL: the OAuth token endpoint FCM service accounts are
+	// exchanged at; empty means Google's (a key's own token_uri is never used).
+	FCMTokenURL string
+	// HERALD_EGRESS_ALLOW: hosts, addresses and prefixes provider connections
+	// may reach although they are internal (egress.Parse); empty refuses every
+	// loopback, private, link-local and metadata address.
+	Egress *egress.Policy
 	// HERALD_SANDBOX_API: serve GET /v1/sandbox/messages (dev stacks only).
 	SandboxAPI bool
 	// HERALD_WEBHOOK_TOLERANCE: how old a signed SendGrid webhook timestamp may be.
@@ -88,6 +97,7 @@ func FromEnv() (Config, error) {
 		SendGridBaseURL:   os.Getenv("HERALD_SENDGRID_BASE_URL"),
 		TwilioBaseURL:     os.Getenv("HERALD_TWILIO_BASE_URL"),
 		FCMBaseURL:        os.Getenv("HERALD_FCM_BASE_URL"),
+		FCMTokenURL:       os.Getenv("HERALD_FCM_TOKEN_URL"),
 	}
 	switch v := os.Getenv("HERALD_SANDBOX_API"); v {
 	case "", "false", "0":
@@ -129,6 +139,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	c.TenantBurst, c.TenantDailyQuota = int(burst), int(quota)
+	if c.Egress, err = egress.Parse(os.Getenv("HERALD_EGRESS_ALLOW")); err != nil {
+		return c, fmt.Errorf("HERALD_EGRESS_ALLOW: %w", err)
+	}
 	return c, nil
 }
 

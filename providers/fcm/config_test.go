@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/fcm"
@@ -11,14 +12,16 @@ import (
 )
 
 // TestFromConfigWithServiceAccount drives the production credential path: a
-// stored service account key, exchanged for an access token at its token_uri.
+// stored service account key, exchanged for an access token at the process's
+// token endpoint (here the fake's, standing in for Google's).
 func TestFromConfigWithServiceAccount(t *testing.T) {
 	fake := providertest.NewFCM()
 	defer fake.Close()
 	fake.Token = "issued-by-fake"
 	pc := providers.ProviderConfig{TenantID: "t", Channel: "push", Provider: "fcm",
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fake.URL+providertest.TokenPath)}
-	c, err := fcm.FromConfig(context.Background(), pc, fake.URL)
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fcm.GoogleTokenURL)}
+	c, err := fcm.FromConfig(context.Background(), pc, fcm.Process{BaseURL: fake.URL, TokenURL: fake.TokenURL(),
+		HTTPClient: providertest.LoopbackClient(10 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +37,10 @@ func TestFromConfigWithServiceAccount(t *testing.T) {
 		t.Fatalf("Authorization = %q", got)
 	}
 
-	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Settings: json.RawMessage(`{"project_id":"p"}`), Secret: []byte("{")}, ""); err == nil {
+	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Settings: json.RawMessage(`{"project_id":"p"}`), Secret: []byte("{")}, fcm.Process{}); err == nil {
 		t.Error("broken key JSON accepted")
 	}
-	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Secret: pc.Secret}, ""); err == nil {
+	if _, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Secret: pc.Secret}, fcm.Process{}); err == nil {
 		t.Error("missing project accepted")
 	}
 }

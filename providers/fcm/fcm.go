@@ -33,19 +33,24 @@ package fcm
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
 	fcmapi "google.golang.org/api/fcm/v1"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -54,6 +59,11 @@ const Name = "fcm"
 
 // DefaultBaseURL is FCM's API root.
 const DefaultBaseURL = "https://fcm.googleapis.com/"
+
+// GoogleTokenURL is Google's OAuth 2.0 token endpoint, the only place a service
+// account's signed assertion is sent (a key's token_uri is not used: it would
+// let a tenant make the worker POST anywhere; see ValidTokenURI).
+const GoogleTokenURL = "https://oauth2.googleapis.com/token"
 
 // Data keys the sender adds to every message.
 const (
@@ -73,6 +83,15 @@ type Config struct {
 	TokenSource oauth2.TokenSource
 	// BaseURL replaces https://fcm.googleapis.com/ (tests point it at a fake).
 	BaseURL string
+	// TokenURL replaces GoogleTokenURL, the endpoint CredentialsJSON is
+	// exchanged at for access tokens (a process setting: tests point it at a
+	// fake). The key's own token_uri is never used.
+	TokenURL string
+	// HTTPClient carries both the token exchange and the FCM calls: its
+	// transport, timeout and redirect policy are used (nil, or no transport:
+	// the default egress policy's, which refuses internal addresses and
+	// redirects; see egress.OrDefault).
+	HTTPClient *http.Client
 	// Timeout bounds one send; default 30 s.
 	Timeout time.Duration
 }
@@ -91,19 +110,27 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.ProjectID == "" {
 		return nil, providers.Errorf(Name, "config", "project ID is empty")
 	}
-	opts := []option.ClientOption{option.WithScopes(fcmapi.FirebaseMessagingScope)}
-	switch {
-	case cfg.TokenSource != nil:
-		opts = append(opts, option.WithTokenSource(cfg.TokenSource))
-	case len(cfg.CredentialsJSON) > 0:
-		opts = append(opts, option.WithAuthCredentialsJSON(option.ServiceAccount, cfg.CredentialsJSON))
-	default:
-		return nil, providers.Errorf(Name, "config", "no credentials: set a service account key")
+	hc := egress.OrDefault(cfg.HTTPClient, 30*time.Second)
+	ts := cfg.TokenSource
+	if ts == nil {
+		if len(cfg.CredentialsJSON) == 0 {
+			return nil, providers.Errorf(Name, "config", "no credentials: set a service account key")
+		}
+		var err error
+		if ts, err = serviceAccountTokens(ctx, cfg.CredentialsJSON, cfg.TokenURL, hc); err != nil {
+			return nil, err
+		}
 	}
+	// One client for the FCM calls: the access token added on hc's transport.
+	// WithHTTPClient makes the API client use it as it is (no credentials of its
+	// own, no transport of its own).
+	api := &http.Client{Transport: &oauth2.Transport{Source: ts, Base: hc.Transport},
+		Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar}
+	base := DefaultBaseURL
 	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithEndpoint(strings.TrimRight(cfg.BaseURL, "/")+"/"))
+		base = strings.TrimRight(cfg.BaseURL, "/") + "/"
 	}
-	svc, err := fcmapi.NewService(ctx, opts...)
+	svc, err := fcmapi.NewService(ctx, option.WithHTTPClient(api), option.WithEndpoint(base))
 	if err != nil {
 		return nil, providers.Errorf(Name, "config", "%v", err)
 	}
@@ -112,6 +139,51 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		timeout = 30 * time.Second
 	}
 	return &Client{project: cfg.ProjectID, svc: svc, timeout: timeout}, nil
+}
+
+// serviceAccountTokens returns the cached token source of a service account
+// key: a JWT assertion signed with the key, exchanged at tokenURL (""
+// GoogleTokenURL) through hc. The key's token_uri and audience are ignored.
+// Nothing is sent until the first token is needed.
+func serviceAccountTokens(ctx context.Context, key []byte, tokenURL string, hc *http.Client) (oauth2.TokenSource, error) {
+	jc, err := google.JWTConfigFromJSON(key, fcmapi.FirebaseMessagingScope)
+	if err != nil {
+		// The error may quote the key file.
+		return nil, providers.Errorf(Name, "config", "credentials are not a service account key")
+	}
+	if jc.Email == "" {
+		return nil, providers.Errorf(Name, "config", "the service account key has no client_email")
+	}
+	if err := checkPrivateKey(jc.PrivateKey); err != nil {
+		return nil, err
+	}
+	if tokenURL == "" {
+		tokenURL = GoogleTokenURL
+	}
+	jc.TokenURL, jc.Audience = tokenURL, ""
+	// The token exchange goes through hc (oauth2 takes its client from the
+	// context). ctx outlives this call: the source refreshes with it.
+	return jc.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, hc)), nil
+}
+
+// checkPrivateKey parses the key's PEM RSA private key now, so a config whose
+// key cannot sign is refused when it is stored, not at its first send.
+func checkPrivateKey(p []byte) error {
+	bad := providers.Errorf(Name, "config", "the service account's private_key is not a PEM RSA private key")
+	block, _ := pem.Decode(p)
+	if block == nil {
+		return bad
+	}
+	if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
+		if _, ok := k.(*rsa.PrivateKey); ok {
+			return nil
+		}
+		return bad
+	}
+	if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return nil
+	}
+	return bad
 }
 
 // CollapseID derives the collapse identifiers from the provider-side key: 32 hex

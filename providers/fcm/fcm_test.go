@@ -30,6 +30,7 @@ func newClient(t *testing.T, baseURL string, timeout time.Duration) *fcm.Client 
 		TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "test-access-token", TokenType: "Bearer"}),
 		BaseURL:     baseURL,
 		Timeout:     timeout,
+		HTTPClient:  providertest.LoopbackClient(0), // the fake is on 127.0.0.1
 	})
 	if err != nil {
 		t.Fatal(err)

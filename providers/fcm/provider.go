@@ -21,7 +21,7 @@ func Definition() providers.Definition {
 		Name: Name, Channels: []string{herald.ChannelPush}, NeedsCredentials: true,
 		Validate: validate,
 		Build: func(ctx context.Context, pc providers.ProviderConfig, env providers.Env) (providers.Sender, error) {
-			c, err := FromConfig(ctx, pc, env.BaseURL)
+			c, err := FromConfig(ctx, pc, Process{BaseURL: env.BaseURL, TokenURL: env.TokenURL, HTTPClient: env.HTTPClient})
 			if err != nil {
 				return providers.Sender{}, err
 			}
@@ -52,13 +52,29 @@ func validate(ctx context.Context, settings, credentials json.RawMessage) (json.
 	return providers.MarshalSettings(st), nil
 }
 
+// ValidTokenURI reports whether a service account key's token_uri may be
+// stored: Google's token endpoint, GoogleTokenURL, or one of the two older
+// Google endpoints that keys created before 2019 name
+// (https://accounts.google.com/o/oauth2/token,
+// https://www.googleapis.com/oauth2/v4/token). It is only checked: whatever
+// the key says, tokens are fetched from GoogleTokenURL.
+func ValidTokenURI(uri string) bool {
+	switch uri {
+	case GoogleTokenURL, "https://accounts.google.com/o/oauth2/token", "https://www.googleapis.com/oauth2/v4/token":
+		return true
+	}
+	return false
+}
+
 // validServiceAccount checks that creds is a Google service account key and that
 // the FCM client accepts it (without calling FCM).
 func validServiceAccount(ctx context.Context, st Settings, creds []byte) error {
 	var sa struct {
-		Type        string `json:"type"`
-		ClientEmail string `json:"client_email"`
-		PrivateKey  string `json:"private_key"`
+		Type           string  `json:"type"`
+		ClientEmail    string  `json:"client_email"`
+		PrivateKey     string  `json:"private_key"`
+		TokenURI       *string `json:"token_uri"`
+		UniverseDomain *string `json:"universe_domain"`
 	}
 	if err := json.Unmarshal(creds, &sa); err != nil {
 		return providers.BadField("credentials", "invalid_field", "credentials must be a Google service account key (the JSON file's object)")
@@ -72,9 +88,17 @@ func validServiceAccount(ctx context.Context, st Settings, creds []byte) error {
 		return providers.BadField("credentials.private_key", "missing_field", "credentials.private_key is required")
 	case !strings.Contains(sa.PrivateKey, "PRIVATE KEY"):
 		return providers.BadField("credentials.private_key", "invalid_field", "credentials.private_key must be a PEM private key")
+	case sa.TokenURI != nil && !ValidTokenURI(*sa.TokenURI):
+		// Not quoted back: it is the tenant's own input, but an error is no
+		// place to echo a URL.
+		return providers.BadField("credentials.token_uri", "invalid_field",
+			"credentials.token_uri must be Google's token endpoint %s (Herald exchanges service account keys nowhere else)", GoogleTokenURL)
+	case sa.UniverseDomain != nil && *sa.UniverseDomain != "googleapis.com":
+		return providers.BadField("credentials.universe_domain", "invalid_field",
+			"credentials.universe_domain must be googleapis.com (FCM is only sent through Google's public endpoints)")
 	}
 	if _, err := FromConfig(ctx, providers.ProviderConfig{Channel: herald.ChannelPush, Provider: Name,
-		Settings: providers.MarshalSettings(st), Secret: creds}, ""); err != nil {
+		Settings: providers.MarshalSettings(st), Secret: creds}, Process{}); err != nil {
 		// The error may quote the key file; say only that it was refused.
 		return providers.BadField("credentials", "invalid_field", "credentials are not a usable service account key")
 	}

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/herald-notify/herald/internal/egress"
 )
 
 // Request is one request a fake received.
@@ -367,3 +369,12 @@ func (f *Fake) write(w http.ResponseWriter, req *Request, resp response) {
 	w.WriteHeader(resp.status)
 	_, _ = io.Copy(w, bytes.NewBufferString(resp.body))
 }
+
+// Loopback is the egress policy for tests whose fakes listen on 127.0.0.1, an
+// address the default policy refuses (one policy, so one connection pool).
+func Loopback() *egress.Policy { return loopback }
+
+var loopback = egress.MustParse("127.0.0.1")
+
+// LoopbackClient is an HTTP client under Loopback with a timeout (0: none).
+func LoopbackClient(timeout time.Duration) *http.Client { return Loopback().Client(timeout) }

@@ -61,9 +61,14 @@ func (*FCMFake) QuotaExceeded(retryAfter string) Behavior {
 	return b
 }
 
-// TokenPath is the fake's OAuth2 token endpoint: point a service account key's
-// token_uri at URL+TokenPath and the fake issues Token (or "fake-access-token").
+// TokenPath is the fake's OAuth2 token endpoint: point the FCM sender's token
+// URL (fcm.Config.TokenURL, resolver.Process.FCMTokenURL) at URL+TokenPath and
+// the fake issues Token (or "fake-access-token").
 const TokenPath = "/oauth2/token"
+
+// TokenURL is the fake's token endpoint, URL+TokenPath (the FCM sender's
+// TokenURL process setting).
+func (f *FCMFake) TokenURL() string { return f.URL + TokenPath }
 
 // TokenRequests counts token endpoint calls.
 func (f *FCMFake) TokenRequests() int {

@@ -26,6 +26,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 	"github.com/herald-notify/herald/providers/fcm"
@@ -40,9 +41,20 @@ type Process struct {
 	SendGridBaseURL string
 	TwilioBaseURL   string
 	FCMBaseURL      string
+	// FCMTokenURL replaces Google's OAuth token endpoint for FCM service
+	// accounts ("": the real one; tests point it at a fake). A key's own
+	// token_uri is never used.
+	FCMTokenURL string
 	// PublicBaseURL is where providers reach Herald's webhooks.
 	PublicBaseURL string
-	HTTPClient    *http.Client
+	// HTTPClient sets the provider API timeout (nil or 0: DefaultTimeout); its
+	// Transport and CheckRedirect are not used: every provider request goes
+	// through Egress's transport and follows no redirect.
+	HTTPClient *http.Client
+	// Egress is the policy every provider connection is made under, HTTP and
+	// SMTP alike (nil: egress.Default(), which refuses loopback, private,
+	// link-local and metadata addresses; HERALD_EGRESS_ALLOW).
+	Egress *egress.Policy
 	// Breaker tunes the per-account circuit breakers (zero: 5 failures, 30 s cool-down).
 	Breaker breaker.Config
 	// Registry lists the providers senders are built with (nil: registry.New()).
@@ -51,6 +63,10 @@ type Process struct {
 	// DefaultCacheSize).
 	CacheSize int
 }
+
+// DefaultTimeout bounds one provider API request when Process.HTTPClient sets
+// no timeout.
+const DefaultTimeout = 30 * time.Second
 
 // DefaultCacheSize is the default bound of the sender cache: provider configs
 // (a tenant has at most a few per channel) whose senders are kept.
@@ -74,7 +90,9 @@ type Resolver struct {
 	reg      *providers.Registry
 	env      providers.Env
 	baseURLs map[string]string // provider name → API root ("": the real one)
-	sandbox  Sender
+	// tokenURLs: provider name → OAuth token endpoint ("": the real one)
+	tokenURLs map[string]string
+	sandbox   Sender
 	// breakers live as long as the process: each worker learns a provider
 	// account's health itself and stops hammering one that keeps failing.
 	breakers *breaker.Set
@@ -104,9 +122,19 @@ func New(store Configs, proc Process, sandboxRecorder sandbox.Recorder) *Resolve
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
+	policy := proc.Egress
+	if policy == nil {
+		policy = egress.Default()
+	}
+	timeout := DefaultTimeout
+	if proc.HTTPClient != nil && proc.HTTPClient.Timeout > 0 {
+		timeout = proc.HTTPClient.Timeout
+	}
 	return &Resolver{
 		configs: store, reg: reg,
-		env: providers.Env{PublicBaseURL: proc.PublicBaseURL, HTTPClient: proc.HTTPClient, Sandbox: sandboxRecorder},
+		env: providers.Env{PublicBaseURL: proc.PublicBaseURL, HTTPClient: policy.Client(timeout), Egress: policy,
+			Sandbox: sandboxRecorder},
+		tokenURLs: map[string]string{fcm.Name: proc.FCMTokenURL},
 		baseURLs: map[string]string{
 			sendgrid.Name: proc.SendGridBaseURL, twilio.Name: proc.TwilioBaseURL, fcm.Name: proc.FCMBaseURL,
 		},
@@ -175,7 +203,7 @@ func (r *Resolver) build(ctx context.Context, pc providers.ProviderConfig) (Send
 		return Sender{}, errors.New("unknown provider " + pc.Provider)
 	}
 	env := r.env
-	env.BaseURL = r.baseURLs[pc.Provider]
+	env.BaseURL, env.TokenURL = r.baseURLs[pc.Provider], r.tokenURLs[pc.Provider]
 	s, err := def.Build(ctx, pc, env)
 	if err != nil {
 		return Sender{}, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/fcm"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
@@ -178,10 +179,11 @@ func TestFCMTokenIsExchangedOnceForNPushes(t *testing.T) {
 	fake := providertest.NewFCM()
 	defer fake.Close()
 	store := &configs{}
-	r := resolver.New(store, resolver.Process{FCMBaseURL: fake.URL}, &sandbox.MemoryRecorder{})
+	r := resolver.New(store, resolver.Process{FCMBaseURL: fake.URL, FCMTokenURL: fake.TokenURL(), Egress: providertest.Loopback()},
+		&sandbox.MemoryRecorder{})
 	t0 := time.Now()
 	store.put(providers.ProviderConfig{TenantID: "t_a", Channel: herald.ChannelPush, Provider: "fcm", Enabled: true,
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fake.URL+providertest.TokenPath), UpdatedAt: t0})
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fcm.GoogleTokenURL), UpdatedAt: t0})
 
 	push := func(n int) {
 		t.Helper()
@@ -205,7 +207,7 @@ func TestFCMTokenIsExchangedOnceForNPushes(t *testing.T) {
 	}
 
 	store.put(providers.ProviderConfig{TenantID: "t_a", Channel: herald.ChannelPush, Provider: "fcm", Enabled: true,
-		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fake.URL+providertest.TokenPath), UpdatedAt: t0.Add(time.Second)})
+		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(t, fcm.GoogleTokenURL), UpdatedAt: t0.Add(time.Second)})
 	push(n)
 	if fake.Accepted() != 2*n || fake.TokenRequests() != 2 || r.Builds() != 2 {
 		t.Fatalf("after a key rotation and %d more pushes: token exchanges %d, clients built %d (want 2, 2)",

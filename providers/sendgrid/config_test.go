@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
@@ -18,7 +19,7 @@ func TestFromConfig(t *testing.T) {
 	s := newSigner(t)
 	pc := providers.ProviderConfig{Settings: json.RawMessage(`{"from":"noreply@acme.example","from_name":"Acme","webhook_public_key":"` + s.pubB64 + `"}`),
 		Secret: []byte(`{"api_key":"SG.stored"}`)}
-	c, settings, err := sendgrid.FromConfig(pc, fake.URL, nil)
+	c, settings, err := sendgrid.FromConfig(pc, fake.URL, providertest.LoopbackClient(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

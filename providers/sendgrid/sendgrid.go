@@ -36,6 +36,7 @@ import (
 	sendgridgo "github.com/sendgrid/sendgrid-go"
 	"github.com/sendgrid/sendgrid-go/helpers/mail"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -61,7 +62,9 @@ type Config struct {
 	// From and FromName are the default sender; a message may override them.
 	From     string
 	FromName string
-	// HTTPClient defaults to one with a 30 s timeout.
+	// HTTPClient defaults to the default egress policy's client with a 30 s
+	// timeout (internal addresses and redirects refused; a client without a
+	// transport gets that policy's, see egress.OrDefault).
 	HTTPClient *http.Client
 }
 
@@ -85,10 +88,7 @@ func New(cfg Config) (*Client, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
+	hc := egress.OrDefault(cfg.HTTPClient, 30*time.Second)
 	return &Client{apiKey: cfg.APIKey, baseURL: base, from: cfg.From, fromName: cfg.FromName, rest: &rest.Client{HTTPClient: hc}}, nil
 }
 

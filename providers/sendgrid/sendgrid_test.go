@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
@@ -24,8 +25,16 @@ func message() providers.EmailMessage {
 	}
 }
 
+// newClient builds a client for a fake on 127.0.0.1: hc (nil: 30 s timeout) on
+// an egress policy that allows it.
 func newClient(t *testing.T, baseURL string, hc *http.Client) *sendgrid.Client {
 	t.Helper()
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	if hc.Transport == nil {
+		hc.Transport, hc.CheckRedirect = providertest.Loopback().Transport(), egress.RefuseRedirects
+	}
 	c, err := sendgrid.New(sendgrid.Config{APIKey: "SG.test-key", BaseURL: baseURL, From: "noreply@acme.example", FromName: "Acme", HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -34,8 +35,9 @@ type Credentials struct {
 // credentials can never be logged by accident.
 func (Credentials) String() string { return "smtp.Credentials{[redacted]}" }
 
-// FromConfig builds a Client from a stored provider config.
-func FromConfig(pc providers.ProviderConfig) (*Client, error) {
+// FromConfig builds a Client from a stored provider config; the relay is
+// dialled under policy (nil: egress.Default()).
+func FromConfig(pc providers.ProviderConfig, policy *egress.Policy) (*Client, error) {
 	var s Settings
 	var c Credentials
 	if err := json.Unmarshal(orEmpty(pc.Settings), &s); err != nil {
@@ -56,6 +58,7 @@ func FromConfig(pc providers.ProviderConfig) (*Client, error) {
 		From: s.From, FromName: s.FromName,
 		Timeout:         time.Duration(s.TimeoutSeconds) * time.Second,
 		MessageIDDomain: s.MessageIDDomain,
+		Egress:          policy,
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/smtp"
 	"github.com/herald-notify/herald/providers/smtp/smtptest"
 )
@@ -17,7 +18,7 @@ func TestFromConfig(t *testing.T) {
 		Settings: json.RawMessage(fmt.Sprintf(`{"host":%q,"port":%d,"tls":"none","from":"noreply@acme.example","from_name":"Acme","timeout_seconds":5,"message_id_domain":"mail.acme.example"}`, srv.Host, srv.Port)),
 		Secret:   []byte(`{"username":"relay-user","password":"s3cret"}`),
 	}
-	c, err := smtp.FromConfig(pc)
+	c, err := smtp.FromConfig(pc, providertest.Loopback())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestFromConfig(t *testing.T) {
 		t.Fatalf("credentials print as %q", s)
 	}
 	// Without credentials: no AUTH (an internal relay).
-	if _, err := smtp.FromConfig(providers.ProviderConfig{Settings: json.RawMessage(`{"host":"relay.internal","from":"a@b.example"}`)}); err != nil {
+	if _, err := smtp.FromConfig(providers.ProviderConfig{Settings: json.RawMessage(`{"host":"relay.internal","from":"a@b.example"}`)}, nil); err != nil {
 		t.Fatalf("no secret: %v", err)
 	}
 	for name, bad := range map[string]providers.ProviderConfig{
@@ -48,7 +49,7 @@ func TestFromConfig(t *testing.T) {
 		"negative timeout": {Settings: json.RawMessage(`{"host":"relay.example","timeout_seconds":-1}`)},
 		"plaintext auth":   {Settings: json.RawMessage(`{"host":"relay.example","tls":"none"}`), Secret: pc.Secret},
 	} {
-		if _, err := smtp.FromConfig(bad); !providers.IsPermanent(err) {
+		if _, err := smtp.FromConfig(bad, nil); !providers.IsPermanent(err) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	mail "github.com/wneessen/go-mail"
 	mailsmtp "github.com/wneessen/go-mail/smtp"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -66,6 +67,17 @@ func classifySend(se *mail.SendError, ioErr, err error) *providers.Error {
 // classifyConnect handles failures while connecting: dial, greeting, EHLO,
 // STARTTLS, AUTH.
 func classifyConnect(ioErr, err error) *providers.Error {
+	if egress.IsRefused(err) {
+		// Refused before any packet was sent: permanent, naming only the host.
+		return providers.TransportError(Name, err)
+	}
+	var pErr textproto.ProtocolError
+	if errors.As(err, &pErr) {
+		// Something that is not an SMTP server answered (an SSH or database
+		// port, say). What it said is not quoted: the tenant chose the port.
+		return &providers.Error{Provider: Name, Code: "protocol", Permanent: true, Err: err,
+			Reason: "the relay did not answer as an SMTP server (check settings.host, settings.port and settings.tls)"}
+	}
 	var te *textproto.Error
 	if errors.As(err, &te) {
 		stage := "connect"

@@ -16,8 +16,8 @@ func Definition() providers.Definition {
 	return providers.Definition{
 		Name: Name, Channels: []string{herald.ChannelEmail}, NeedsCredentials: true,
 		Validate: validate,
-		Build: func(_ context.Context, pc providers.ProviderConfig, _ providers.Env) (providers.Sender, error) {
-			c, err := FromConfig(pc)
+		Build: func(_ context.Context, pc providers.ProviderConfig, env providers.Env) (providers.Sender, error) {
+			c, err := FromConfig(pc, env.Egress)
 			if err != nil {
 				return providers.Sender{}, err
 			}
@@ -51,7 +51,7 @@ func validate(_ context.Context, settings, credentials json.RawMessage) (json.Ra
 			return nil, err
 		}
 	}
-	if _, err := FromConfig(providers.ProviderConfig{Provider: Name, Settings: settings, Secret: credentials}); err != nil {
+	if _, err := FromConfig(providers.ProviderConfig{Provider: Name, Settings: settings, Secret: credentials}, nil); err != nil {
 		return nil, providers.BadField("settings", "invalid_field", "smtp settings: %v", err)
 	}
 	return providers.MarshalSettings(st), nil

@@ -65,6 +65,7 @@ import (
 
 	mail "github.com/wneessen/go-mail"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -123,6 +124,10 @@ type Config struct {
 	MessageIDDomain string
 	// HELO is the name sent in EHLO; empty means the machine's host name.
 	HELO string
+	// Egress is the policy the relay is dialled under: a relay that is (or
+	// resolves to) a loopback, private, link-local or other internal address
+	// is refused unless the operator allowed it. nil means egress.Default().
+	Egress *egress.Policy
 }
 
 // Client sends email through an SMTP relay, one connection per message. It is safe
@@ -134,6 +139,7 @@ type Client struct {
 	username, password                    string
 	tlsConfig                             *tls.Config
 	timeout                               time.Duration
+	egress                                *egress.Policy
 }
 
 var _ providers.EmailSender = (*Client)(nil)
@@ -144,7 +150,10 @@ func New(cfg Config) (*Client, error) {
 		host: strings.TrimSpace(cfg.Host), port: cfg.Port, policy: cfg.TLS,
 		username: cfg.Username, password: cfg.Password,
 		from: cfg.From, fromName: cfg.FromName, timeout: cfg.Timeout,
-		midDomain: cfg.MessageIDDomain, helo: cfg.HELO,
+		midDomain: cfg.MessageIDDomain, helo: cfg.HELO, egress: cfg.Egress,
+	}
+	if c.egress == nil {
+		c.egress = egress.Default()
 	}
 	if c.host == "" {
 		return nil, providers.Errorf(Name, "config", "host is empty")
@@ -277,14 +286,15 @@ func (c *Client) mailClient(ctx context.Context, conn *connHolder) (*mail.Client
 	return mail.NewClient(c.host, opts...)
 }
 
-// dialer dials the relay (with TLS for TLSImplicit), records the connection's
-// first I/O error (go-mail's SendError hides the network error behind a string),
-// and closes the connection as soon as ctx is done, which interrupts a command
-// that is waiting for the relay.
+// dialer dials the relay through the egress policy (with TLS for
+// TLSImplicit), records the connection's first I/O error (go-mail's SendError
+// hides the network error behind a string), and closes the connection as soon
+// as ctx is done, which interrupts a command that is waiting for the relay.
 func (c *Client) dialer(ctx context.Context, h *connHolder) mail.DialContextFunc {
-	return func(dctx context.Context, network, addr string) (net.Conn, error) {
-		d := &net.Dialer{}
-		raw, err := d.DialContext(dctx, network, addr)
+	return func(dctx context.Context, network, _ string) (net.Conn, error) {
+		// c.Addr(), not go-mail's host:port, which leaves an IPv6 address
+		// unbracketed (and so undiallable).
+		raw, err := c.egress.DialContext(dctx, network, c.Addr())
 		if err != nil {
 			return nil, err
 		}

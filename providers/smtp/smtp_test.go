@@ -12,6 +12,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/smtp"
 	"github.com/herald-notify/herald/providers/smtp/smtptest"
 )
@@ -41,7 +42,8 @@ func startServer(t *testing.T, opts smtptest.Options) *smtptest.Server {
 
 func newClient(t *testing.T, srv *smtptest.Server, mod func(*smtp.Config)) *smtp.Client {
 	t.Helper()
-	cfg := smtp.Config{Host: srv.Host, Port: srv.Port, TLS: smtp.TLSNone, From: "noreply@acme.example", FromName: "Acme", Timeout: 5 * time.Second}
+	cfg := smtp.Config{Host: srv.Host, Port: srv.Port, TLS: smtp.TLSNone, From: "noreply@acme.example", FromName: "Acme", Timeout: 5 * time.Second,
+		Egress: providertest.Loopback()} // the test relay is on 127.0.0.1
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -366,7 +368,8 @@ func TestConnectionRefused(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	c, err := smtp.New(smtp.Config{Host: "127.0.0.1", Port: port, TLS: smtp.TLSNone, From: "a@acme.example", Timeout: time.Second})
+	c, err := smtp.New(smtp.Config{Host: "127.0.0.1", Port: port, TLS: smtp.TLSNone, From: "a@acme.example", Timeout: time.Second,
+		Egress: providertest.Loopback()})
 	if err != nil {
 		t.Fatal(err)
 	}

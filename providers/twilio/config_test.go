@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/twilio"
 )
 
@@ -15,7 +17,8 @@ func TestFromConfig(t *testing.T) {
 	defer fake.Close()
 	pc := providers.ProviderConfig{Settings: json.RawMessage(`{"account_sid":"` + accountSID + `","from":"+15005550006"}`),
 		Secret: []byte(`{"auth_token":"` + authToken + `"}`)}
-	c, creds, err := twilio.FromConfig(pc, twilio.Process{BaseURL: fake.URL, StatusCallbackURL: "https://h.example/v1/webhooks/twilio"})
+	c, creds, err := twilio.FromConfig(pc, twilio.Process{BaseURL: fake.URL, StatusCallbackURL: "https://h.example/v1/webhooks/twilio",
+		HTTPClient: providertest.LoopbackClient(10 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,7 @@ import (
 	"github.com/twilio/twilio-go/client"
 	openapi "github.com/twilio/twilio-go/rest/api/v2010"
 
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -85,8 +86,9 @@ type Config struct {
 	StatusCallbackURL string
 	// BaseURL replaces https://api.twilio.com (tests point it at a fake or a contract server).
 	BaseURL string
-	// HTTPClient's transport and timeout are used (default: 30 s timeout). Redirects
-	// are never followed.
+	// HTTPClient's transport and timeout are used (default: the default egress
+	// policy's transport, which refuses internal addresses, and a 30 s
+	// timeout). Redirects are never followed.
 	HTTPClient *http.Client
 	// IdempotencyHeader also sends I-Twilio-Idempotency-Token: notification_id:channel.
 	// Undocumented for Messages create; see the package comment.
@@ -111,7 +113,7 @@ func New(cfg Config) (*Client, error) {
 	case cfg.AuthToken == "":
 		return nil, providers.Errorf(Name, "config", "auth token is empty")
 	}
-	c := &Client{cfg: cfg, transport: http.DefaultTransport, timeout: 30 * time.Second}
+	c := &Client{cfg: cfg, transport: egress.Default().Transport(), timeout: 30 * time.Second}
 	if cfg.BaseURL != "" {
 		u, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
 		if err != nil || u.Scheme == "" || u.Host == "" {

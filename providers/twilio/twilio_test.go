@@ -29,6 +29,13 @@ func newClient(t *testing.T, baseURL string, mod func(*twilio.Config)) *twilio.C
 	if mod != nil {
 		mod(&cfg)
 	}
+	// The fakes listen on 127.0.0.1, which the default egress policy refuses.
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.HTTPClient.Transport == nil {
+		cfg.HTTPClient.Transport = providertest.Loopback().Transport()
+	}
 	c, err := twilio.New(cfg)
 	if err != nil {
 		t.Fatal(err)

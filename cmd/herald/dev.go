@@ -32,8 +32,13 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	if err := ensureDevSecretsKey(); err != nil {
 		return err
 	}
-	// The dev stack shows what the sandbox provider "sent".
+	// The dev stack shows what the sandbox provider "sent", and a channel without
+	// a configured provider goes to the sandbox (unless HERALD_SANDBOX_FALLBACK
+	// says otherwise).
 	cfg.SandboxAPI = true
+	if os.Getenv(config.EnvSandboxFallback) == "" {
+		cfg.SandboxFallback = true
+	}
 	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)

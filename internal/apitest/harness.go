@@ -55,6 +55,10 @@ type Options struct {
 	Process resolver.Process
 	// NoSandboxAPI turns GET /v1/sandbox/messages off, as in production.
 	NoSandboxAPI bool
+	// NoSandboxFallback makes a channel without a configured provider fail with
+	// reason no_provider, as in production; by default the harness, like `herald
+	// dev`, sends it through the sandbox provider (most tests rely on that).
+	NoSandboxFallback bool
 	// TenantLimits are the default per-tenant API limits (zero: none).
 	TenantLimits api.TenantLimits
 	// Logger receives the API's logs (access log included); nil: warnings and
@@ -83,6 +87,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		PublicBaseURL:   opts.Process.PublicBaseURL,
 		SendGridBaseURL: opts.Process.SendGridBaseURL, TwilioBaseURL: opts.Process.TwilioBaseURL, FCMBaseURL: opts.Process.FCMBaseURL,
 		SandboxAPI:          !opts.NoSandboxAPI,
+		SandboxFallback:     !opts.NoSandboxFallback,
 		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout: 0,

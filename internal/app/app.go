@@ -102,6 +102,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Senders: resolver.New(a.Providers, resolver.Process{
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: hc, Breaker: opts.Breaker, Registry: reg,
+			SandboxFallback: cfg.SandboxFallback,
 		}, a.Sandbox),
 		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter}
 

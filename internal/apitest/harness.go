@@ -55,6 +55,8 @@ type Options struct {
 	Process resolver.Process
 	// NoSandboxAPI turns GET /v1/sandbox/messages off, as in production.
 	NoSandboxAPI bool
+	// AuthCacheTTL replaces app.AuthCacheTTL (0: keep it).
+	AuthCacheTTL time.Duration
 	// NoSandboxFallback makes a channel without a configured provider fail with
 	// reason no_provider, as in production; by default the harness, like `herald
 	// dev`, sends it through the sandbox provider (most tests rely on that).
@@ -93,7 +95,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		WorkerStopTimeout: 0,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
-		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker})
+		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
 	if err != nil {
 		t.Fatal(err)
 	}

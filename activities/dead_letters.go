@@ -32,7 +32,9 @@ func (a *Activities) DeadLetter(ctx context.Context, in contract.DeadLetterInput
 	return d.ID, nil
 }
 
-// BeginRedrive claims the dead letter and reopens its delivery for the guard.
+// BeginRedrive claims the dead letter and returns what the redrive needs to
+// re-check and repeat it: the payload, the retry overrides, and the
+// notification's user, category and criticality.
 func (a *Activities) BeginRedrive(ctx context.Context, in contract.BeginRedriveInput) (contract.BeginRedriveResult, error) {
 	d, ok, err := a.Store.BeginRedrive(ctx, in.TenantID, in.DeadLetterID)
 	if err != nil || !ok {
@@ -46,11 +48,24 @@ func (a *Activities) BeginRedrive(ctx context.Context, in contract.BeginRedriveI
 	if err != nil {
 		return contract.BeginRedriveResult{}, err
 	}
+	target, err := a.Store.RedriveTargetOf(ctx, in.TenantID, d.NotificationID)
+	if err != nil {
+		return contract.BeginRedriveResult{}, err
+	}
 	return contract.BeginRedriveResult{Claimed: true, NotificationID: d.NotificationID, Channel: d.Channel, TemplateID: d.TemplateID,
-		Payload: p, RetryPolicies: ts.RetryPolicies}, nil
+		Payload: p, RetryPolicies: ts.RetryPolicies, UserID: target.UserID, Category: target.Category, Critical: target.Critical}, nil
 }
 
-// FinishRedrive marks the dead letter redriven.
+// ReopenRedrive reopens the dead letter's delivery for the guard (failed → sending).
+func (a *Activities) ReopenRedrive(ctx context.Context, in contract.ReopenRedriveInput) error {
+	return a.Store.ReopenRedrive(ctx, in.TenantID, in.DeadLetterID)
+}
+
+// FinishRedrive marks the dead letter redriven; with a SuppressedReason the
+// channel is recorded suppressed with it (nothing was sent).
 func (a *Activities) FinishRedrive(ctx context.Context, in contract.FinishRedriveInput) error {
+	if in.SuppressedReason != "" {
+		return a.Store.FinishRedriveSuppressed(ctx, in.TenantID, in.DeadLetterID, in.SuppressedReason)
+	}
 	return a.Store.FinishRedrive(ctx, in.TenantID, in.DeadLetterID)
 }

@@ -157,7 +157,7 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 
 	chain, err := a.Senders.Chain(ctx, tags.TenantID, tags.Channel)
 	if err != nil {
-		return contract.DeliverResult{}, err
+		return contract.DeliverResult{}, chainError(err)
 	}
 	// Failover: each provider gets FailoverAfter attempts, then the next one takes
 	// over. A provider whose circuit is open is skipped at once. The guard above

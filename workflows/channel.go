@@ -203,7 +203,7 @@ func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut 
 		w.suppress(ctx, channel, herald.ReasonNoAddress)
 		return
 	case channel == herald.ChannelInApp || w.cancelled || isFinal(err):
-		w.finishChannel(ctx, channel, herald.DeliveryFailed, err, "")
+		w.finishChannel(ctx, channel, herald.DeliveryFailed, err, failureReason(err))
 		return
 	}
 	w.setChannel(ctx, channel, herald.DeliveryFailed, errorMessage(err))

@@ -32,10 +32,11 @@ const (
 	DeadLetter          = "DeadLetter"
 	BeginRedrive        = "BeginRedrive"
 	FinishRedrive       = "FinishRedrive"
+	ReopenRedrive       = "ReopenRedrive"
 )
 
 // Names lists every activity name.
-var Names = []string{RecordAccepted, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive}
+var Names = []string{RecordAccepted, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive, ReopenRedrive}
 
 // RecordAcceptedInput describes the accepted notification.
 type RecordAcceptedInput struct {
@@ -173,12 +174,27 @@ type BeginRedriveResult struct {
 	Payload        RedrivePayload
 	// RetryPolicies are the tenant's overrides, so a redrive retries like a send.
 	RetryPolicies map[string]herald.RetryPolicy
+	// UserID, Category and Critical are the notification's, for re-evaluating
+	// the user's current preferences before the redrive sends.
+	UserID   string
+	Category string
+	Critical bool
+}
+
+// ReopenRedriveInput names the dead letter whose delivery the redrive is about to
+// send again (failed → sending, after the re-check passed).
+type ReopenRedriveInput struct {
+	TenantID     string
+	DeadLetterID int64
 }
 
 // FinishRedriveInput names the redriven dead letter.
 type FinishRedriveInput struct {
 	TenantID     string
 	DeadLetterID int64
+	// SuppressedReason, when set, closes the dead letter without a send: the
+	// user's current preferences or address suppress the channel (the reason).
+	SuppressedReason string
 }
 
 // LoadPreferencesInput names the user.

@@ -23,8 +23,8 @@ import (
 
 const demoTenant = "demo"
 
-// runDev prepares a local stack (schema, search attributes, a demo tenant with a
-// fresh key) and runs the API and the worker in one process.
+// runDev prepares a local stack (schema, search attributes, a demo tenant and its
+// dev API key) and runs the API and the worker in one process.
 func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) error {
 	if _, err := schema.Up(cfg.DatabaseURL); err != nil {
 		return err
@@ -32,8 +32,13 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	if err := ensureDevSecretsKey(); err != nil {
 		return err
 	}
-	// The dev stack shows what the sandbox provider "sent".
+	// The dev stack shows what the sandbox provider "sent", and a channel without
+	// a configured provider goes to the sandbox (unless HERALD_SANDBOX_FALLBACK
+	// says otherwise).
 	cfg.SandboxAPI = true
+	if os.Getenv(config.EnvSandboxFallback) == "" {
+		cfg.SandboxFallback = true
+	}
 	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
@@ -49,15 +54,7 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 		return err
 	}
 	st := store.New(pool)
-	t, err := st.TenantByName(ctx, demoTenant)
-	var key string
-	switch {
-	case errors.Is(err, herald.ErrNotFound):
-		t, key, err = st.CreateTenant(ctx, demoTenant)
-	case err == nil:
-		// Only key hashes are stored, so an earlier key cannot be shown again: mint one.
-		key, err = st.CreateAPIKey(ctx, t.ID)
-	}
+	t, key, keyNote, err := ensureDevKey(ctx, st)
 	if err == nil {
 		err = ensureDemoTemplate(ctx, st, t.ID)
 	}
@@ -69,7 +66,7 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	fmt.Fprintf(stdout, `
 Herald dev stack
   tenant:      %s (%s)
-  API key:     %s
+  API key:     %s   (%s)
   API:         %s   (OpenAPI: %s/openapi.yaml)
   Temporal UI: http://127.0.0.1:8233/namespaces/%s/workflows
 
@@ -81,7 +78,7 @@ Try it:
   curl -s %s/v1/sandbox/messages -H "Authorization: Bearer $HERALD_KEY"   # the email and SMS the sandbox provider "sent"
   curl -s %s/v1/templates/welcome -H "Authorization: Bearer $HERALD_KEY"  # the demo template
 
-`, t.Name, t.ID, key, base, base, cfg.TemporalNamespace, key, base, base, base, base, base)
+`, t.Name, t.ID, key, keyNote, base, base, cfg.TemporalNamespace, key, base, base, base, base, base)
 	return runServices(ctx, cfg, logger, true, true)
 }
 
@@ -112,6 +109,78 @@ func ensureDevSecretsKey() error {
 		return err
 	}
 	return os.Setenv(secrets.EnvKey, strings.TrimSpace(string(raw)))
+}
+
+// devKeyFile keeps the demo tenant's API key across restarts (git-ignored, mode
+// 0600): only key hashes are stored, so without it every start would have to mint
+// a new key and leave the previous ones active.
+const devKeyFile = ".herald/dev-api-key"
+
+// devKeyName labels the keys herald dev mints (herald key list shows it).
+const devKeyName = "herald dev"
+
+// ensureDevKey returns the demo tenant (created if missing) and its dev API key:
+// the one in devKeyFile while it is an active key of that tenant, else a new one,
+// saved there. note says which, for the banner.
+func ensureDevKey(ctx context.Context, st *store.Store) (t store.Tenant, key, note string, err error) {
+	t, err = st.TenantByName(ctx, demoTenant)
+	if errors.Is(err, herald.ErrNotFound) {
+		if t, key, err = st.CreateTenant(ctx, demoTenant); err != nil {
+			return t, "", "", err
+		}
+		return t, key, "new; saved in " + devKeyFile, writeDevKey(key)
+	}
+	if err != nil {
+		return t, "", "", err
+	}
+	why := "new; saved in " + devKeyFile
+	if raw, rerr := os.ReadFile(devKeyFile); rerr == nil {
+		key = strings.TrimSpace(string(raw))
+		owner, kerr := st.TenantByAPIKey(ctx, key)
+		switch {
+		case kerr == nil && owner.ID == t.ID:
+			// Keep the file private even if something loosened it.
+			if err := os.Chmod(devKeyFile, 0o600); err != nil {
+				return t, "", "", err
+			}
+			return t, key, "reused from " + devKeyFile + "; revoke it with herald key revoke", nil
+		case kerr == nil || errors.Is(kerr, herald.ErrNotFound):
+			why = "new: the key in " + devKeyFile + " was revoked or is not the demo tenant's"
+		default:
+			return t, "", "", kerr
+		}
+	} else if !errors.Is(rerr, os.ErrNotExist) {
+		return t, "", "", rerr
+	}
+	if _, key, err = st.CreateNamedAPIKey(ctx, t.ID, devKeyName); err != nil {
+		return t, "", "", err
+	}
+	return t, key, why, writeDevKey(key)
+}
+
+// writeDevKey replaces devKeyFile with key, readable by this user only.
+func writeDevKey(key string) error {
+	dir := filepath.Dir(devKeyFile)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".dev-api-key-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op after the rename
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), devKeyFile)
 }
 
 // ensureDemoTemplate gives the demo tenant a "welcome" template on every channel.

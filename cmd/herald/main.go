@@ -1,5 +1,5 @@
 // Command herald runs Herald: the REST API, the Temporal worker, or both (dev), and
-// administers it (migrations, tenants).
+// administers it (migrations, tenants, API keys).
 package main
 
 import (
@@ -22,8 +22,13 @@ const usage = `herald — multi-tenant notification service on Temporal
 Usage:
   herald api                     serve the REST API
   herald worker                  run the Temporal worker
-  herald dev                     migrate, ensure a demo tenant, print a fresh API key, run API + worker
+  herald dev                     migrate, ensure a demo tenant and its dev API key (.herald/dev-api-key), run API + worker
   herald migrate [up|down N]     apply (default) or roll back schema migrations
+  herald key list --tenant T     list a tenant's API keys (id, prefix, name, created, last used, revoked; never the key)
+  herald key create --tenant T [--name N]
+                                 create an API key and print it (shown once)
+  herald key revoke --tenant T [--force] KEY_ID
+                                 revoke a key (--force: even the tenant's last active one)
   herald tenant create --name N  create a tenant and print its API key (shown once)
   herald tenant list             list tenants
 
@@ -64,6 +69,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger)
 		return runDev(ctx, cfg, stdout, log)
 	case "migrate":
 		return runMigrate(cfg, args[1:], stdout)
+	case "key":
+		return runKey(ctx, cfg, args[1:], stdout)
 	case "tenant":
 		return runTenant(ctx, cfg, args[1:], stdout)
 	case "help", "-h", "--help":

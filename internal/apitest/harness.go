@@ -56,6 +56,12 @@ type Options struct {
 	Process resolver.Process
 	// NoSandboxAPI turns GET /v1/sandbox/messages off, as in production.
 	NoSandboxAPI bool
+	// AuthCacheTTL replaces app.AuthCacheTTL (0: keep it).
+	AuthCacheTTL time.Duration
+	// NoSandboxFallback makes a channel without a configured provider fail with
+	// reason no_provider, as in production; by default the harness, like `herald
+	// dev`, sends it through the sandbox provider (most tests rely on that).
+	NoSandboxFallback bool
 	// TenantLimits are the default per-tenant API limits (zero: none).
 	TenantLimits api.TenantLimits
 	// Logger receives the API's logs (access log included); nil: warnings and
@@ -90,12 +96,13 @@ func Start(t testing.TB, opts Options) *Harness {
 		SendGridBaseURL: opts.Process.SendGridBaseURL, TwilioBaseURL: opts.Process.TwilioBaseURL, FCMBaseURL: opts.Process.FCMBaseURL,
 		FCMTokenURL: opts.Process.FCMTokenURL, Egress: opts.Process.Egress,
 		SandboxAPI:          !opts.NoSandboxAPI,
+		SandboxFallback:     !opts.NoSandboxFallback,
 		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout: 0,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
-		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker})
+		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
 	if err != nil {
 		t.Fatal(err)
 	}

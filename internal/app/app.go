@@ -35,8 +35,9 @@ import (
 	"github.com/herald-notify/herald/worker"
 )
 
-// AuthCacheTTL bounds how long one API process keeps honouring a revoked key or a
-// deleted user (see api.Config.AuthCacheTTL).
+// AuthCacheTTL bounds how long one API process keeps honouring a key revoked
+// through another process, or a deleted user (see api.Config.AuthCacheTTL); the
+// process that revokes a key refuses it at once.
 const AuthCacheTTL = 30 * time.Second
 
 // ProviderHTTPTimeout bounds one provider API call when Options.ProviderHTTPClient is nil.
@@ -62,6 +63,9 @@ type Options struct {
 	// worker keeps the plain ones.
 	APIDB       store.DBTX
 	APITemporal client.Client
+	// AuthCacheTTL replaces the AuthCacheTTL constant (0: the constant); tests
+	// shorten it to watch a revoked key be refused.
+	AuthCacheTTL time.Duration
 }
 
 // App is one wired Herald.
@@ -103,6 +107,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
 			FCMTokenURL: cfg.FCMTokenURL, Egress: cfg.Egress,
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: hc, Breaker: opts.Breaker, Registry: reg,
+			SandboxFallback: cfg.SandboxFallback,
 		}, a.Sandbox),
 		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter}
 
@@ -113,8 +118,12 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	if opts.APITemporal != nil {
 		apiTemporal = opts.APITemporal
 	}
+	authTTL := AuthCacheTTL
+	if opts.AuthCacheTTL > 0 {
+		authTTL = opts.AuthCacheTTL
+	}
 	apiCfg := api.Config{
-		TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: AuthCacheTTL,
+		TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: authTTL,
 		Providers: a.Providers, Registry: reg, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
 		Unsubscribe: signer, Limiter: apiLimiter,
 		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},

@@ -55,6 +55,12 @@ type Config struct {
 	Egress *egress.Policy
 	// HERALD_SANDBOX_API: serve GET /v1/sandbox/messages (dev stacks only).
 	SandboxAPI bool
+
+	// HERALD_SANDBOX_FALLBACK: a channel a tenant configured no provider for is
+	// "sent" by the sandbox provider (which records it and sends nothing). False
+	// by default: the channel fails with reason no_provider. `herald dev` turns it
+	// on unless the variable is set.
+	SandboxFallback bool
 	// HERALD_WEBHOOK_TOLERANCE: how old a signed SendGrid webhook timestamp may be.
 	WebhookTolerance time.Duration
 	// HERALD_TENANT_RATE, HERALD_TENANT_BURST, HERALD_TENANT_DAILY_QUOTA: default
@@ -107,6 +113,9 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("HERALD_SANDBOX_API=%q: want true or false", v)
 	}
 	var err error
+	if c.SandboxFallback, err = boolean(EnvSandboxFallback, false); err != nil {
+		return c, err
+	}
 	for _, d := range []struct {
 		name string
 		def  time.Duration
@@ -143,6 +152,23 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("HERALD_EGRESS_ALLOW: %w", err)
 	}
 	return c, nil
+}
+
+// EnvSandboxFallback names the variable of Config.SandboxFallback.
+const EnvSandboxFallback = "HERALD_SANDBOX_FALLBACK"
+
+// boolean reads true/1 or false/0; unset or empty is def.
+func boolean(name string, def bool) (bool, error) {
+	switch v := os.Getenv(name); v {
+	case "":
+		return def, nil
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want true or false", name, v)
+	}
 }
 
 func env(name, def string) string {

@@ -25,4 +25,20 @@ const (
 	// ErrTypeAlreadySent rejects a cancel once a channel is being or was sent, or
 	// every channel already ended.
 	ErrTypeAlreadySent = "AlreadySent"
+	// ErrTypeNoProvider: the tenant configured no provider for the channel and this
+	// worker does not fall back to the sandbox (HERALD_SANDBOX_FALLBACK is false,
+	// the default of `herald worker`). Non-retryable: the channel fails with
+	// ReasonNoProvider.
+	ErrTypeNoProvider = "NoProvider"
 )
+
+// failureReasons maps the error type a delivery activity failed with to the reason
+// the failed channel records. Error types not listed record no reason (the error
+// message says what happened).
+var failureReasons = map[string]string{
+	ErrTypeNoProvider: ReasonNoProvider,
+}
+
+// FailureReason is the reason a channel whose delivery failed with an error of
+// type errType records ("" when the type has none).
+func FailureReason(errType string) string { return failureReasons[errType] }

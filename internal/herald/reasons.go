@@ -23,4 +23,8 @@ const (
 	ReasonContentTooLarge = "content_too_large"
 	// ReasonDeadLettered: retries ran out; the dead letter can be redriven.
 	ReasonDeadLettered = "dead_lettered"
+	// ReasonNoProvider: the tenant configured no provider for the channel and the
+	// worker does not fall back to the sandbox (production): the channel failed
+	// without a send. Configure a provider (PUT /v1/providers/{channel}) and send again.
+	ReasonNoProvider = "no_provider"
 )

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/herald-notify/herald/internal/herald"
@@ -163,32 +164,77 @@ func (s *Store) GetDeadLetter(ctx context.Context, tenantID string, id int64) (D
 	return scanDeadLetter(s.db.QueryRow(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE tenant_id = $1 AND id = $2`, tenantID, id))
 }
 
-// BeginRedrive claims an open dead letter for a redrive (open → redriving) and
-// reopens its delivery for the guard (failed → sending). It reports false when the
-// dead letter is not open (already redriving or redriven).
+// BeginRedrive claims an open dead letter for a redrive (open → redriving). It
+// reports false when the dead letter is not open (already redriving or redriven).
+// The delivery stays failed until the redrive has re-checked the user's
+// preferences and address and reopens it (ReopenRedrive), or closes the dead
+// letter without a send (FinishRedriveSuppressed).
 func (s *Store) BeginRedrive(ctx context.Context, tenantID string, id int64) (DeadLetter, bool, error) {
-	var d DeadLetter
-	var ok bool
-	err := s.InTx(ctx, func(tx *Store) error {
-		var err error
-		d, err = scanDeadLetter(tx.db.QueryRow(ctx, `
-			UPDATE dead_letters SET status = 'redriving', redrives = redrives + 1, updated_at = now()
-			WHERE tenant_id = $1 AND id = $2 AND status = 'open' RETURNING `+deadLetterColumns, tenantID, id))
-		if err == herald.ErrNotFound {
-			return nil
+	d, err := scanDeadLetter(s.db.QueryRow(ctx, `
+		UPDATE dead_letters SET status = 'redriving', redrives = redrives + 1, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 AND status = 'open' RETURNING `+deadLetterColumns, tenantID, id))
+	if errors.Is(err, herald.ErrNotFound) {
+		return DeadLetter{}, false, nil
+	}
+	if err != nil {
+		return DeadLetter{}, false, err
+	}
+	return d, true, nil
+}
+
+// RedriveTarget is what a redrive re-checks the preferences of: the
+// notification's user, its category and whether its template version is critical
+// (false if that version is gone).
+type RedriveTarget struct {
+	UserID   string
+	Category string
+	Critical bool
+}
+
+// RedriveTargetOf reads a notification's RedriveTarget.
+func (s *Store) RedriveTargetOf(ctx context.Context, tenantID, notificationID string) (RedriveTarget, error) {
+	var t RedriveTarget
+	err := s.db.QueryRow(ctx, `
+		SELECT n.user_id, COALESCE(n.category, ''), COALESCE(t.critical, false)
+		FROM notifications n
+		LEFT JOIN templates t ON t.tenant_id = n.tenant_id AND t.template_id = n.template_id AND t.version = n.template_version
+		WHERE n.tenant_id = $1 AND n.id = $2`, tenantID, notificationID).Scan(&t.UserID, &t.Category, &t.Critical)
+	return t, notFound(err)
+}
+
+// ReopenRedrive reopens a redriving dead letter's delivery for the guard (failed →
+// sending), the one place a delivery moves back.
+func (s *Store) ReopenRedrive(ctx context.Context, tenantID string, id int64) error {
+	_, err := s.db.Exec(ctx, `
+		UPDATE deliveries d SET status = $3, reason = NULL, updated_at = now()
+		FROM dead_letters l
+		WHERE l.tenant_id = $1 AND l.id = $2 AND l.status = 'redriving'
+		  AND d.tenant_id = l.tenant_id AND d.notification_id = l.notification_id AND d.channel = l.channel AND d.status = $4`,
+		tenantID, id, herald.DeliverySending, herald.DeliveryFailed)
+	return err
+}
+
+// FinishRedriveSuppressed closes a redriving dead letter without a send: the
+// user's current preferences or address no longer allow the channel. The dead
+// letter becomes redriven (nothing is left to redrive), its still-failed delivery
+// suppressed with reason, and the notification's status is recomputed.
+func (s *Store) FinishRedriveSuppressed(ctx context.Context, tenantID string, id int64, reason string) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		var nid, channel string
+		if err := tx.db.QueryRow(ctx, `
+			UPDATE dead_letters SET status = 'redriven', updated_at = now() WHERE tenant_id = $1 AND id = $2
+			RETURNING notification_id, channel`, tenantID, id).Scan(&nid, &channel); err != nil {
+			return notFound(err)
 		}
-		if err != nil {
+		if _, err := tx.db.Exec(ctx, `
+			UPDATE deliveries SET status = $4, reason = $5, updated_at = now()
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status IN ($6, $7)`,
+			tenantID, nid, channel, herald.DeliverySuppressed, reason, herald.DeliveryFailed, herald.DeliverySending); err != nil {
 			return err
 		}
-		ok = true
-		// The one place a delivery moves back: failed → sending, for the redrive.
-		_, err = tx.db.Exec(ctx, `
-			UPDATE deliveries SET status = $4, reason = NULL, updated_at = now()
-			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND status = $5`,
-			tenantID, d.NotificationID, d.Channel, herald.DeliverySending, herald.DeliveryFailed)
+		_, err := tx.RecomputeNotificationStatus(ctx, tenantID, nid)
 		return err
 	})
-	return d, ok, err
 }
 
 // FinishRedrive marks a dead letter redriven (the channel was delivered) and

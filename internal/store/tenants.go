@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"time"
 )
@@ -44,25 +43,26 @@ func (s *Store) CreateTenant(ctx context.Context, name string) (Tenant, string, 
 	return t, key, err
 }
 
-// CreateAPIKey mints a new key for a tenant and stores its hash.
+// CreateAPIKey mints a new unnamed key for a tenant and stores its hash; the key
+// is returned once (see CreateNamedAPIKey).
 func (s *Store) CreateAPIKey(ctx context.Context, tenantID string) (string, error) {
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", err
-	}
-	key := APIKeyPrefix + base64.RawURLEncoding.EncodeToString(raw)
-	_, err := s.db.Exec(ctx,
-		`INSERT INTO api_keys (key_hash, tenant_id, prefix) VALUES ($1, $2, $3)`,
-		HashAPIKey(key), tenantID, key[:len(APIKeyPrefix)+6])
+	_, key, err := s.CreateNamedAPIKey(ctx, tenantID, "")
 	return key, err
 }
 
-// TenantByAPIKey resolves a presented key to its tenant.
+// TenantByAPIKey resolves a presented key to its tenant; a revoked or unknown key
+// is herald.ErrNotFound. It also notes when the key was last used, writing at most
+// once a minute per key (the API calls it only on an auth cache miss).
 func (s *Store) TenantByAPIKey(ctx context.Context, key string) (Tenant, error) {
 	var t Tenant
 	err := s.db.QueryRow(ctx, `
-		SELECT t.id, t.name, t.created_at FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
-		WHERE k.key_hash = $1 AND k.revoked_at IS NULL`, HashAPIKey(key)).
+		WITH k AS (
+			SELECT key_hash, tenant_id, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+		), used AS (
+			UPDATE api_keys SET last_used_at = now()
+			WHERE key_hash IN (SELECT key_hash FROM k WHERE last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+		)
+		SELECT t.id, t.name, t.created_at FROM k JOIN tenants t ON t.id = k.tenant_id`, HashAPIKey(key)).
 		Scan(&t.ID, &t.Name, &t.CreatedAt)
 	return t, notFound(err)
 }

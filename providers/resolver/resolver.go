@@ -1,7 +1,8 @@
 // Package resolver picks the providers that send a tenant's message on a channel:
-// the tenant's configured providers (credentials opened from provider_configs),
-// or the sandbox provider when the tenant configured none, so a dev stack runs
-// end to end without accounts.
+// the tenant's configured providers (credentials opened from provider_configs).
+// When the tenant configured none, a process with Process.SandboxFallback (the
+// dev stack, tests) uses the sandbox provider, so it runs end to end without
+// accounts; any other process (production) gets providers.ErrNoProvider.
 //
 // Senders are built through the provider registry and kept: a config's sender
 // (an HTTP client, FCM's OAuth token source) is built once per config version
@@ -62,6 +63,10 @@ type Process struct {
 	// CacheSize bounds how many provider configs keep a built sender (0:
 	// DefaultCacheSize).
 	CacheSize int
+	// SandboxFallback sends a channel the tenant configured no provider for
+	// through the sandbox provider (HERALD_SANDBOX_FALLBACK; `herald dev` and the
+	// tests). Without it such a channel has no chain: providers.ErrNoProvider.
+	SandboxFallback bool
 }
 
 // DefaultTimeout bounds one provider API request when Process.HTTPClient sets
@@ -93,6 +98,8 @@ type Resolver struct {
 	// tokenURLs: provider name → OAuth token endpoint ("": the real one)
 	tokenURLs map[string]string
 	sandbox   Sender
+	// fallback: no configured provider → the sandbox (else ErrNoProvider).
+	fallback bool
 	// breakers live as long as the process: each worker learns a provider
 	// account's health itself and stops hammering one that keeps failing.
 	breakers *breaker.Set
@@ -139,20 +146,25 @@ func New(store Configs, proc Process, sandboxRecorder sandbox.Recorder) *Resolve
 			sendgrid.Name: proc.SendGridBaseURL, twilio.Name: proc.TwilioBaseURL, fcm.Name: proc.FCMBaseURL,
 		},
 		sandbox:  sandbox.Sender(sandbox.New(sandboxRecorder)),
+		fallback: proc.SandboxFallback,
 		breakers: breaker.NewSet(proc.Breaker),
 		senders:  senders,
 	}
 }
 
 // Chain returns the tenant's enabled providers for channel in failover order
-// (lowest priority number first), each behind its circuit breaker; or the sandbox
-// alone when the tenant configured none.
+// (lowest priority number first), each behind its circuit breaker. When the
+// tenant configured none it is the sandbox alone with Process.SandboxFallback,
+// else an error wrapping providers.ErrNoProvider.
 func (r *Resolver) Chain(ctx context.Context, tenantID, channel string) ([]Sender, error) {
 	cfgs, err := r.configs.ProviderConfigs(ctx, tenantID, channel)
 	if err != nil {
 		return nil, fmt.Errorf("load %s provider config: %w", channel, err)
 	}
 	if len(cfgs) == 0 {
+		if !r.fallback {
+			return nil, fmt.Errorf("%w for %s (PUT /v1/providers/%s)", providers.ErrNoProvider, channel, channel)
+		}
 		return []Sender{r.sandbox}, nil
 	}
 	chain := make([]Sender, 0, len(cfgs))

@@ -1,0 +1,43 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
+)
+
+// TestNoProviderFailsTheChannelWithTheReason: a delivery that finds no provider
+// (a production worker, no sandbox fallback) is tried once, recorded failed with
+// reason no_provider and not dead-lettered.
+func (s *notificationSuite) TestNoProviderFailsTheChannelWithTheReason() {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
+		Return(contract.Recipient{UserID: "u1", Email: "ada@example.com"}, nil)
+	s.onGate(contract.PreferencesResult{})
+	attempts := 0
+	s.env.OnActivity(contract.DeliverEmail, mock.Anything, mock.Anything).Return(func(context.Context, contract.DeliverEmailInput) (contract.DeliverResult, error) {
+		attempts++
+		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("no provider is configured for email", herald.ErrTypeNoProvider, nil)
+	})
+	var recorded contract.RecordChannelStatusInput
+	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
+		recorded = in
+		return nil
+	}).Once()
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationFailed, nil).Once()
+
+	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelEmail))
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal(1, attempts, "no provider is not retried")
+	s.Equal(contract.RecordChannelStatusInput{TenantID: "t1", NotificationID: recorded.NotificationID, Channel: herald.ChannelEmail,
+		Status: herald.DeliveryFailed, Error: "no provider is configured for email", Reason: herald.ReasonNoProvider}, recorded)
+	var res NotificationResult
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal(herald.DeliveryFailed, res.Channels[herald.ChannelEmail].Status)
+	s.Equal(herald.ReasonNoProvider, res.Channels[herald.ChannelEmail].Reason)
+}

@@ -137,6 +137,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 		"HERALD_TASK_QUEUE="+h.TaskQueue,
 		"HERALD_SENDGRID_BASE_URL="+sg.URL,
+		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fake's address: internal, refused by default
 		"HERALD_SECRETS_KEY="+h.SecretsKey,
 	)
 	submit := func(n int) string {

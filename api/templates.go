@@ -146,9 +146,20 @@ func (s *Server) getTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, viewTemplate(rec))
 }
 
-// listTemplates lists the latest version of every live template, by id.
+// listTemplates pages the latest version of every live template, by id: ?limit=
+// (DefaultPageLimit, at most MaxPageLimit) and ?cursor= (next_cursor of the page
+// before; null on the last page).
 func (s *Server) listTemplates(c *gin.Context) {
-	recs, err := s.store.ListTemplates(c.Request.Context(), tenantOf(c).ID)
+	limit, verr := pageLimit(c)
+	var cur pageCursor
+	if verr == nil {
+		cur, _, verr = readPageCursor(c, "templates")
+	}
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	recs, more, err := s.store.ListTemplates(c.Request.Context(), tenantOf(c).ID, cur.Key, limit)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -157,7 +168,11 @@ func (s *Server) listTemplates(c *gin.Context) {
 	for _, r := range recs {
 		items = append(items, viewTemplate(r))
 	}
-	c.JSON(http.StatusOK, gin.H{"items": items})
+	var next *string
+	if more {
+		next = encodePageCursor(pageCursor{List: "templates", Key: recs[len(recs)-1].Template.ID})
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }
 
 // deleteTemplate deletes a template (every version): 204, or 404 when there is no

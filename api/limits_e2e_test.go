@@ -9,6 +9,7 @@ import (
 
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/store"
 )
 
 func TestTenantRateLimitAnswers429WithRetryAfter(t *testing.T) {
@@ -59,9 +60,7 @@ func TestTenantDailyQuota(t *testing.T) {
 	_, key := h.Tenant("quota")
 	h.Template(key, apitest.SimpleTemplate("t"))
 	createUser(t, h, key, "bo")
-	if r := h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"daily_quota": 3}); r.Status != http.StatusOK {
-		t.Fatalf("settings: %d %s", r.Status, r.Body)
-	}
+	h.TenantLimits(key, store.TenantLimits{DailyQuota: 3}) // the operator's
 	h.Eventually(10e9, "settings cache to expire", func() bool {
 		r := submit(h, key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"probe": fmt.Sprint(h.URL)}})
 		return r.Status == http.StatusAccepted || r.Status == http.StatusOK

@@ -238,7 +238,7 @@ func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, 
 	if missing := templates.MissingVariables(t, "", in.Data, in.Channels...); len(missing) > 0 {
 		return missingVariablesError(missing)
 	}
-	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical
+	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical && s.criticalAllowed(c, in.TenantID)
 	return nil
 }
 

@@ -136,6 +136,7 @@ func TestOptOutsAndCriticalBypass(t *testing.T) {
 	t.Parallel()
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("optout")
+	h.AllowCritical(key)
 	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/news", key, simpleTemplate("marketing", false, "in_app", "email"))
 	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/digest", key, simpleTemplate("digest", false, "in_app"))
 	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/reset", key, simpleTemplate("security", true, "in_app", "email", "sms"))
@@ -339,6 +340,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	t.Parallel()
 	env := startGateEnv(t)
 	h, key := env.h, env.key
+	h.AllowCritical(key)
 	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/weekly", key, simpleTemplate("marketing", false, "in_app", "email"))
 	mustDo(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/alert", key, simpleTemplate("security", true, "email"))
 	putProfile(t, h, key, "ada", map[string]any{"email": "ada@example.com"})

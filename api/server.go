@@ -41,9 +41,13 @@ type Config struct {
 	// Unsubscribe verifies one-click unsubscribe links (the worker signs them).
 	Unsubscribe *unsubscribe.Signer
 	// Limiter and TenantLimits limit POST /v1/notifications per tenant; a nil
-	// Limiter limits nothing.
+	// Limiter limits nothing. TenantLimits are the defaults; the operator sets a
+	// tenant's own (store.TenantLimits).
 	Limiter      *ratelimit.Limiter
 	TenantLimits TenantLimits
+	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
+	// (/v1/operator/...); "" turns it off (404).
+	OperatorKey string
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -124,6 +128,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET(unsubscribe.Path, s.getUnsubscribe)
 	r.POST(unsubscribe.Path, s.postUnsubscribe)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)
+	op := r.Group("/v1/operator", s.operatorAuth)
+	op.GET("/tenants/:tenant_id/limits", s.getTenantLimits)
+	op.PUT("/tenants/:tenant_id/limits", s.putTenantLimits)
 	for _, p := range webhookProviders {
 		r.POST(providers.WebhookPrefix+p, s.webhook(p))
 	}

@@ -88,6 +88,22 @@ func (s *Server) putTemplate(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
+	tenantID := tenantOf(c).ID
+	ctx := c.Request.Context()
+	if req.Critical {
+		// The right to send critical notifications is the operator's (read fresh,
+		// not from the accept path's cache: a grant applies to the next save).
+		l, err := s.store.GetTenantLimits(ctx, tenantID)
+		if err != nil {
+			s.abort(c, err)
+			return
+		}
+		if !l.AllowCritical {
+			s.abort(c, operatorOnly("critical", "critical templates bypass opt-outs, caps and quiet hours and share the critical lane; "+
+				"the operator has not allowed this tenant to send them (herald tenant limits --allow-critical=true)"))
+			return
+		}
+	}
 	t := templates.Template{ID: id, Category: req.Category, Critical: req.Critical, DefaultLocale: req.DefaultLocale,
 		Email: req.Email, SMS: req.SMS, Push: req.Push, InApp: req.InApp, Locales: req.Locales}
 	if errs := templates.Validate(t); len(errs) > 0 {
@@ -100,8 +116,6 @@ func (s *Server) putTemplate(c *gin.Context) {
 		}})
 		return
 	}
-	tenantID := tenantOf(c).ID
-	ctx := c.Request.Context()
 	_, err := s.store.GetTemplate(ctx, tenantID, id, 0)
 	existed := err == nil
 	if err != nil && !errors.Is(err, herald.ErrNotFound) {

@@ -117,6 +117,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Providers: a.Providers, Registry: reg, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
 		Unsubscribe: signer, Limiter: apiLimiter,
 		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
+		OperatorKey:  cfg.OperatorKey,
 	}
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox

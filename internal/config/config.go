@@ -49,12 +49,21 @@ type Config struct {
 	// HERALD_WEBHOOK_TOLERANCE: how old a signed SendGrid webhook timestamp may be.
 	WebhookTolerance time.Duration
 	// HERALD_TENANT_RATE, HERALD_TENANT_BURST, HERALD_TENANT_DAILY_QUOTA: default
-	// per-tenant limits on POST /v1/notifications (0: none); tenants can have their
-	// own in tenant_settings.
+	// per-tenant limits on POST /v1/notifications (0: none); the operator can give
+	// a tenant its own (`herald tenant limits`, table tenant_limits).
 	TenantRatePerSecond float64
 	TenantBurst         int
 	TenantDailyQuota    int
+	// HERALD_OPERATOR_KEY: the Bearer key of the operator API
+	// (/v1/operator/...: tenant limits, the right to send critical
+	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
+	// off (404) and only `herald tenant limits` sets them.
+	OperatorKey string
 }
+
+// MinOperatorKeyLen is the shortest HERALD_OPERATOR_KEY accepted (openssl rand
+// -base64 32 gives 44 characters).
+const MinOperatorKeyLen = 32
 
 // Defaults, as documented in the README's configuration table.
 const (
@@ -129,6 +138,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	c.TenantBurst, c.TenantDailyQuota = int(burst), int(quota)
+	if c.OperatorKey = os.Getenv("HERALD_OPERATOR_KEY"); c.OperatorKey != "" && len(c.OperatorKey) < MinOperatorKeyLen {
+		return c, fmt.Errorf("HERALD_OPERATOR_KEY is %d bytes: want at least %d (openssl rand -base64 32)", len(c.OperatorKey), MinOperatorKeyLen)
+	}
 	return c, nil
 }
 

@@ -59,6 +59,9 @@ type Options struct {
 	NoSandboxAPI bool
 	// TenantLimits are the default per-tenant API limits (zero: none).
 	TenantLimits api.TenantLimits
+	// CostLimits are the per-tenant buckets of the costly endpoints (preview,
+	// template save, redrives; zero: none).
+	CostLimits api.CostLimits
 	// NoOperatorAPI runs without HERALD_OPERATOR_KEY: the operator API answers
 	// 404. Otherwise the harness makes a key (Harness.OperatorKey).
 	NoOperatorAPI bool
@@ -93,8 +96,9 @@ func Start(t testing.TB, opts Options) *Harness {
 		PublicBaseURL:   opts.Process.PublicBaseURL,
 		SendGridBaseURL: opts.Process.SendGridBaseURL, TwilioBaseURL: opts.Process.TwilioBaseURL, FCMBaseURL: opts.Process.FCMBaseURL,
 		SandboxAPI:          !opts.NoSandboxAPI,
-		OperatorKey:         h.OperatorKey,
 		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
+		OperatorKey: h.OperatorKey, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
+		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout: 0,
 	}

@@ -158,7 +158,7 @@ func (s *Server) answerTenantLimits(c *gin.Context, id string) {
 // notifications, from the settings the accept path's limiter has just read (cached
 // a few seconds). The accept path sets a notification's Critical from the template
 // AND this: a template saved critical before the operator revoked the right (or
-// before migration 0010) is accepted as an ordinary notification. If the settings
+// before migration 0011) is accepted as an ordinary notification. If the settings
 // cannot be read the answer is false (logged): the notification is still
 // delivered, on the normal lane and under the user's quiet hours and caps.
 func (s *Server) criticalAllowed(c *gin.Context, tenantID string) bool {

@@ -114,7 +114,7 @@ func TestCriticalNeedsTheOperatorsPermission(t *testing.T) {
 	opMust(t, h, http.StatusNotFound, http.MethodGet, "/v1/templates/otp", key, nil)
 	opMust(t, h, http.StatusCreated, http.MethodPut, "/v1/templates/plain", key, opTemplate(false))
 	// A critical template stored before the operator decided (saved before
-	// migration 0010, or before a revoke) runs as an ordinary one.
+	// migration 0011, or before a revoke) runs as an ordinary one.
 	if _, err := h.Store.PutTemplate(context.Background(), tenantID, templateOf(t, opTemplate(true), "legacy")); err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,9 @@ func (a *Activities) BeginRedrive(ctx context.Context, in contract.BeginRedriveI
 		return contract.BeginRedriveResult{}, err
 	}
 	return contract.BeginRedriveResult{Claimed: true, NotificationID: d.NotificationID, Channel: d.Channel, TemplateID: d.TemplateID,
-		Payload: p, RetryPolicies: ts.RetryPolicies, UserID: target.UserID, Category: target.Category, Critical: target.Critical}, nil
+		Payload: p, RetryPolicies: ts.RetryPolicies, UserID: target.UserID, Category: target.Category,
+		// Critical as at accept time: the template says so and the operator allows the tenant.
+		Critical: target.Critical && ts.AllowCritical}, nil
 }
 
 // ReopenRedrive reopens the dead letter's delivery for the guard (failed → sending).

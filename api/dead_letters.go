@@ -20,11 +20,11 @@ import (
 // MaxBulkRedrive bounds one bulk redrive request.
 const MaxBulkRedrive = 1000
 
-// deadLetterFilter reads channel, template_id, since, until (RFC 3339), status and
-// limit from the query string.
+// deadLetterFilter reads channel, template_id, since, until (RFC 3339), status,
+// limit (DefaultPageLimit, at most MaxPageLimit) and cursor from the query string.
 func deadLetterFilter(c *gin.Context, tenantID string) (store.DeadLetterFilter, error) {
 	f := store.DeadLetterFilter{TenantID: tenantID, Channel: c.Query("channel"), TemplateID: c.Query("template_id"),
-		Status: c.DefaultQuery("status", store.DeadLetterOpen), Limit: 100}
+		Status: c.DefaultQuery("status", store.DeadLetterOpen)}
 	if f.Channel != "" && !contains(knownChannels, f.Channel) {
 		return f, badField("channel", "invalid_field", "channel must be one of %v", knownChannels)
 	}
@@ -47,32 +47,47 @@ func deadLetterFilter(c *gin.Context, tenantID string) (store.DeadLetterFilter, 
 			*p.dst = t
 		}
 	}
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxBulkRedrive {
-			return f, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", MaxBulkRedrive)
-		}
-		f.Limit = n
+	limit, verr := pageLimit(c)
+	if verr != nil {
+		return f, verr
+	}
+	f.Limit = limit
+	cur, ok, verr := readPageCursor(c, "dead-letters")
+	if verr != nil {
+		return f, verr
+	}
+	if ok {
+		f.After = &store.DeadLetterCursor{CreatedAt: time.UnixMicro(cur.At), ID: cur.ID}
 	}
 	return f, nil
 }
 
-// listDeadLetters lists dead letters with their attempt counts and last errors.
+// listDeadLetters pages dead letters with their attempt counts and last errors,
+// newest first; next_cursor (null on the last page) continues with the same
+// filter.
 func (s *Server) listDeadLetters(c *gin.Context) {
 	f, err := deadLetterFilter(c, tenantOf(c).ID)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
+	limit := f.Limit
+	f.Limit++ // one more says whether another page follows
 	items, err := s.store.ListDeadLetters(c.Request.Context(), f)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
+	var next *string
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		next = encodePageCursor(pageCursor{List: "dead-letters", At: last.CreatedAt.UnixMicro(), ID: last.ID})
+	}
 	if items == nil {
 		items = []store.DeadLetter{}
 	}
-	c.JSON(http.StatusOK, gin.H{"items": items})
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }
 
 // redriveDeadLetter starts a redrive of one dead letter.

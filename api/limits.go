@@ -68,18 +68,8 @@ func (s *Server) limitTenant(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if l.RatePerSecond > 0 {
-		ok, retry, err := s.cfg.Limiter.Take(ctx, "tenant:"+tenantID, l.RatePerSecond, max(1, l.Burst))
-		if err != nil {
-			s.abort(c, err)
-			return
-		}
-		if !ok {
-			c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
-			s.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
-				Message: fmt.Sprintf("more than %g notifications per second; retry after the Retry-After seconds", l.RatePerSecond)})
-			return
-		}
+	if l.RatePerSecond > 0 && !s.takeToken(c, "tenant:"+tenantID, Bucket{RatePerSecond: l.RatePerSecond, Burst: l.Burst}, "notifications") {
+		return
 	}
 	if l.DailyQuota > 0 {
 		now := time.Now().UTC()
@@ -95,4 +85,62 @@ func (s *Server) limitTenant(c *gin.Context) {
 			return
 		}
 	}
+}
+
+// Bucket is a token bucket: RatePerSecond tokens a second, Burst deep (at least
+// one). A zero RatePerSecond limits nothing.
+type Bucket struct {
+	RatePerSecond float64
+	Burst         int
+}
+
+// CostLimits are the per-tenant token buckets of the endpoints that cost work
+// besides POST /v1/notifications: each renders or validates a template, or starts
+// workflows. The operator sets them for every tenant (HERALD_PREVIEW_RATE, ...;
+// see internal/config). Each endpoint has a bucket of its own per tenant, so an
+// editor previewing a template never eats the tenant's notification rate.
+type CostLimits struct {
+	// Preview: POST /v1/templates/{id}/preview (renders every channel).
+	Preview Bucket
+	// TemplateSave: PUT /v1/templates/{id} (parses and validates every source, and
+	// stores a version that is kept for ever).
+	TemplateSave Bucket
+	// Redrive: POST /v1/dead-letters/{id}/redrive (starts a workflow).
+	Redrive Bucket
+	// BulkRedrive: POST /v1/dead-letters/redrive (up to MaxBulkRedrive workflows
+	// per request).
+	BulkRedrive Bucket
+}
+
+// limitCost is the middleware of one costly endpoint: a token from the tenant's
+// bucket key+tenant, or 429 rate_limited with Retry-After, before the handler
+// reads anything (a refused request costs one bucket update). what names the
+// requests in the message ("previews").
+func (s *Server) limitCost(key string, b Bucket, what string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if s.cfg.Limiter == nil || !(b.RatePerSecond > 0) {
+			return
+		}
+		s.takeToken(c, key+tenantOf(c).ID, b, what)
+	}
+}
+
+// takeToken takes a token from bucket key in PostgreSQL (so the limit holds
+// across API replicas). When the bucket is empty it answers 429 rate_limited with
+// Retry-After (whole seconds until a token will be there) and reports false; on a
+// database error it answers that and reports false too. POST /v1/notifications
+// and every costly endpoint are limited through here.
+func (s *Server) takeToken(c *gin.Context, key string, b Bucket, what string) bool {
+	ok, retry, err := s.cfg.Limiter.Take(c.Request.Context(), key, b.RatePerSecond, max(1, b.Burst))
+	if err != nil {
+		s.abort(c, err)
+		return false
+	}
+	if !ok {
+		c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
+		s.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: fmt.Sprintf("more than %g %s per second; retry after the Retry-After seconds", b.RatePerSecond, what)})
+		return false
+	}
+	return true
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/store"
 )
 
 func TestTenantRateLimitAnswers429WithRetryAfter(t *testing.T) {
@@ -48,7 +49,7 @@ func TestTenantDailyQuota(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	_, key := h.TenantWith("quota", "t")
 	createUser(h, key, "bo")
-	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"daily_quota": 3})
+	h.TenantLimits(key, store.TenantLimits{DailyQuota: 3}) // the operator's
 	h.Eventually(10e9, "settings cache to expire", func() bool {
 		r := h.Submit(key, map[string]any{"user_id": "bo", "template_id": "t", "data": map[string]any{"probe": fmt.Sprint(h.URL)}})
 		return r.Status == http.StatusAccepted || r.Status == http.StatusOK

@@ -266,7 +266,7 @@ func (s *Server) applyTemplate(c *gin.Context, in *workflows.NotificationInput, 
 			return err
 		}
 	}
-	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical
+	in.TemplateVersion, in.Category, in.Critical = t.Version, t.Category, t.Critical && s.criticalAllowed(c, in.TenantID)
 	return nil
 }
 

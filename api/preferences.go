@@ -40,7 +40,8 @@ type settingsView struct {
 	CategoryCaps  map[string]int                `json:"category_caps"`
 	DefaultLocale string                        `json:"default_locale"`
 	RetryPolicies map[string]herald.RetryPolicy `json:"retry_policies"`
-	// API limits on POST /v1/notifications; 0 means the server default.
+	// API limits on POST /v1/notifications, the operator's (read-only here); 0
+	// means the server default.
 	APIRatePerSecond float64 `json:"api_rate_per_second"`
 	APIBurst         int     `json:"api_burst"`
 	DailyQuota       int     `json:"daily_quota"`
@@ -53,33 +54,32 @@ type putSettingsRequest struct {
 	DefaultLocale *string        `json:"default_locale"`
 	// RetryPolicies override the provider retry policy per channel (email, sms, push).
 	RetryPolicies map[string]retryPolicyRequest `json:"retry_policies"`
-	// API limits on POST /v1/notifications; omitted or 0 means the server default.
+	// The API limits and allow_critical are the operator's (store.TenantLimits):
+	// see operatorOnlyFields.
 	APIRatePerSecond *float64 `json:"api_rate_per_second"`
 	APIBurst         *int     `json:"api_burst"`
 	DailyQuota       *int     `json:"daily_quota"`
+	AllowCritical    *bool    `json:"allow_critical"`
 }
 
-// limits validates the API limits.
-func (r putSettingsRequest) limits() (rate float64, burst, quota int, e *Error) {
-	if r.APIRatePerSecond != nil {
-		if *r.APIRatePerSecond < 0 || *r.APIRatePerSecond > 100_000 {
-			return 0, 0, 0, badField("api_rate_per_second", "invalid_field", "api_rate_per_second must be from 0 to 100000")
-		}
-		rate = *r.APIRatePerSecond
+// operatorOnlyFields refuses (403 operator_only, naming the field) an attempt to
+// change what the operator decides: the API limits and allow_critical. A limit
+// sent with the value it already has is accepted and changes nothing, so a client
+// may PUT back the document GET /v1/settings returned; allow_critical is not in
+// that document and is always refused.
+func (r putSettingsRequest) operatorOnlyFields(cur store.TenantSettings) *Error {
+	const how = "; the operator sets it (herald tenant limits, or the operator API)"
+	switch {
+	case r.APIRatePerSecond != nil && *r.APIRatePerSecond != cur.APIRatePerSecond:
+		return operatorOnly("api_rate_per_second", "a tenant cannot change its own api_rate_per_second"+how)
+	case r.APIBurst != nil && *r.APIBurst != cur.APIBurst:
+		return operatorOnly("api_burst", "a tenant cannot change its own api_burst"+how)
+	case r.DailyQuota != nil && *r.DailyQuota != cur.DailyQuota:
+		return operatorOnly("daily_quota", "a tenant cannot change its own daily_quota"+how)
+	case r.AllowCritical != nil:
+		return operatorOnly("allow_critical", "a tenant cannot allow itself critical notifications"+how)
 	}
-	if r.APIBurst != nil {
-		if *r.APIBurst < 0 || *r.APIBurst > 1_000_000 {
-			return 0, 0, 0, badField("api_burst", "invalid_field", "api_burst must be from 0 to 1000000")
-		}
-		burst = *r.APIBurst
-	}
-	if r.DailyQuota != nil {
-		if *r.DailyQuota < 0 || *r.DailyQuota > 1_000_000_000 {
-			return 0, 0, 0, badField("daily_quota", "invalid_field", "daily_quota must be from 0 to 1000000000")
-		}
-		quota = *r.DailyQuota
-	}
-	return rate, burst, quota, nil
+	return nil
 }
 
 type retryPolicyRequest struct {
@@ -281,9 +281,11 @@ func (r putSettingsRequest) validLocale() *Error {
 	return nil
 }
 
-// putSettings replaces the tenant's category caps and default locale (PUT
-// semantics: omitted caps mean no caps, an omitted or null default_locale is "en").
-// The preference defaults are kept (see PUT /v1/preferences/defaults).
+// putSettings replaces the tenant's category caps, default locale and retry
+// policies (PUT semantics: omitted caps mean no caps, an omitted or null
+// default_locale is "en"). The preference defaults are kept (see PUT
+// /v1/preferences/defaults), and so are the operator's limits, which a tenant
+// cannot change (operatorOnlyFields).
 func (s *Server) putSettings(c *gin.Context) {
 	var req putSettingsRequest
 	if err := decodeJSON(c, &req); err != nil {
@@ -298,21 +300,26 @@ func (s *Server) putSettings(c *gin.Context) {
 	if verr == nil {
 		retries, verr = req.retries()
 	}
-	var rate float64
-	var burst, quota int
-	if verr == nil {
-		rate, burst, quota, verr = req.limits()
-	}
 	if verr != nil {
 		s.abort(c, verr)
 		return
 	}
 	tenantID := tenantOf(c).ID
 	ctx := c.Request.Context()
+	cur, err := s.store.GetTenantSettings(ctx, tenantID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if forbidden := req.operatorOnlyFields(cur); forbidden != nil {
+		s.abort(c, forbidden)
+		return
+	}
+	// The update never writes the operator's limits (PutTenantSettings), so one
+	// the operator changes meanwhile is kept.
 	if err := s.store.UpdateTenantSettings(ctx, tenantID, func(ts *store.TenantSettings) {
 		ts.CategoryCaps = caps
 		ts.RetryPolicies = retries
-		ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota = rate, burst, quota
 		ts.DefaultLocale = ""
 		if req.DefaultLocale != nil {
 			ts.DefaultLocale = *req.DefaultLocale

@@ -127,6 +127,7 @@ func TestOptOutsAndCriticalBypass(t *testing.T) {
 	t.Parallel()
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("optout")
+	h.AllowCritical(key)
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/news", key, simpleTemplate("marketing", false, "in_app", "email"))
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/digest", key, simpleTemplate("digest", false, "in_app"))
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/reset", key, simpleTemplate("security", true, "in_app", "email", "sms"))
@@ -320,6 +321,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	t.Parallel()
 	env := startGateEnv(t)
 	h, key := env.h, env.key
+	h.AllowCritical(key)
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/weekly", key, simpleTemplate("marketing", false, "in_app", "email"))
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/templates/alert", key, simpleTemplate("security", true, "email"))
 	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -85,9 +86,10 @@ func (s *Server) putPushToken(c *gin.Context) {
 	c.JSON(status, pushTokenView(t))
 }
 
-// listPushTokens lists a user's device tokens, oldest first. Tokens are returned in
-// full: the caller holds the tenant's server-side API key (which can already send
-// to every device) and needs the token to DELETE it.
+// listPushTokens pages a user's device tokens, oldest first (?limit=, ?cursor=;
+// next_cursor is null on the last page). Tokens are returned in full: the caller
+// holds the tenant's server-side API key (which can already send to every device)
+// and needs the token to DELETE it.
 func (s *Server) listPushTokens(c *gin.Context) {
 	if !s.haveProviders(c) {
 		return
@@ -96,16 +98,35 @@ func (s *Server) listPushTokens(c *gin.Context) {
 	if !ok {
 		return
 	}
-	tokens, err := s.cfg.Providers.PushTokens(c.Request.Context(), tenantID, userID)
+	limit, verr := pageLimit(c)
+	var cur pageCursor
+	var after *providers.PushTokenCursor
+	if verr == nil {
+		cur, ok, verr = readPageCursor(c, "push-tokens")
+	}
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	if ok {
+		after = &providers.PushTokenCursor{CreatedAt: time.UnixMicro(cur.At), Token: cur.Key}
+	}
+	tokens, err := s.cfg.Providers.PushTokenPage(c.Request.Context(), tenantID, userID, after, limit+1)
 	if err != nil {
 		s.abort(c, err)
 		return
+	}
+	var next *string
+	if len(tokens) > limit {
+		tokens = tokens[:limit]
+		last := tokens[limit-1]
+		next = encodePageCursor(pageCursor{List: "push-tokens", At: last.CreatedAt.UnixMicro(), Key: last.Token})
 	}
 	items := make([]providers.PushToken, 0, len(tokens))
 	for _, t := range tokens {
 		items = append(items, pushTokenView(t))
 	}
-	c.JSON(http.StatusOK, gin.H{"items": items})
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }
 
 // deletePushToken unregisters one of the user's tokens: 204, or 404 when the user

@@ -41,11 +41,18 @@ type Config struct {
 	// Unsubscribe verifies one-click unsubscribe links (the worker signs them).
 	Unsubscribe *unsubscribe.Signer
 	// Limiter and TenantLimits limit POST /v1/notifications per tenant; a nil
-	// Limiter limits nothing.
+	// Limiter limits nothing. TenantLimits are the defaults; the operator sets a
+	// tenant's own (store.TenantLimits).
 	Limiter      *ratelimit.Limiter
 	TenantLimits TenantLimits
 	// PublicLimits limit the endpoints without an API key (zero: the defaults).
 	PublicLimits PublicLimits
+	// CostLimits limit the other endpoints that cost work, per tenant (zero
+	// buckets: none).
+	CostLimits CostLimits
+	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
+	// (/v1/operator/...); "" turns it off (404).
+	OperatorKey string
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -103,8 +110,8 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/notifications/:notification_id", s.getNotification)
 	v1.DELETE("/notifications/:notification_id", s.cancelNotification)
 	v1.GET("/dead-letters", s.listDeadLetters)
-	v1.POST("/dead-letters/redrive", s.bulkRedrive)
-	v1.POST("/dead-letters/:dead_letter_id/redrive", s.redriveDeadLetter)
+	v1.POST("/dead-letters/redrive", s.limitCost("tenant-bulk-redrive:", s.cfg.CostLimits.BulkRedrive, "bulk redrives"), s.bulkRedrive)
+	v1.POST("/dead-letters/:dead_letter_id/redrive", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "redrives"), s.redriveDeadLetter)
 	v1.PUT("/users/:user_id", s.putUser)
 	v1.GET("/users/:user_id", s.getUser)
 	v1.GET("/users/:user_id/inbox", s.listInbox)
@@ -118,11 +125,11 @@ func (s *Server) Handler() http.Handler {
 	v1.PUT("/users/:user_id/push-tokens", s.putPushToken)
 	v1.GET("/users/:user_id/push-tokens", s.listPushTokens)
 	v1.DELETE("/users/:user_id/push-tokens/:token", s.deletePushToken)
-	v1.PUT("/templates/:template_id", s.putTemplate)
+	v1.PUT("/templates/:template_id", s.limitCost("tenant-template-save:", s.cfg.CostLimits.TemplateSave, "template saves"), s.putTemplate)
 	v1.GET("/templates/:template_id", s.getTemplate)
 	v1.DELETE("/templates/:template_id", s.deleteTemplate)
 	v1.GET("/templates", s.listTemplates)
-	v1.POST("/templates/:template_id/preview", s.previewTemplate)
+	v1.POST("/templates/:template_id/preview", s.limitCost("tenant-preview:", s.cfg.CostLimits.Preview, "previews"), s.previewTemplate)
 	v1.PUT("/users/:user_id/preferences", s.putUserPreferences)
 	v1.GET("/users/:user_id/preferences", s.getUserPreferences)
 	v1.PUT("/preferences/defaults", s.putPreferenceDefaults)
@@ -132,6 +139,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.getUnsubscribe)
 	r.POST(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.postUnsubscribe)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)
+	op := r.Group("/v1/operator", s.operatorAuth)
+	op.GET("/tenants/:tenant_id/limits", s.getTenantLimits)
+	op.PUT("/tenants/:tenant_id/limits", s.putTenantLimits)
 	for _, p := range webhookProviders {
 		r.POST(providers.WebhookPrefix+p, s.limitPublic("webhook", s.webhookMaxBody(p), true), s.webhook(p))
 	}

@@ -88,6 +88,22 @@ func (s *Server) putTemplate(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
+	tenantID := tenantOf(c).ID
+	ctx := c.Request.Context()
+	if req.Critical {
+		// The right to send critical notifications is the operator's (read fresh,
+		// not from the accept path's cache: a grant applies to the next save).
+		l, err := s.store.GetTenantLimits(ctx, tenantID)
+		if err != nil {
+			s.abort(c, err)
+			return
+		}
+		if !l.AllowCritical {
+			s.abort(c, operatorOnly("critical", "critical templates bypass opt-outs, caps and quiet hours and share the critical lane; "+
+				"the operator has not allowed this tenant to send them (herald tenant limits --allow-critical=true)"))
+			return
+		}
+	}
 	t := templates.Template{ID: id, Category: req.Category, Critical: req.Critical, DefaultLocale: req.DefaultLocale,
 		Email: req.Email, SMS: req.SMS, Push: req.Push, InApp: req.InApp, Locales: req.Locales}
 	if errs := templates.Validate(t); len(errs) > 0 {
@@ -100,8 +116,6 @@ func (s *Server) putTemplate(c *gin.Context) {
 		}})
 		return
 	}
-	tenantID := tenantOf(c).ID
-	ctx := c.Request.Context()
 	_, err := s.store.GetTemplate(ctx, tenantID, id, 0)
 	existed := err == nil
 	if err != nil && !errors.Is(err, herald.ErrNotFound) {
@@ -146,9 +160,20 @@ func (s *Server) getTemplate(c *gin.Context) {
 	c.JSON(http.StatusOK, viewTemplate(rec))
 }
 
-// listTemplates lists the latest version of every live template, by id.
+// listTemplates pages the latest version of every live template, by id: ?limit=
+// (DefaultPageLimit, at most MaxPageLimit) and ?cursor= (next_cursor of the page
+// before; null on the last page).
 func (s *Server) listTemplates(c *gin.Context) {
-	recs, err := s.store.ListTemplates(c.Request.Context(), tenantOf(c).ID)
+	limit, verr := pageLimit(c)
+	var cur pageCursor
+	if verr == nil {
+		cur, _, verr = readPageCursor(c, "templates")
+	}
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	recs, more, err := s.store.ListTemplates(c.Request.Context(), tenantOf(c).ID, cur.Key, limit)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -157,7 +182,11 @@ func (s *Server) listTemplates(c *gin.Context) {
 	for _, r := range recs {
 		items = append(items, viewTemplate(r))
 	}
-	c.JSON(http.StatusOK, gin.H{"items": items})
+	var next *string
+	if more {
+		next = encodePageCursor(pageCursor{List: "templates", Key: recs[len(recs)-1].Template.ID})
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }
 
 // deleteTemplate deletes a template (every version): 204, or 404 when there is no

@@ -201,35 +201,29 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	for i := range b.o.dUsers {
 		b.dUsers = append(b.dUsers, fmt.Sprintf("bench-%s-d%d", b.runID, i))
 	}
-	if b.selfHost || b.o.setLimits {
+	if b.selfHost {
 		if err := b.raiseLimits(ctx, rep); err != nil {
 			return err
 		}
 	} else {
-		rep.Notes = append(rep.Notes, "-api-url without -set-limits: the tenant's own API limits apply; 429s count as errors")
+		rep.Notes = append(rep.Notes, "-api-url: the tenant's API limits apply (the operator raises them with herald tenant limits); 429s count as errors")
 	}
 	return b.createUsers(ctx, append(append([]string(nil), b.bUsers...), b.dUsers...))
 }
 
-// benchRate and benchBurst are the bench tenant's API limits: the highest the
-// settings API accepts, so the limiter never refuses a bench request, while its
+// benchRate and benchBurst are the bench tenant's API limits: the highest an
+// operator can set, so the limiter never refuses a bench request, while its
 // per-request bucket update in PostgreSQL still runs as it would for any tenant.
 const (
-	benchRate  = 100_000
-	benchBurst = 1_000_000
+	benchRate  = store.MaxAPIRatePerSecond
+	benchBurst = store.MaxAPIBurst
 )
 
-// raiseLimits sets the bench tenant's API limits through PUT /v1/settings. PUT
-// replaces every setting, which is harmless on the fresh self-host tenant; with
-// -api-url it needs -set-limits (use a tenant of its own for the bench).
+// raiseLimits sets the self-host bench tenant's API limits as the operator does
+// (`herald tenant limits`): straight in the store, since a tenant's key cannot.
 func (b *bench) raiseLimits(ctx context.Context, rep *Report) error {
-	body, _ := json.Marshal(map[string]any{"api_rate_per_second": benchRate, "api_burst": benchBurst})
-	status, raw, err := b.do(ctx, http.MethodPut, "/v1/settings", body)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK && status != http.StatusCreated && status != http.StatusNoContent {
-		return fmt.Errorf("PUT /v1/settings (raising the bench tenant's API limits): %d %s", status, truncate(raw, 300))
+	if err := b.st.PutTenantLimits(ctx, b.tenantID, store.TenantLimits{APIRatePerSecond: benchRate, APIBurst: benchBurst}); err != nil {
+		return fmt.Errorf("raise the bench tenant's API limits: %w", err)
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("bench tenant API limits raised to %d/s, burst %d (the limiter still updates its PostgreSQL bucket on every POST /v1/notifications)", benchRate, benchBurst))
 	return nil

@@ -55,7 +55,6 @@ type options struct {
 	workersAfterB          bool
 	chunks                 int
 	temporalGzip           bool
-	setLimits              bool
 }
 
 // inboxPage is the inbox page the bench reads; it keeps every bench user's inbox
@@ -97,7 +96,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.goal, "goal", 0.9, "goal for (b)/(a) and (c)/(a')")
 	fs.BoolVar(&o.failOnMiss, "fail-on-miss", false, "exit 3 when a ratio misses its goal")
 	fs.BoolVar(&o.quiet, "q", false, "no progress lines on stderr")
-	fs.BoolVar(&o.setLimits, "set-limits", false, "-api-url: raise the tenant's API limits with PUT /v1/settings first (replaces ALL its settings: use a bench tenant); self-host always does")
 	fs.BoolVar(&o.temporalGzip, "temporal-gzip", true, "what-if: false sends the Temporal client's gRPC requests uncompressed (the SDK, and so cmd/herald, gzips them by default)")
 	fs.BoolVar(&o.workersAfterB, "workers-after-b", false, "self-host diagnostic: start the Herald worker and the empty workflow's worker only after (b), so (a) and (b) measure starts with no delivery work running beside them")
 	if err := fs.Parse(args); err != nil {

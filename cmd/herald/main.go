@@ -31,6 +31,9 @@ Usage:
                                  revoke a key (--force: even the tenant's last active one)
   herald tenant create --name N  create a tenant and print its API key (shown once)
   herald tenant list             list tenants
+  herald tenant limits --tenant ID [--rate R] [--burst B] [--daily-quota Q] [--allow-critical=true|false]
+                                 show or set (operator) a tenant's API limits and its right to send
+                                 critical notifications; a flag left out keeps its value, 0 = default
 
 Configuration comes from the environment; see README.md (HERALD_DATABASE_URL,
 HERALD_TEMPORAL_ADDRESS, HERALD_TEMPORAL_NAMESPACE, HERALD_HTTP_ADDR, ...).

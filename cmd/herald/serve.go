@@ -87,6 +87,8 @@ func runTenant(ctx context.Context, cfg config.Config, args []string, stdout io.
 		}
 		fmt.Fprintf(stdout, "tenant %s (%s) created\nAPI key (shown once, only its SHA-256 is stored): %s\n", t.ID, t.Name, key)
 		return nil
+	case "limits":
+		return runTenantLimits(ctx, st, args[1:], stdout)
 	case "list":
 		ts, err := st.ListTenants(ctx)
 		if err != nil {

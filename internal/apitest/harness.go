@@ -41,6 +41,8 @@ type Harness struct {
 	// SecretsKey is HERALD_SECRETS_KEY for this harness, so a worker process started
 	// by a test opens the same provider credentials.
 	SecretsKey string
+	// OperatorKey is HERALD_OPERATOR_KEY for this harness ("" with NoOperatorAPI).
+	OperatorKey string
 
 	app       *app.App
 	Temporal  client.Client
@@ -64,6 +66,12 @@ type Options struct {
 	NoSandboxFallback bool
 	// TenantLimits are the default per-tenant API limits (zero: none).
 	TenantLimits api.TenantLimits
+	// CostLimits are the per-tenant buckets of the costly endpoints (preview,
+	// template save, redrives; zero: none).
+	CostLimits api.CostLimits
+	// NoOperatorAPI runs without HERALD_OPERATOR_KEY: the operator API answers
+	// 404. Otherwise the harness makes a key (Harness.OperatorKey).
+	NoOperatorAPI bool
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -90,6 +98,11 @@ func Start(t testing.TB, opts Options) *Harness {
 	if opts.Process.Egress == nil {
 		opts.Process.Egress = egress.MustParse("127.0.0.1")
 	}
+	if !opts.NoOperatorAPI {
+		if h.OperatorKey, err = secrets.GenerateKey(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := config.Config{
 		TaskQueue: h.TaskQueue, DefaultDedupWindow: time.Hour, WebhookTolerance: 5 * time.Minute,
 		PublicBaseURL:   opts.Process.PublicBaseURL,
@@ -98,6 +111,8 @@ func Start(t testing.TB, opts Options) *Harness {
 		SandboxAPI:          !opts.NoSandboxAPI,
 		SandboxFallback:     !opts.NoSandboxFallback,
 		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
+		OperatorKey: h.OperatorKey, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
+		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout: 0,
 	}
@@ -235,6 +250,8 @@ func SimpleTemplate(id string) templates.Template {
 }
 
 // Template stores t for the tenant that owns key (as PUT /v1/templates would).
+// For a critical t the tenant is first allowed to send critical notifications
+// (AllowCritical), as the operator must have done for PUT /v1/templates to take it.
 func (h *Harness) Template(key string, t templates.Template) {
 	h.T.Helper()
 	ctx := context.Background()
@@ -244,6 +261,9 @@ func (h *Harness) Template(key string, t templates.Template) {
 	}
 	if errs := templates.Validate(t); len(errs) > 0 {
 		h.T.Fatalf("template %s: %v", t.ID, errs)
+	}
+	if t.Critical {
+		h.AllowCritical(key)
 	}
 	if _, err := h.Store.PutTemplate(ctx, tn.ID, t); err != nil {
 		h.T.Fatalf("store template: %v", err)

@@ -127,6 +127,9 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Providers: a.Providers, Registry: reg, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
 		Unsubscribe: signer, Limiter: apiLimiter,
 		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
+		CostLimits: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
+			Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
+		OperatorKey: cfg.OperatorKey,
 	}
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox
@@ -134,6 +137,8 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	a.handler = api.New(apiStore, apiTemporal, apiCfg, logger).Handler()
 	return a, nil
 }
+
+func bucket(b config.Bucket) api.Bucket { return api.Bucket{RatePerSecond: b.Rate, Burst: b.Burst} }
 
 // openSecrets opens the secrets keyring and the unsubscribe signer from key, or
 // from the environment when key is "".

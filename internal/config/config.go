@@ -64,12 +64,47 @@ type Config struct {
 	// HERALD_WEBHOOK_TOLERANCE: how old a signed SendGrid webhook timestamp may be.
 	WebhookTolerance time.Duration
 	// HERALD_TENANT_RATE, HERALD_TENANT_BURST, HERALD_TENANT_DAILY_QUOTA: default
-	// per-tenant limits on POST /v1/notifications (0: none); tenants can have their
-	// own in tenant_settings.
+	// per-tenant limits on POST /v1/notifications (0: none); the operator can give
+	// a tenant its own (`herald tenant limits`, table tenant_limits).
 	TenantRatePerSecond float64
 	TenantBurst         int
 	TenantDailyQuota    int
+	// Per-tenant token buckets of the other endpoints that cost work (rate 0:
+	// none), the same for every tenant:
+	//   HERALD_PREVIEW_RATE, HERALD_PREVIEW_BURST: POST /v1/templates/{id}/preview
+	//   HERALD_TEMPLATE_SAVE_RATE, HERALD_TEMPLATE_SAVE_BURST: PUT /v1/templates/{id}
+	//   HERALD_REDRIVE_RATE, HERALD_REDRIVE_BURST: POST /v1/dead-letters/{id}/redrive
+	//   HERALD_BULK_REDRIVE_RATE, HERALD_BULK_REDRIVE_BURST: POST /v1/dead-letters/redrive
+	PreviewLimit, TemplateSaveLimit, RedriveLimit, BulkRedriveLimit Bucket
+	// HERALD_OPERATOR_KEY: the Bearer key of the operator API
+	// (/v1/operator/...: tenant limits, the right to send critical
+	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
+	// off (404) and only `herald tenant limits` sets them.
+	OperatorKey string
 }
+
+// Bucket is a token bucket: Rate tokens a second, Burst deep.
+type Bucket struct {
+	Rate  float64
+	Burst int
+}
+
+// The default buckets of the costly endpoints, per tenant. A preview renders every
+// channel under the render budget (milliseconds): 10/s is an editor typing. A
+// template save parses every source and keeps a version for ever: 2/s with 30 in
+// a row lets a deploy sync a template set. A redrive starts one workflow, like a
+// notification. A bulk redrive starts up to 1000: one every 5 s, 3 in a row, is
+// at most 200 workflow starts a second sustained, the notifications' default rate.
+var (
+	DefaultPreviewLimit      = Bucket{Rate: 10, Burst: 20}
+	DefaultTemplateSaveLimit = Bucket{Rate: 2, Burst: 30}
+	DefaultRedriveLimit      = Bucket{Rate: 10, Burst: 50}
+	DefaultBulkRedriveLimit  = Bucket{Rate: 0.2, Burst: 3}
+)
+
+// MinOperatorKeyLen is the shortest HERALD_OPERATOR_KEY accepted (openssl rand
+// -base64 32 gives 44 characters).
+const MinOperatorKeyLen = 32
 
 // Defaults, as documented in the README's configuration table.
 const (
@@ -151,6 +186,26 @@ func FromEnv() (Config, error) {
 	if c.Egress, err = egress.Parse(os.Getenv("HERALD_EGRESS_ALLOW")); err != nil {
 		return c, fmt.Errorf("HERALD_EGRESS_ALLOW: %w", err)
 	}
+	for _, b := range []struct {
+		name string
+		def  Bucket
+		dst  *Bucket
+	}{
+		{"PREVIEW", DefaultPreviewLimit, &c.PreviewLimit},
+		{"TEMPLATE_SAVE", DefaultTemplateSaveLimit, &c.TemplateSaveLimit},
+		{"REDRIVE", DefaultRedriveLimit, &c.RedriveLimit},
+		{"BULK_REDRIVE", DefaultBulkRedriveLimit, &c.BulkRedriveLimit},
+	} {
+		if b.dst.Rate, err = number("HERALD_"+b.name+"_RATE", b.def.Rate); err != nil {
+			return c, err
+		}
+		if b.dst.Burst, err = integer("HERALD_"+b.name+"_BURST", b.def.Burst); err != nil {
+			return c, err
+		}
+	}
+	if c.OperatorKey = os.Getenv("HERALD_OPERATOR_KEY"); c.OperatorKey != "" && len(c.OperatorKey) < MinOperatorKeyLen {
+		return c, fmt.Errorf("HERALD_OPERATOR_KEY is %d bytes: want at least %d (openssl rand -base64 32)", len(c.OperatorKey), MinOperatorKeyLen)
+	}
 	return c, nil
 }
 
@@ -213,4 +268,17 @@ func number(name string, def float64) (float64, error) {
 		return 0, fmt.Errorf("%s=%q: want a number ≥ 0", name, v)
 	}
 	return f, nil
+}
+
+// integer reads a whole number ≥ 0.
+func integer(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a whole number ≥ 0", name, v)
+	}
+	return n, nil
 }

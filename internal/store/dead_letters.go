@@ -130,20 +130,37 @@ type DeadLetterFilter struct {
 	Until      time.Time
 	Status     string
 	Limit      int
+	// After, when set, starts the page after this position (keyset pagination).
+	After *DeadLetterCursor
 }
 
-// ListDeadLetters returns matching dead letters, newest first.
+// DeadLetterCursor is the (created_at, id) of the last dead letter of a page. Both
+// never change once the row exists (a dead letter dead-lettered again keeps them),
+// so pages never repeat a dead letter.
+type DeadLetterCursor struct {
+	CreatedAt time.Time
+	ID        int64
+}
+
+// ListDeadLetters returns matching dead letters, newest first (created_at, then
+// id), at most f.Limit.
 func (s *Store) ListDeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLetter, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
+	}
+	var afterAt *time.Time
+	var afterID int64
+	if f.After != nil {
+		afterAt, afterID = &f.After.CreatedAt, f.After.ID
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT `+deadLetterColumns+` FROM dead_letters
 		WHERE tenant_id = $1 AND ($2 = '' OR channel = $2) AND ($3 = '' OR template_id = $3)
 		  AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
 		  AND ($6 = '' OR status = $6)
+		  AND ($8::timestamptz IS NULL OR (created_at, id) < ($8, $9))
 		ORDER BY created_at DESC, id DESC LIMIT $7`,
-		f.TenantID, f.Channel, f.TemplateID, nullTime(f.Since), nullTime(f.Until), f.Status, f.Limit)
+		f.TenantID, f.Channel, f.TemplateID, nullTime(f.Since), nullTime(f.Until), f.Status, f.Limit, afterAt, afterID)
 	if err != nil {
 		return nil, err
 	}

@@ -68,25 +68,43 @@ type TenantSettings struct {
 	// RetryPolicies override the default provider retry policy per channel.
 	RetryPolicies map[string]herald.RetryPolicy `json:"retry_policies"`
 	// APIRatePerSecond, APIBurst and DailyQuota override the default limits on
-	// POST /v1/notifications (0: use the default).
+	// POST /v1/notifications (0: use the default), and AllowCritical lets the
+	// tenant's critical templates be critical. They are the operator's
+	// (TenantLimits, table tenant_limits): GetTenantSettings reads them so the
+	// accept path has everything in one round trip, PutTenantSettings never writes
+	// them (PutTenantLimits does).
 	APIRatePerSecond float64 `json:"api_rate_per_second"`
 	APIBurst         int     `json:"api_burst"`
 	DailyQuota       int     `json:"daily_quota"`
+	AllowCritical    bool    `json:"allow_critical"`
 }
 
-// GetTenantSettings returns the tenant's settings (defaults when never set).
+// GetTenantSettings returns the tenant's settings (defaults when never set) with
+// the operator's limits (see TenantSettings), in one query.
 func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
 	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[string]herald.RetryPolicy{}}
 	var prefs, caps, retries []byte
+	var locale *string
+	var rate *float64
+	var burst, quota *int
+	var allow *bool
 	err := s.db.QueryRow(ctx, `
-		SELECT preference_defaults, category_caps, default_locale, retry_policies, api_rate_per_second, api_burst, daily_quota
-		FROM tenant_settings WHERE tenant_id = $1`, tenantID).
-		Scan(&prefs, &caps, &ts.DefaultLocale, &retries, &ts.APIRatePerSecond, &ts.APIBurst, &ts.DailyQuota)
-	if err = notFound(err); errors.Is(err, herald.ErrNotFound) {
-		return ts, nil
-	} else if err != nil {
+		SELECT s.preference_defaults, s.category_caps, s.default_locale, s.retry_policies,
+			l.api_rate_per_second, l.api_burst, l.daily_quota, l.allow_critical
+		FROM (SELECT $1::text AS id) k
+		LEFT JOIN tenant_settings s ON s.tenant_id = k.id
+		LEFT JOIN tenant_limits l ON l.tenant_id = k.id`, tenantID).
+		Scan(&prefs, &caps, &locale, &retries, &rate, &burst, &quota, &allow)
+	if err != nil {
 		return ts, err
 	}
+	if rate != nil {
+		ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota, ts.AllowCritical = *rate, *burst, *quota, *allow
+	}
+	if locale == nil { // no tenant_settings row: the defaults
+		return ts, nil
+	}
+	ts.DefaultLocale = *locale
 	if err := json.Unmarshal(prefs, &ts.PreferenceDefaults); err != nil {
 		return ts, err
 	}
@@ -96,7 +114,7 @@ func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantS
 	return ts, json.Unmarshal(caps, &ts.CategoryCaps)
 }
 
-// PutTenantSettings replaces the tenant's settings.
+// PutTenantSettings replaces the tenant's settings (not the operator's limits).
 func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts TenantSettings) error {
 	prefs, err := json.Marshal(ts.PreferenceDefaults)
 	if err != nil {
@@ -119,14 +137,14 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 	if err != nil {
 		return err
 	}
+	// The operator's limits in ts are not written: they live in tenant_limits.
 	_, err = s.db.Exec(ctx, `
-		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies,
-			api_rate_per_second, api_burst, daily_quota) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies)
+		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (tenant_id) DO UPDATE SET preference_defaults = EXCLUDED.preference_defaults,
 			category_caps = EXCLUDED.category_caps, default_locale = EXCLUDED.default_locale,
-			retry_policies = EXCLUDED.retry_policies, api_rate_per_second = EXCLUDED.api_rate_per_second,
-			api_burst = EXCLUDED.api_burst, daily_quota = EXCLUDED.daily_quota, updated_at = now()`,
-		tenantID, prefs, caps, ts.DefaultLocale, retries, ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota)
+			retry_policies = EXCLUDED.retry_policies, updated_at = now()`,
+		tenantID, prefs, caps, ts.DefaultLocale, retries)
 	return err
 }
 

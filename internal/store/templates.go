@@ -66,28 +66,38 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, templateID string, ve
 	return rec, nil
 }
 
-// ListTemplates returns the latest version of each live template, by id.
-func (s *Store) ListTemplates(ctx context.Context, tenantID string) ([]TemplateRecord, error) {
+// ListTemplates returns a page of the latest version of each live template, by
+// id: at most limit templates whose id sorts after after ("" for the first page),
+// and whether more follow. Keyset on template_id (the primary key's second
+// column), so a page costs O(limit) whatever the tenant has, and a template saved
+// or deleted meanwhile never makes another one repeat or vanish across pages.
+func (s *Store) ListTemplates(ctx context.Context, tenantID, after string, limit int) (recs []TemplateRecord, more bool, err error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT DISTINCT ON (template_id) body, created_at FROM templates
-		WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY template_id, version DESC`, tenantID)
+		WHERE tenant_id = $1 AND deleted_at IS NULL AND template_id > $2
+		ORDER BY template_id, version DESC LIMIT $3`, tenantID, after, limit+1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
-	var out []TemplateRecord
 	for rows.Next() {
 		var body []byte
 		var rec TemplateRecord
 		if err := rows.Scan(&body, &rec.CreatedAt); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if err := json.Unmarshal(body, &rec.Template); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		out = append(out, rec)
+		recs = append(recs, rec)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if len(recs) > limit {
+		return recs[:limit], true, nil
+	}
+	return recs, false, nil
 }
 
 // DeleteTemplate marks every version deleted; it reports whether a live one existed.

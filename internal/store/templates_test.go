@@ -43,7 +43,7 @@ func TestTemplatesAreVersionedAndDeletedSoftly(t *testing.T) {
 	if _, err := st.GetTemplate(ctx, tn.ID, "welcome", 2); err != nil {
 		t.Fatalf("accepted notifications still render with their version: %v", err)
 	}
-	if list, _ := st.ListTemplates(ctx, tn.ID); len(list) != 0 {
+	if list, _, _ := st.ListTemplates(ctx, tn.ID, "", 10); len(list) != 0 {
 		t.Fatalf("deleted template listed: %v", list)
 	}
 	if _, err := st.GetTemplate(ctx, "other", "welcome", 1); !errors.Is(err, herald.ErrNotFound) {

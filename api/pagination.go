@@ -1,0 +1,71 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Page sizes of the keyset-paginated lists (templates, dead letters, push tokens).
+// The inbox keeps its own (DefaultInboxLimit, MaxInboxLimit).
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 200
+)
+
+// maxCursorBytes bounds a cursor query value (a push token cursor carries the
+// token, up to MaxPushTokenBytes).
+const maxCursorBytes = 8 << 10
+
+// pageLimit reads ?limit= (DefaultPageLimit when absent): 400 naming limit unless it
+// is an integer from 1 to MaxPageLimit.
+func pageLimit(c *gin.Context) (int, *Error) {
+	v, ok := c.GetQuery("limit")
+	if !ok {
+		return DefaultPageLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxPageLimit {
+		return 0, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", MaxPageLimit)
+	}
+	return n, nil
+}
+
+// pageCursor is what an opaque cursor holds: the list it belongs to and the keyset
+// position of the last item of the page before. Clients must not look inside; a
+// tenant that crafts one only moves within its own rows (every query filters by
+// tenant), so it is not signed.
+type pageCursor struct {
+	List string `json:"l"`
+	// The position: a time (Unix microseconds, PostgreSQL's resolution), an id
+	// and/or a key, as the list needs.
+	At  int64  `json:"t,omitempty"`
+	ID  int64  `json:"i,omitempty"`
+	Key string `json:"k,omitempty"`
+}
+
+func encodePageCursor(p pageCursor) *string {
+	raw, _ := json.Marshal(p) // a struct of strings and integers always encodes
+	s := base64.RawURLEncoding.EncodeToString(raw)
+	return &s
+}
+
+// readPageCursor reads ?cursor= for the named list: ok false and no error when
+// absent; 400 naming cursor when it is not one this list returned.
+func readPageCursor(c *gin.Context, list string) (p pageCursor, ok bool, e *Error) {
+	v, present := c.GetQuery("cursor")
+	if !present {
+		return p, false, nil
+	}
+	bad := badField("cursor", "invalid_field", "cursor is not one this list returned; pass next_cursor of the previous page unchanged")
+	if v == "" || len(v) > maxCursorBytes {
+		return p, false, bad
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || json.Unmarshal(raw, &p) != nil || p.List != list {
+		return p, false, bad
+	}
+	return p, true, nil
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// runTenantLimits is `herald tenant limits --tenant ID [--rate R] [--burst B]
+// [--daily-quota Q] [--allow-critical=true|false]`: the operator sets a tenant's
+// limits on POST /v1/notifications and its right to send critical notifications
+// (table tenant_limits; a tenant's own key cannot). A flag left out keeps the
+// current value, so `--tenant ID` alone prints them. 0 means the server default
+// (HERALD_TENANT_RATE, HERALD_TENANT_BURST, HERALD_TENANT_DAILY_QUOTA). Running
+// API processes apply a change within their settings cache's 5 s.
+func runTenantLimits(ctx context.Context, st *store.Store, args []string, stdout io.Writer) error {
+	fs := newFlagSet("tenant limits")
+	tenant := fs.String("tenant", "", "tenant id (required; see herald tenant list)")
+	rate := fs.Float64("rate", 0, "POST /v1/notifications per second (0: HERALD_TENANT_RATE)")
+	burst := fs.Int("burst", 0, "token bucket depth (0: HERALD_TENANT_BURST)")
+	quota := fs.Int("daily-quota", 0, "notifications per UTC day (0: HERALD_TENANT_DAILY_QUOTA)")
+	critical := fs.Bool("allow-critical", false, "may send critical templates (bypass caps and quiet hours, critical lane)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("tenant limits: unexpected argument %q", fs.Arg(0))
+	}
+	if *tenant == "" {
+		return errors.New("tenant limits needs --tenant ID (see herald tenant list)")
+	}
+	l, err := st.GetTenantLimits(ctx, *tenant)
+	if errors.Is(err, herald.ErrNotFound) {
+		return fmt.Errorf("tenant %s does not exist (see herald tenant list)", *tenant)
+	}
+	if err != nil {
+		return err
+	}
+	changed := false
+	fs.Visit(func(f *flag.Flag) {
+		changed = changed || f.Name != "tenant"
+		switch f.Name {
+		case "rate":
+			l.APIRatePerSecond = *rate
+		case "burst":
+			l.APIBurst = *burst
+		case "daily-quota":
+			l.DailyQuota = *quota
+		case "allow-critical":
+			l.AllowCritical = *critical
+		}
+	})
+	if changed {
+		var le *store.LimitError
+		if err := st.PutTenantLimits(ctx, *tenant, l); errors.As(err, &le) {
+			return fmt.Errorf("tenant limits: %s", le.Message)
+		} else if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "tenant %s: api_rate_per_second %s, api_burst %s, daily_quota %s, allow_critical %t\n", *tenant,
+		orDefault(fmt.Sprint(l.APIRatePerSecond), l.APIRatePerSecond == 0), orDefault(fmt.Sprint(l.APIBurst), l.APIBurst == 0),
+		orDefault(fmt.Sprint(l.DailyQuota), l.DailyQuota == 0), l.AllowCritical)
+	return nil
+}
+
+func orDefault(v string, isDefault bool) string {
+	if isDefault {
+		return "0 (server default)"
+	}
+	return v
+}

@@ -108,4 +108,4 @@ if ((${#failed[@]} > 0)); then
 	fi
 	exit 1
 fi
-printf '\nmake test: vet, gofmt, workflowcheck and go test all passed (%ss)\n' "$elapsed" >&2
+printf '\nmake test: vet, go mod tidy, staticcheck, gofmt, workflowcheck and go test all passed (%ss)\n' "$elapsed" >&2

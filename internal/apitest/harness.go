@@ -22,6 +22,7 @@ import (
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -72,6 +73,10 @@ type Options struct {
 	// NoOperatorAPI runs without HERALD_OPERATOR_KEY: the operator API answers
 	// 404. Otherwise the harness makes a key (Harness.OperatorKey).
 	NoOperatorAPI bool
+	// InboxHeartbeat is the inbox streams' heartbeat (0: the default, 15 s);
+	// InboxStreams their limits (zero fields: the defaults).
+	InboxHeartbeat time.Duration
+	InboxStreams   inboxlive.Limits
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -114,13 +119,17 @@ func Start(t testing.TB, opts Options) *Harness {
 		OperatorKey: h.OperatorKey, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
 		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
-		WorkerStopTimeout: 0,
+		WorkerStopTimeout:   0,
+		InboxHeartbeat:      opts.InboxHeartbeat,
+		InboxStreamsPerUser: opts.InboxStreams.PerUser, InboxStreamsPerTenant: opts.InboxStreams.PerTenant,
+		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
 		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.app.Close)
 	h.Store, h.Providers, h.Sandbox = h.app.Store, h.app.Providers, h.app.Sandbox
 	if !opts.NoWorker {
 		h.StartWorkers(1)

@@ -7,12 +7,16 @@ package app
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,6 +27,7 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
@@ -81,12 +86,15 @@ type App struct {
 	temporal client.Client
 	handler  http.Handler
 	log      *slog.Logger
+	// hub is the API's inbox stream listener (one LISTEN connection, opened on
+	// the first stream).
+	hub *inboxlive.Hub
 }
 
 // New wires Herald. Nothing runs until Run (or the caller starts Handler and
 // Workers itself).
 func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) (*App, error) {
-	keys, signer, err := openSecrets(opts.SecretsKey)
+	keys, signer, tokenKey, err := openSecrets(opts.SecretsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +137,12 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 		CostLimits: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
 			Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
-		OperatorKey: cfg.OperatorKey,
+		OperatorKey:  cfg.OperatorKey,
+		UserTokenKey: tokenKey, InboxSecrets: keys, InboxHeartbeat: cfg.InboxHeartbeat,
 	}
+	a.hub = inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{PerUser: cfg.InboxStreamsPerUser,
+		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess}, logger)
+	apiCfg.InboxHub = a.hub
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox
 	}
@@ -140,26 +152,41 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 
 func bucket(b config.Bucket) api.Bucket { return api.Bucket{RatePerSecond: b.Rate, Burst: b.Burst} }
 
-// openSecrets opens the secrets keyring and the unsubscribe signer from key, or
-// from the environment when key is "".
-func openSecrets(key string) (*secrets.Keyring, *unsubscribe.Signer, error) {
+// openSecrets opens the secrets keyring, the unsubscribe signer and the user
+// token key from key, or from the environment when key is "".
+func openSecrets(key string) (*secrets.Keyring, *unsubscribe.Signer, []byte, error) {
 	if key == "" {
 		k, err := secrets.FromEnv()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return k, unsubscribe.FromEnv(), nil
+		return k, unsubscribe.FromEnv(), UserTokenKey(os.Getenv(secrets.EnvKey)), nil
 	}
 	raw, err := base64.StdEncoding.DecodeString(key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("secrets key: %w", err)
+		return nil, nil, nil, fmt.Errorf("secrets key: %w", err)
 	}
 	k, err := secrets.New(raw)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return k, unsubscribe.NewSigner([]byte(key)), nil
+	return k, unsubscribe.NewSigner([]byte(key)), UserTokenKey(key), nil
 }
+
+// UserTokenKey derives the key user tokens are signed with from a
+// HERALD_SECRETS_KEY value: every process with the same secrets key verifies the
+// tokens any of them minted, and the key itself never signs anything else.
+func UserTokenKey(secretsKey string) []byte {
+	m := hmac.New(sha256.New, []byte(strings.TrimSpace(secretsKey)))
+	m.Write([]byte("herald inbox user tokens v1"))
+	return m.Sum(nil)
+}
+
+// InboxHub is the API's inbox stream hub (tests and the bench read its gauge).
+func (a *App) InboxHub() *inboxlive.Hub { return a.hub }
+
+// Close stops the inbox listener.
+func (a *App) Close() { a.hub.Close() }
 
 // Handler is the API's HTTP handler.
 func (a *App) Handler() http.Handler { return a.handler }
@@ -240,5 +267,7 @@ func (a *App) Run(ctx context.Context, s Services) error {
 		a.log.Info("API listening", "addr", "http://"+ln.Addr().String())
 		g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, a.handler, a.log), ln, a.cfg.ShutdownTimeout) })
 	}
-	return g.Wait()
+	err := g.Wait()
+	a.hub.Close()
+	return err
 }

@@ -81,6 +81,13 @@ type Config struct {
 	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
 	// off (404) and only `herald tenant limits` sets them.
 	OperatorKey string
+
+	// HERALD_INBOX_STREAMS_PER_USER, HERALD_INBOX_STREAMS_PER_TENANT,
+	// HERALD_INBOX_STREAMS_PER_PROCESS: how many inbox streams (SSE) one user, one
+	// tenant and this API process may hold open at once (defaults 5, 2000, 10000).
+	InboxStreamsPerUser, InboxStreamsPerTenant, InboxStreamsPerProcess int
+	// HERALD_INBOX_HEARTBEAT: the inbox streams' heartbeat (default 15s).
+	InboxHeartbeat time.Duration
 }
 
 // Bucket is a token bucket: Rate tokens a second, Burst deep.
@@ -202,6 +209,22 @@ func FromEnv() (Config, error) {
 		if b.dst.Burst, err = integer("HERALD_"+b.name+"_BURST", b.def.Burst); err != nil {
 			return c, err
 		}
+	}
+	for _, n := range []struct {
+		name string
+		def  int
+		dst  *int
+	}{
+		{"HERALD_INBOX_STREAMS_PER_USER", 5, &c.InboxStreamsPerUser},
+		{"HERALD_INBOX_STREAMS_PER_TENANT", 2000, &c.InboxStreamsPerTenant},
+		{"HERALD_INBOX_STREAMS_PER_PROCESS", 10000, &c.InboxStreamsPerProcess},
+	} {
+		if *n.dst, err = integer(n.name, n.def); err != nil {
+			return c, err
+		}
+	}
+	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", 15*time.Second); err != nil {
+		return c, err
 	}
 	if c.OperatorKey = os.Getenv("HERALD_OPERATOR_KEY"); c.OperatorKey != "" && len(c.OperatorKey) < MinOperatorKeyLen {
 		return c, fmt.Errorf("HERALD_OPERATOR_KEY is %d bytes: want at least %d (openssl rand -base64 32)", len(c.OperatorKey), MinOperatorKeyLen)

@@ -146,6 +146,9 @@ func (s *Server) inboxStream(c *gin.Context) {
 				if err := refetch(seq, counts); err != nil {
 					return err
 				}
+				if err := flush(); err != nil {
+					return err
+				}
 				continue
 			}
 			for _, e := range events {

@@ -46,6 +46,7 @@ type Harness struct {
 	OperatorKey string
 
 	app       *app.App
+	newApp    func() (*app.App, error) // another API process on the same services
 	Temporal  client.Client
 	TaskQueue string
 	HTTP      *http.Client
@@ -124,8 +125,11 @@ func Start(t testing.TB, opts Options) *Harness {
 		InboxStreamsPerUser: opts.InboxStreams.PerUser, InboxStreamsPerTenant: opts.InboxStreams.PerTenant,
 		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
 	}
-	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
-		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
+	h.newApp = func() (*app.App, error) {
+		return app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
+			ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
+	}
+	h.app, err = h.newApp()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +143,35 @@ func Start(t testing.TB, opts Options) *Harness {
 	h.URL = srv.URL
 	return h
 }
+
+// Replica serves another API process (its own handler, caches and inbox
+// listener) on the same database and Temporal, like a second replica behind a
+// load balancer, and returns its base URL.
+func (h *Harness) Replica() string {
+	h.T.Helper()
+	a, err := h.newApp()
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	h.T.Cleanup(a.Close)
+	srv := httptest.NewServer(a.Handler())
+	h.T.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// InboxStreamsOpen is how many inbox streams the harness's API process holds open.
+func (h *Harness) InboxStreamsOpen() int { return h.app.InboxHub().Open() }
+
+// UserToken mints a user token for userID with the tenant key (POST
+// /v1/users/{user_id}/token, which must answer 201).
+func (h *Harness) UserToken(key, userID string) string {
+	h.T.Helper()
+	return h.MustDo(http.StatusCreated, http.MethodPost, "/v1/users/"+userID+"/token", key, nil).Str("token")
+}
+
+// UserTokenKey is the key this harness's API signs user tokens with (tests
+// forge expired tokens with it).
+func (h *Harness) UserTokenKey() []byte { return app.UserTokenKey(h.SecretsKey) }
 
 // StartWorkers starts n more worker sets (one worker per lane each) on the
 // harness's task queues, each with its own Temporal client, like separate processes.
@@ -190,6 +223,12 @@ func (r Response) ErrorField() (field, code string) {
 // and checks the response against the OpenAPI document.
 func (h *Harness) Do(method, path, key string, body any, headers ...string) Response {
 	h.T.Helper()
+	return h.DoAt(h.URL, method, path, key, body, headers...)
+}
+
+// DoAt is Do against another API process (base: a Replica's URL).
+func (h *Harness) DoAt(base, method, path, key string, body any, headers ...string) Response {
+	h.T.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -204,7 +243,7 @@ func (h *Harness) Do(method, path, key string, body any, headers ...string) Resp
 		}
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, h.URL+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		h.T.Fatalf("new request: %v", err)
 	}

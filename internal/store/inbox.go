@@ -152,7 +152,7 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	for i, k := range keys {
 		tenants[i], userIDs[i] = k.tenantID, k.userID
 	}
-	states, err := s.lockInboxStates(ctx, tenants, userIDs)
+	states, err := s.lockInboxStates(ctx, tenants, userIDs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -244,15 +244,18 @@ type inboxState struct {
 	changed bool
 }
 
-// lockInboxStates creates the users' state rows if missing and locks them, in
-// the order given (which callers sort), returning them in that order.
-func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string) ([]inboxState, error) {
-	if _, err := s.db.Exec(ctx, `
+// lockInboxStates locks the users' state rows (creating missing ones when
+// create), in the order given (which callers sort), returning them in that
+// order; a missing row is herald.ErrNotFound.
+func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string, create bool) ([]inboxState, error) {
+	if create {
+		if _, err := s.db.Exec(ctx, `
 		INSERT INTO inbox_state (tenant_id, user_id)
 		SELECT t, u FROM unnest($1::text[], $2::text[]) AS x(t, u)
 		ORDER BY t, u
 		ON CONFLICT DO NOTHING`, tenants, users); err != nil {
-		return nil, err
+			return nil, err
+		}
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT s.tenant_id, s.user_id, s.seq, s.total, s.unread, s.unseen
@@ -279,8 +282,6 @@ func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string) ([
 	for i := range tenants {
 		st, ok := got[userKey{tenants[i], users[i]}]
 		if !ok {
-			// The user row is gone (deleted meanwhile): the state row's foreign key
-			// refused it. Nothing can be stored for this user.
 			return nil, fmt.Errorf("inbox state of %s/%s: %w", tenants[i], users[i], herald.ErrNotFound)
 		}
 		out[i] = st
@@ -475,9 +476,9 @@ func (s *Store) UpdateInboxItem(ctx context.Context, tenantID, userID, notificat
 	var it InboxItem
 	var counts InboxCounts
 	err := s.InTx(ctx, func(tx *Store) error {
-		states, err := tx.lockInboxStates(ctx, []string{tenantID}, []string{userID})
+		states, err := tx.lockInboxStates(ctx, []string{tenantID}, []string{userID}, false)
 		if err != nil {
-			return err
+			return err // no state row: the user never had an item
 		}
 		st := &states[0]
 		if err := scanInboxItem(tx.db.QueryRow(ctx, `SELECT `+inboxColumns+` FROM inbox
@@ -535,7 +536,10 @@ func (s *Store) MarkAllInbox(ctx context.Context, tenantID, userID string, read 
 	var counts InboxCounts
 	var changed int64
 	err := s.InTx(ctx, func(tx *Store) error {
-		states, err := tx.lockInboxStates(ctx, []string{tenantID}, []string{userID})
+		states, err := tx.lockInboxStates(ctx, []string{tenantID}, []string{userID}, false)
+		if errors.Is(err, herald.ErrNotFound) {
+			return nil // the user never had an item: nothing to mark
+		}
 		if err != nil {
 			return err
 		}

@@ -178,6 +178,8 @@ func (s *Server) inboxStream(c *gin.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.closing:
+			return
 		case <-end.C:
 			return
 		case <-sub.Wake():

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -90,7 +91,15 @@ type Server struct {
 	// hub is Config.InboxHub; inboxSettings caches the tenants' allowed origins.
 	hub           *inboxlive.Hub
 	inboxSettings *expirable.LRU[string, []string]
+	// closing ends every open stream (CloseStreams, on shutdown).
+	closing   chan struct{}
+	closeOnce sync.Once
 }
+
+// CloseStreams ends every open inbox stream (their clients reconnect, with
+// Last-Event-ID, to another replica): http.Server.Shutdown waits for requests
+// to finish, and a stream never would. Register it with RegisterOnShutdown.
+func (s *Server) CloseStreams() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // New builds the API server.
 func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Server {
@@ -99,6 +108,7 @@ func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Serve
 		templates:     expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL),
 		public:        newPublicLimiter(cfg.PublicLimits),
 		hub:           cfg.InboxHub,
+		closing:       make(chan struct{}),
 		inboxSettings: expirable.NewLRU[string, []string](10_000, nil, 5*time.Second)}
 	if cfg.AuthCacheTTL > 0 {
 		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)

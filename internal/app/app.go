@@ -89,6 +89,7 @@ type App struct {
 	// hub is the API's inbox stream listener (one LISTEN connection, opened on
 	// the first stream).
 	hub *inboxlive.Hub
+	api *api.Server
 }
 
 // New wires Herald. Nothing runs until Run (or the caller starts Handler and
@@ -146,7 +147,8 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox
 	}
-	a.handler = api.New(apiStore, apiTemporal, apiCfg, logger).Handler()
+	a.api = api.New(apiStore, apiTemporal, apiCfg, logger)
+	a.handler = a.api.Handler()
 	return a, nil
 }
 
@@ -265,7 +267,9 @@ func (a *App) Run(ctx context.Context, s Services) error {
 	}
 	if ln != nil {
 		a.log.Info("API listening", "addr", "http://"+ln.Addr().String())
-		g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, a.handler, a.log), ln, a.cfg.ShutdownTimeout) })
+		srv := HTTPServer(a.cfg, a.handler, a.log)
+		srv.RegisterOnShutdown(a.api.CloseStreams)
+		g.Go(func() error { return Serve(ctx, srv, ln, a.cfg.ShutdownTimeout) })
 	}
 	err := g.Wait()
 	a.hub.Close()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -391,5 +392,17 @@ func TestInboxStreamLimits(t *testing.T) {
 	}
 	if n := h.InboxStreamsOpen(); n != 3 {
 		t.Fatalf("open streams = %d, want 3", n)
+	}
+}
+
+func TestInboxComponentAndDemoAreServed(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	js := h.MustDo(http.StatusOK, http.MethodGet, "/inbox/herald-inbox.js", "", nil)
+	if !strings.HasPrefix(js.Header.Get("Content-Type"), "text/javascript") || !strings.Contains(string(js.Body), `customElements.define("herald-inbox"`) {
+		t.Fatalf("component: %s %.100s", js.Header.Get("Content-Type"), js.Body)
+	}
+	demo := h.MustDo(http.StatusOK, http.MethodGet, "/inbox/demo", "", nil)
+	if !strings.Contains(string(demo.Body), `<herald-inbox`) || demo.Header.Get("Content-Security-Policy") == "" {
+		t.Fatalf("demo: %.200s", demo.Body)
 	}
 }

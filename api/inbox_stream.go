@@ -134,7 +134,7 @@ func (s *Server) inboxStream(c *gin.Context) {
 	// pump sends every event after last; a gap (pruned history) becomes a refetch.
 	pump := func() error {
 		for {
-			events, _, err := s.store.InboxEventsAfter(ctx, tenantID, userID, last, inboxStreamPage)
+			events, err := s.store.InboxEventsAfter(ctx, tenantID, userID, last, inboxStreamPage)
 			if err != nil {
 				return err
 			}

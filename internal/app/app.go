@@ -187,6 +187,10 @@ func UserTokenKey(secretsKey string) []byte {
 // InboxHub is the API's inbox stream hub (tests and the bench read its gauge).
 func (a *App) InboxHub() *inboxlive.Hub { return a.hub }
 
+// CloseStreams ends the API's open inbox streams (register it with the
+// http.Server's RegisterOnShutdown, as Run does).
+func (a *App) CloseStreams() { a.api.CloseStreams() }
+
 // Close stops the inbox listener.
 func (a *App) Close() { a.hub.Close() }
 
@@ -268,7 +272,7 @@ func (a *App) Run(ctx context.Context, s Services) error {
 	if ln != nil {
 		a.log.Info("API listening", "addr", "http://"+ln.Addr().String())
 		srv := HTTPServer(a.cfg, a.handler, a.log)
-		srv.RegisterOnShutdown(a.api.CloseStreams)
+		srv.RegisterOnShutdown(a.CloseStreams)
 		g.Go(func() error { return Serve(ctx, srv, ln, a.cfg.ShutdownTimeout) })
 	}
 	err := g.Wait()

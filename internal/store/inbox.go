@@ -589,18 +589,14 @@ func (s *Store) MarkAllInbox(ctx context.Context, tenantID, userID string, read 
 }
 
 // InboxEventsAfter returns up to limit of a user's events with seq > after,
-// oldest first, and the oldest seq the log still keeps (0: none kept).
-func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, after int64, limit int) ([]InboxEvent, int64, error) {
-	var oldest int64
-	if err := s.db.QueryRow(ctx, `SELECT COALESCE(min(seq), 0) FROM inbox_events WHERE tenant_id = $1 AND user_id = $2`,
-		tenantID, userID).Scan(&oldest); err != nil {
-		return nil, 0, err
-	}
+// oldest first. The log keeps the last InboxEventRetention: when the first one
+// returned is not after+1, the ones between were pruned.
+func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, after int64, limit int) ([]InboxEvent, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at FROM inbox_events
 		WHERE tenant_id = $1 AND user_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, tenantID, userID, after, limit)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer rows.Close()
 	var out []InboxEvent
@@ -608,17 +604,17 @@ func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, a
 		var e InboxEvent
 		var item []byte
 		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if item != nil {
 			e.Item = &InboxItem{}
 			if err := json.Unmarshal(item, e.Item); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 		out = append(out, e)
 	}
-	return out, oldest, rows.Err()
+	return out, rows.Err()
 }
 
 // CountInboxForTemplate counts a tenant's inbox rows of one template (load tests).

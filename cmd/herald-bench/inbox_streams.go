@@ -63,7 +63,7 @@ func addInboxStreamFlags(fs interface {
 }, o *inboxStreamOptions) {
 	fs.IntVar(&o.streams, "streams", 100, "-inbox-streams: open streams (one user each) during the latency phases")
 	fs.IntVar(&o.idleStreams, "idle-streams", 1000, "-inbox-streams: idle streams for the CPU and memory phase")
-	fs.IntVar(&o.cal, "inbox-cal", 600, "-inbox-streams: notifications of the closed-loop max-rate phase")
+	fs.IntVar(&o.cal, "inbox-cal", 300, "-inbox-streams: notifications of the closed-loop max-rate phase")
 	fs.IntVar(&o.concurrency, "inbox-concurrency", 32, "-inbox-streams: submissions in flight in the max-rate phase")
 	fs.DurationVar(&o.duration, "inbox-duration", 20*time.Second, "-inbox-streams: length of each paced phase")
 	fs.DurationVar(&o.idleWindow, "idle-window", 30*time.Second, "-inbox-streams: CPU window of the idle phase (the heartbeat is 15 s)")
@@ -489,7 +489,7 @@ func (b *streamBench) calibrate(ctx context.Context, so inboxStreamOptions, reqT
 		}
 		return outcomeOK, nil
 	})
-	last, lost := b.await(ctx, list, 2*time.Minute)
+	last, lost := b.await(ctx, list, 5*time.Minute)
 	if lost > 0 {
 		return 0, 0, fmt.Errorf("max-rate phase: %d of %d notifications never reached their stream", lost, len(list))
 	}
@@ -551,7 +551,7 @@ func (b *streamBench) paced(ctx context.Context, name string, rate float64, d ti
 		}()
 	}
 	wg.Wait()
-	_, lost := b.await(ctx, list, time.Minute)
+	_, lost := b.await(ctx, list, 3*time.Minute)
 	p := StreamPhase{Name: name, TargetRate: roundTo(rate, 1), Sent: n, Lost: lost, Duplicates: b.dups.Load() - dups0}
 	var total, accept, delivery, fan []time.Duration
 	b.mu.Lock()

@@ -3,6 +3,9 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -12,6 +15,8 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/app"
+	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/store"
@@ -404,5 +409,27 @@ func TestInboxComponentAndDemoAreServed(t *testing.T) {
 	demo := h.MustDo(http.StatusOK, http.MethodGet, "/inbox/demo", "", nil)
 	if !strings.Contains(string(demo.Body), `<herald-inbox`) || demo.Header.Get("Content-Security-Policy") == "" {
 		t.Fatalf("demo: %.200s", demo.Body)
+	}
+}
+
+// A stream outlives the server's write timeout (HERALD_HTTP_WRITE_TIMEOUT bounds
+// ordinary answers): each write pushes the deadline forward.
+func TestInboxStreamOutlivesTheWriteTimeout(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{InboxHeartbeat: 200 * time.Millisecond})
+	_, key, token := inboxUser(t, h, "ada")
+	srv := app.HTTPServer(config.Config{HTTPWriteTimeout: time.Second, HTTPReadTimeout: time.Second}, h.Handler(),
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	st := h.OpenStream("http://"+ln.Addr().String(), "/v1/users/ada/inbox/stream", token)
+	st.NextOf("ready", streamWithin)
+	time.Sleep(2500 * time.Millisecond) // well past the 1 s write timeout
+	id := sendInApp(t, h, key, "ada", "late")
+	if ev := st.NextOf(herald.InboxItemCreated, streamWithin); ev.NotificationID() != id {
+		t.Fatalf("got %s", ev.Raw)
 	}
 }

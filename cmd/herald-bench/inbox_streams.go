@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -102,7 +103,8 @@ func inboxAPIChild(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
+	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+		Logger: sdklog.NewStructuredLogger(logger.With("component", "temporal"))})
 	if err != nil {
 		return err
 	}
@@ -270,10 +272,13 @@ func inboxStreamBench(ctx context.Context, so inboxStreamOptions, reqTimeout tim
 	}()
 	b := &streamBench{pid: cmd.Process.Pid, progress: progress, arrivals: map[string]arrival{},
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0}}}
-	line, err := bufio.NewReader(out).ReadBytes('\n')
+	rd := bufio.NewReader(out)
+	line, err := rd.ReadBytes('\n')
 	if err != nil {
 		return fmt.Errorf("the API child did not start: %w", err)
 	}
+	// Anything else the child prints must be read, or a full pipe stalls it.
+	go func() { _, _ = io.Copy(progress, rd) }()
 	if err := json.Unmarshal(line, &b.child); err != nil {
 		return err
 	}

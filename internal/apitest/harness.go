@@ -159,6 +159,9 @@ func (h *Harness) Replica() string {
 	return srv.URL
 }
 
+// Handler is the harness API's HTTP handler (to serve it under other server settings).
+func (h *Harness) Handler() http.Handler { return h.app.Handler() }
+
 // InboxStreamsOpen is how many inbox streams the harness's API process holds open.
 func (h *Harness) InboxStreamsOpen() int { return h.app.InboxHub().Open() }
 

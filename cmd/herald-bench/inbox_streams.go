@@ -474,10 +474,10 @@ func (b *streamBench) stream(ctx context.Context, i int, record bool, ready chan
 }
 
 type sent struct {
-	id               string
-	start, accepted  time.Time
-	err              error
-	userIdx, sentIdx int
+	id              string
+	start, accepted time.Time
+	err             error
+	userIdx         int
 }
 
 func (b *streamBench) submit(ctx context.Context, user int, seq string, reqTimeout time.Duration) sent {

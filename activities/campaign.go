@@ -528,4 +528,3 @@ func (b *campaignBatch) failed(ctx context.Context, s providerSend, err error) e
 		DueAt: time.Now().Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 	return nil
 }
-

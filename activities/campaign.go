@@ -193,6 +193,9 @@ type providerSend struct {
 	w       recipientWork
 	channel string
 	payload contract.RedrivePayload
+	// content names the rendering (recipients with equal content can share one
+	// batch call).
+	content string
 }
 
 func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpec, work []recipientWork, insert bool) (contract.CampaignBatchResult, error) {
@@ -253,7 +256,7 @@ func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpe
 			return b.res, err
 		}
 		for _, ch := range deliver {
-			r, ok := b.render(w, ch)
+			r, content, ok := b.render(w, ch)
 			if !ok {
 				continue
 			}
@@ -264,7 +267,7 @@ func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpe
 			case ch == herald.ChannelEmail && r.Email != nil:
 				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{Email: &contract.DeliverEmailInput{
 					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Email, Subject: r.Email.Subject, Text: r.Email.Text,
-					HTML: r.Email.HTML, Headers: b.unsubscribeHeaders(w.member.UserID), Category: c.Category}}})
+					HTML: r.Email.HTML, Headers: b.unsubscribeHeaders(w.member.UserID), Category: c.Category}}, content: content})
 			case ch == herald.ChannelSMS && r.SMS != nil:
 				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{SMS: &contract.DeliverSMSInput{
 					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Phone, Body: r.SMS.Text}}})
@@ -357,7 +360,7 @@ func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []st
 // render renders one channel for the recipient: the campaign's data with the
 // recipient's own merged over it, in the recipient's locale. Recipients without
 // data of their own share one rendering per locale.
-func (b *campaignBatch) render(w recipientWork, ch string) (templates.Rendered, bool) {
+func (b *campaignBatch) render(w recipientWork, ch string) (templates.Rendered, string, bool) {
 	locale := templates.ResolveLocale(w.member.Locale, b.tmpl.AvailableLocales(), b.ts.DefaultLocale)
 	key := ch + "\x00" + locale + "\x00" + string(w.member.Data)
 	out, ok := b.renders[key]
@@ -391,9 +394,9 @@ func (b *campaignBatch) render(w recipientWork, ch string) (templates.Rendered, 
 			reason = herald.ReasonContentTooLarge
 		}
 		b.finish(w.id, ch, herald.DeliveryFailed, reason, out.err.Error())
-		return templates.Rendered{}, false
+		return templates.Rendered{}, "", false
 	}
-	return out.r, true
+	return out.r, key, true
 }
 
 func (b *campaignBatch) unsubscribeHeaders(userID string) map[string]string {
@@ -438,6 +441,10 @@ func (b *campaignBatch) flush(ctx context.Context) error {
 func (b *campaignBatch) send(ctx context.Context, sends []providerSend) error {
 	if len(sends) == 0 {
 		return nil
+	}
+	sends, err := b.sendEmailBatches(ctx, sends)
+	if err != nil {
+		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(CampaignSendConcurrency)
@@ -527,4 +534,150 @@ func (b *campaignBatch) failed(ctx context.Context, s providerSend, err error) e
 	b.owed = append(b.owed, store.PendingItem{UserID: s.w.member.UserID, Channel: s.channel, NotificationID: s.w.id,
 		DueAt: time.Now().Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 	return nil
+}
+
+// sendEmailBatches sends the emails that can go in batches: when the tenant's
+// first email provider takes batches (SendGrid: 1,000 personalizations per mail
+// send; the sandbox), recipients with the same content go in one call each.
+// The guard holds per recipient, in bulk: recipients whose record or receipt
+// says the provider already accepted are skipped (and recorded), the rest are
+// recorded "sending", the call is made, and only after the provider accepted
+// are they recorded "sent". A failed call hands its recipients to the single
+// sends (a permanent refusal: each gets its own verdict) or owes them a retry.
+// It returns the sends left for the single path.
+func (b *campaignBatch) sendEmailBatches(ctx context.Context, sends []providerSend) ([]providerSend, error) {
+	var single []providerSend
+	groups := map[string][]providerSend{}
+	var order []string
+	for _, s := range sends {
+		if s.channel != herald.ChannelEmail || s.content == "" {
+			single = append(single, s)
+			continue
+		}
+		if _, ok := groups[s.content]; !ok {
+			order = append(order, s.content)
+		}
+		groups[s.content] = append(groups[s.content], s)
+	}
+	if len(groups) == 0 {
+		return single, nil
+	}
+	chain, err := b.a.Senders.Chain(ctx, b.c.TenantID, herald.ChannelEmail)
+	if err != nil || len(chain) == 0 || chain[0].Email == nil {
+		// No provider (or no batching): the single path reports it per recipient.
+		return sends, nil
+	}
+	sender := chain[0]
+	batcher, ok := sender.Email.(providers.BatchEmailSender)
+	if !ok || batcher.MaxEmailBatch() < 2 {
+		return sends, nil
+	}
+	for _, key := range order {
+		group := groups[key]
+		for len(group) > 0 {
+			n := min(len(group), batcher.MaxEmailBatch())
+			chunk := group[:n]
+			group = group[n:]
+			rest, err := b.sendEmailChunk(ctx, sender, batcher, chunk)
+			if err != nil {
+				return nil, err
+			}
+			single = append(single, rest...)
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+	return single, nil
+}
+
+func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sender, batcher providers.BatchEmailSender, chunk []providerSend) ([]providerSend, error) {
+	tenant := b.c.TenantID
+	ids := make([]string, len(chunk))
+	for i, s := range chunk {
+		ids[i] = s.w.id
+	}
+	receipts, err := b.a.Providers.LatestReceipts(ctx, tenant, ids, herald.ChannelEmail)
+	if err != nil {
+		return nil, fmt.Errorf("read receipts: %w", err)
+	}
+	var todo []providerSend
+	var known []store.BulkDeliveryUpdate
+	for _, s := range chunk {
+		if r, ok := receipts[s.w.id]; ok {
+			// The provider accepted in an earlier run whose record was lost.
+			status := r.DeliveryStatus()
+			if status == herald.DeliveryFailed {
+				status = herald.DeliverySent
+			}
+			known = append(known, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: status,
+				Provider: r.Provider, ProviderMessageID: r.ProviderMessageID})
+			continue
+		}
+		todo = append(todo, s)
+	}
+	if err := b.a.Store.UpdateDeliveries(ctx, tenant, known); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.res.Duplicates += len(known)
+	b.mu.Unlock()
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	sending := make([]store.BulkDeliveryUpdate, len(todo))
+	to := make([]providers.BatchRecipient, len(todo))
+	for i, s := range todo {
+		sending[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySending,
+			Provider: sender.Provider, Attempts: 1}
+		e := s.payload.Email
+		to[i] = providers.BatchRecipient{To: e.To, Headers: e.Headers,
+			Tags: providers.Tags{TenantID: tenant, NotificationID: s.w.id, Channel: herald.ChannelEmail}}
+	}
+	if err := b.a.Store.UpdateDeliveries(ctx, tenant, sending); err != nil {
+		return nil, err
+	}
+	if sender.RatePerSecond > 0 && b.a.Limiter != nil {
+		if err := b.a.Limiter.WaitN(ctx, "provider:"+sender.Account, sender.RatePerSecond, 1, len(todo)); err != nil {
+			return nil, err
+		}
+	}
+	e := todo[0].payload.Email
+	var cats []string
+	if e.Category != "" {
+		cats = []string{e.Category}
+	}
+	res, sendErr := batcher.SendEmailBatch(ctx, providers.EmailMessage{Subject: e.Subject, Text: e.Text, HTML: e.HTML, Categories: cats}, to)
+	if sendErr != nil {
+		if pe, ok := providers.AsError(sendErr); ok && pe.Permanent {
+			// One bad recipient refuses the whole call: each one alone gets its verdict.
+			return todo, nil
+		}
+		for _, s := range todo {
+			if err := b.failed(ctx, s, b.a.sendFailed(ctx, providers.Tags{TenantID: tenant, NotificationID: s.w.id, Channel: herald.ChannelEmail}, sendErr)); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	sent := make([]store.BulkDeliveryUpdate, len(todo))
+	for i, s := range todo {
+		sent[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySent,
+			Provider: sender.Provider, ProviderMessageID: res.ProviderMessageID}
+	}
+	// Recorded only now, after the provider accepted; retried in place (as
+	// recordSent does), since every failed write here widens the window in which
+	// a re-run would send again.
+	for attempt := 0; ; attempt++ {
+		err = b.a.Store.UpdateDeliveries(context.WithoutCancel(ctx), tenant, sent)
+		if err == nil || attempt == 4 {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record %d emails sent after the provider accepted: %w", len(sent), err)
+	}
+	b.mu.Lock()
+	b.res.Delivered += len(todo)
+	b.mu.Unlock()
+	return nil, nil
 }

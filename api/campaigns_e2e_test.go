@@ -17,6 +17,7 @@ import (
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/providers/providertest"
 )
 
 // campaignUsers creates n users u00000 … with an email address each, in one
@@ -376,5 +377,81 @@ func TestCampaignBadInputs(t *testing.T) {
 	first := h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, body)
 	if second := h.MustDo(http.StatusOK, http.MethodPost, "/v1/campaigns", key, body); second.Str("campaign_id") != first.Str("campaign_id") {
 		t.Fatalf("idempotency_key: %s vs %s", first.Body, second.Body)
+	}
+}
+
+// TestCampaignProviderBatchesAndRetries: email goes to SendGrid in batches
+// (one mail send per page, a personalization per recipient naming its
+// notification), a failed mail send is retried after the backoff; SMS goes one
+// call per recipient to Twilio, where 10% of the calls fail once and are
+// retried; every recipient gets exactly one email and one SMS.
+func TestCampaignProviderBatchesAndRetries(t *testing.T) {
+	f := apitest.StartFakes(t)
+	h := apitest.Start(t, apitest.Options{Process: f.Process(publicBase, 10*time.Second), CampaignPageSize: 100, CampaignWindow: 2})
+	tenantID, key := h.TenantWith("providers", "promo")
+	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com"}`)
+	h.ConfigureTwilio(tenantID)
+	const n = 300
+	users := make([]store.User, n)
+	ids := make([]string, n)
+	for i := range users {
+		id, email, phone := fmt.Sprintf("s%05d", i), fmt.Sprintf("s%05d@example.com", i), fmt.Sprintf("+1415555%04d", i)
+		users[i], ids[i] = store.User{UserID: id, Email: &email, Phone: &phone}, id
+	}
+	if err := h.Store.InsertUsers(context.Background(), tenantID, users); err != nil {
+		t.Fatal(err)
+	}
+	f.SendGrid.Next(providertest.Fail500()) // the first mail send fails
+	var every10th []providertest.Behavior
+	for i := range n {
+		if i%10 == 0 {
+			every10th = append(every10th, providertest.Fail500())
+		} else {
+			every10th = append(every10th, providertest.Behavior{})
+		}
+	}
+	f.Twilio.Next(every10th...)
+
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "multi", "template_id": "promo",
+		"channels": []string{"email", "sms"}, "audience": map[string]any{"user_ids": ids}})
+	done := awaitCampaign(h, key, "multi", herald.CampaignCompleted, 90*time.Second)
+	if e, s := counts(t, done, "email"), counts(t, done, "sms"); num(e, "sent") != n || num(s, "sent") != n || num(e, "retrying") != 0 {
+		t.Fatalf("counts: %s", done.Body)
+	}
+
+	mails := map[string]int{}
+	sends := 0
+	for _, req := range f.SendGrid.AcceptedRequests() {
+		m, err := providertest.DecodeMail(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends++
+		for _, p := range m.Personalizations {
+			mails[p.CustomArgs["notification_id"]]++
+		}
+	}
+	if len(mails) != n || sends > 4 {
+		t.Fatalf("%d recipients emailed in %d mail sends (want %d in at most 4)", len(mails), sends, n)
+	}
+	for id, c := range mails {
+		if c != 1 {
+			t.Fatalf("%s emailed %d times", id, c)
+		}
+	}
+	sms := map[string]int{}
+	for _, req := range f.Twilio.AcceptedRequests() {
+		sms[req.Form.Get("To")]++
+	}
+	if len(sms) != n {
+		t.Fatalf("%d recipients got an SMS, want %d", len(sms), n)
+	}
+	for to, c := range sms {
+		if c != 1 {
+			t.Fatalf("%s got %d SMS", to, c)
+		}
+	}
+	if f.Twilio.Calls() < n+n/10 {
+		t.Fatalf("twilio saw %d calls; the failed tenth was not retried?", f.Twilio.Calls())
 	}
 }

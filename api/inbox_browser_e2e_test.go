@@ -106,7 +106,7 @@ func TestInboxComponentInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("badge 0", func() bool { return text(".badge") == "0" })
-	c, recount := counts(t, h, tenantID, "ada")
+	c, recount := inboxCounts(t, h, tenantID, "ada")
 	if c.Unread != 0 || c != recount {
 		t.Fatalf("server counts after the click: %+v (recount %+v)", c, recount)
 	}

@@ -41,7 +41,7 @@ func sendInApp(t *testing.T, h *apitest.Harness, key, userID, title string) stri
 	return accept(t, h, key, userID, "hi", map[string]any{"title": title, "body": "b"}, "in_app")
 }
 
-func counts(t *testing.T, h *apitest.Harness, tenantID, userID string) (api, recount store.InboxCounts) {
+func inboxCounts(t *testing.T, h *apitest.Harness, tenantID, userID string) (api, recount store.InboxCounts) {
 	t.Helper()
 	api, _, err := h.Store.GetInboxCounts(context.Background(), tenantID, userID)
 	if err != nil {
@@ -155,7 +155,7 @@ func TestInboxReconnectReplaysExactlyTheMissedEvents(t *testing.T) {
 	for i := range 2 {
 		sendInApp(t, h, key, "ada", fmt.Sprint("before ", i))
 	}
-	h.Eventually(streamWithin, "2 items", func() bool { c, _ := counts(t, h, tenantID, "ada"); return c.Total == 2 })
+	h.Eventually(streamWithin, "2 items", func() bool { c, _ := inboxCounts(t, h, tenantID, "ada"); return c.Total == 2 })
 	st := h.OpenStream("", "/v1/users/ada/inbox/stream", token)
 	last := st.NextOf("ready", streamWithin).ID
 	st.Close()
@@ -168,7 +168,7 @@ func TestInboxReconnectReplaysExactlyTheMissedEvents(t *testing.T) {
 	for i := range 20 {
 		missed = append(missed, sendInApp(t, h, key, "ada", fmt.Sprint("missed ", i)))
 	}
-	h.Eventually(30*time.Second, "22 items", func() bool { c, _ := counts(t, h, tenantID, "ada"); return c.Total == 22 })
+	h.Eventually(30*time.Second, "22 items", func() bool { c, _ := inboxCounts(t, h, tenantID, "ada"); return c.Total == 22 })
 
 	st = h.OpenStream("", "/v1/users/ada/inbox/stream", token, "Last-Event-ID", strconv.FormatInt(last, 10))
 	seen := map[string]bool{}
@@ -237,7 +237,7 @@ func TestInboxBatchInsertNotifiesOnceAndOldIDsRefetch(t *testing.T) {
 	}
 	stBob.Quiet(300 * time.Millisecond)
 
-	c, recount := counts(t, h, tenantID, "ada")
+	c, recount := inboxCounts(t, h, tenantID, "ada")
 	if c != recount || c.Total != int64(n) {
 		t.Fatalf("counts %+v, recount %+v, want total %d", c, recount, n)
 	}
@@ -314,7 +314,7 @@ func TestInboxCountsExactUnderConcurrentDeliveriesAndMarks(t *testing.T) {
 		n, err := h.Store.CountInboxForTemplate(context.Background(), tenantID, "hi")
 		return err == nil && n == deliveries
 	})
-	c, recount := counts(t, h, tenantID, "ada")
+	c, recount := inboxCounts(t, h, tenantID, "ada")
 	if c != recount {
 		t.Fatalf("counters %+v != recount %+v", c, recount)
 	}
@@ -348,7 +348,7 @@ func TestInboxMarkAllAndFilters(t *testing.T) {
 	for i := range 4 {
 		ids = append(ids, sendInApp(t, h, key, "ada", fmt.Sprint("n", i)))
 	}
-	h.Eventually(streamWithin, "4 items", func() bool { c, _ := counts(t, h, tenantID, "ada"); return c.Total == 4 })
+	h.Eventually(streamWithin, "4 items", func() bool { c, _ := inboxCounts(t, h, tenantID, "ada"); return c.Total == 4 })
 	list := func(q string) int {
 		return len(h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox"+q, token, nil).JSON["items"].([]any))
 	}
@@ -369,7 +369,7 @@ func TestInboxMarkAllAndFilters(t *testing.T) {
 	if c := r.JSON["counts"].(map[string]any); r.JSON["changed"].(float64) != 2 || c["unread"].(float64) != 0 || c["total"].(float64) != 3 {
 		t.Fatalf("read-all: %s", r.Body)
 	}
-	c, recount := counts(t, h, tenantID, "ada")
+	c, recount := inboxCounts(t, h, tenantID, "ada")
 	if c != recount || c.Unread != 0 || c.Unseen != 0 || c.Total != 3 {
 		t.Fatalf("counts %+v recount %+v", c, recount)
 	}

@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -30,6 +32,7 @@ import (
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
+	"github.com/herald-notify/herald/worker"
 )
 
 // Harness is one running Herald.
@@ -78,6 +81,8 @@ type Options struct {
 	// InboxStreams their limits (zero fields: the defaults).
 	InboxHeartbeat time.Duration
 	InboxStreams   inboxlive.Limits
+	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
+	CampaignPageSize, CampaignWindow int
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -89,6 +94,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Helper()
 	pool := testenv.Pool(t)
 	tc := testenv.TemporalClient(t)
+	ensureSearchAttributes(t, tc)
 	key, err := secrets.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +130,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		InboxHeartbeat:      opts.InboxHeartbeat,
 		InboxStreamsPerUser: opts.InboxStreams.PerUser, InboxStreamsPerTenant: opts.InboxStreams.PerTenant,
 		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
+		CampaignPageSize:       opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow,
 	}
 	h.newApp = func() (*app.App, error) {
 		return app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
@@ -176,6 +183,21 @@ func (h *Harness) UserToken(key, userID string) string {
 // forge expired tokens with it).
 func (h *Harness) UserTokenKey() []byte { return app.UserTokenKey(h.SecretsKey) }
 
+// searchAttrsOnce registers Herald's search attributes once per test binary, so a
+// Temporal server started before one was added (a reused test server) still
+// takes every upsert.
+var searchAttrsOnce sync.Once
+
+func ensureSearchAttributes(t testing.TB, tc client.Client) {
+	searchAttrsOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := worker.EnsureSearchAttributes(ctx, tc, "default"); err != nil {
+			t.Logf("registering search attributes: %v", err)
+		}
+	})
+}
+
 // StartWorkers starts n more worker sets (one worker per lane each) on the
 // harness's task queues, each with its own Temporal client, like separate processes.
 func (h *Harness) StartWorkers(n int) {
@@ -189,6 +211,10 @@ func (h *Harness) StartWorkers(n int) {
 		}
 	}
 }
+
+// Activities are the worker's activities (tests run one in a
+// testsuite.TestActivityEnvironment against the real stores).
+func (h *Harness) Activities() *activities.Activities { return h.app.Activities }
 
 // Tenant creates a tenant and returns its id and API key.
 func (h *Harness) Tenant(name string) (id, key string) {

@@ -625,3 +625,46 @@ func (s *Store) CountInboxForTemplate(ctx context.Context, tenantID, templateID 
 		WHERE i.tenant_id = $1 AND n.template_id = $2`, tenantID, templateID).Scan(&n)
 	return n, err
 }
+
+// InboxBatchItem is one rendered in-app message of DeliverToInboxBatch.
+type InboxBatchItem struct {
+	UserID         string
+	NotificationID string
+	Title          string
+	Body           string
+	ActionURL      string
+	// Category is the template's (the inbox filters by it).
+	Category string
+}
+
+// DeliverToInboxBatch is DeliverToInbox for many notifications at once (a
+// campaign page), in one transaction: the inbox rows through insertInboxItems
+// (counts and stream events kept, ONE NOTIFY for the whole page; the inbox key
+// is the in-app guard, so a re-run inserts nothing) and every in_app delivery
+// marked delivered. It returns how many rows were new.
+func (s *Store) DeliverToInboxBatch(ctx context.Context, tenantID string, items []InboxBatchItem, at time.Time) (inserted int, err error) {
+	if len(items) == 0 {
+		return 0, nil
+	}
+	news := make([]NewInboxItem, len(items))
+	for i, it := range items {
+		news[i] = NewInboxItem{TenantID: tenantID, UserID: it.UserID, NotificationID: it.NotificationID, Title: it.Title,
+			Body: it.Body, ActionURL: it.ActionURL, Category: it.Category, CreatedAt: at}
+	}
+	err = s.InTx(ctx, func(tx *Store) error {
+		fresh, err := tx.insertInboxItems(ctx, news)
+		if err != nil {
+			return err
+		}
+		us := make([]BulkDeliveryUpdate, len(items))
+		for i, it := range items {
+			us[i] = BulkDeliveryUpdate{NotificationID: it.NotificationID, Channel: herald.ChannelInApp, Status: herald.DeliveryDelivered, Provider: "inbox"}
+			if fresh[i] {
+				us[i].Attempts = 1
+				inserted++
+			}
+		}
+		return tx.UpdateDeliveries(ctx, tenantID, us)
+	})
+	return inserted, err
+}

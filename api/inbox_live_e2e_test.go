@@ -433,3 +433,32 @@ func TestInboxStreamOutlivesTheWriteTimeout(t *testing.T) {
 		t.Fatalf("got %s", ev.Raw)
 	}
 }
+
+// A campaign's in-app page goes through the inbox's batch path: every
+// recipient's open stream gets its item.created, the counters stay exact, and a
+// re-run of the page adds nothing.
+func TestCampaignInboxItemsReachTheStreams(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.TenantWith("campaign-inbox", e2eTemplates...)
+	h.Template(key, apitest.SimpleTemplate("promo"))
+	users := []string{"c1", "c2", "c3"}
+	var streams []*apitest.Stream
+	for _, u := range users {
+		createUser(h, key, u)
+		st := h.OpenStream("", "/v1/users/"+u+"/inbox/stream", h.UserToken(key, u))
+		st.NextOf("ready", streamWithin)
+		streams = append(streams, st)
+	}
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "live", "template_id": "promo",
+		"channels": []string{"in_app"}, "data": map[string]any{"title": "Sale"}, "audience": map[string]any{"user_ids": users}})
+	for i, st := range streams {
+		ev := st.NextOf(herald.InboxItemCreated, 30*time.Second)
+		if item, _ := ev.Data["item"].(map[string]any); item["title"] != "Sale" || item["category"] != "general" || ev.ID != 1 {
+			t.Fatalf("%s: %s", users[i], ev.Raw)
+		}
+		c, recount := inboxCounts(t, h, tenantID, users[i])
+		if c != recount || c.Total != 1 {
+			t.Fatalf("%s: counts %+v recount %+v", users[i], c, recount)
+		}
+	}
+}

@@ -38,7 +38,7 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 	sendAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	body := func(mod func(map[string]any)) map[string]any {
 		b := map[string]any{"user_id": "ada", "template_id": "order_shipped", "channels": []string{"in_app", "email"},
-			"data": map[string]any{"title": "Shipped", "order": map[string]any{"id": 1234, "items": []any{"a", "b"}}},
+			"data":    map[string]any{"title": "Shipped", "order": map[string]any{"id": 1234, "items": []any{"a", "b"}}},
 			"send_at": sendAt.Format(time.RFC3339), "idempotency_key": "order-1234"}
 		if mod != nil {
 			mod(b)
@@ -52,12 +52,18 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 	id := first.Str("notification_id")
 
 	for name, mod := range map[string]func(map[string]any){
-		"user":        func(b map[string]any) { b["user_id"] = "bea" },
-		"template":    func(b map[string]any) { b["template_id"] = "hi" },
-		"data value":  func(b map[string]any) { b["data"].(map[string]any)["title"] = "Delayed" },
-		"nested data": func(b map[string]any) { b["data"].(map[string]any)["order"] = map[string]any{"id": 1235, "items": []any{"a", "b"}} },
-		"array order": func(b map[string]any) { b["data"].(map[string]any)["order"] = map[string]any{"id": 1234, "items": []any{"b", "a"}} },
-		"number text": func(b map[string]any) { b["data"].(map[string]any)["order"] = map[string]any{"id": 1234.5, "items": []any{"a", "b"}} },
+		"user":       func(b map[string]any) { b["user_id"] = "bea" },
+		"template":   func(b map[string]any) { b["template_id"] = "hi" },
+		"data value": func(b map[string]any) { b["data"].(map[string]any)["title"] = "Delayed" },
+		"nested data": func(b map[string]any) {
+			b["data"].(map[string]any)["order"] = map[string]any{"id": 1235, "items": []any{"a", "b"}}
+		},
+		"array order": func(b map[string]any) {
+			b["data"].(map[string]any)["order"] = map[string]any{"id": 1234, "items": []any{"b", "a"}}
+		},
+		"number text": func(b map[string]any) {
+			b["data"].(map[string]any)["order"] = map[string]any{"id": 1234.5, "items": []any{"a", "b"}}
+		},
 		"channels":    func(b map[string]any) { b["channels"] = []string{"in_app"} },
 		"no channels": func(b map[string]any) { delete(b, "channels") },
 		"send_at":     func(b map[string]any) { b["send_at"] = sendAt.Add(time.Minute).Format(time.RFC3339) },
@@ -195,5 +201,10 @@ func TestKeyReuseDetectedFromTheMemo(t *testing.T) {
 	apitest.WantError(t, h.Submit(key, other), http.StatusUnprocessableEntity, "idempotency_key_reused", "idempotency_key")
 	if got, _, _ := dupCount(t, h, key, id); got != 2 {
 		t.Fatalf("duplicates_suppressed = %d, want 2", got)
+	}
+	// The key resolves to the notification although its workflow never recorded it.
+	found := supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications?dedup_key=memo-1", key, nil))
+	if len(found) != 1 || found[0]["notification_id"] != id || found[0]["status"] != "queued" || found[0]["duplicates_suppressed"] != float64(2) {
+		t.Fatalf("dedup_key=memo-1 while only a start: %v", found)
 	}
 }

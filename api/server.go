@@ -107,6 +107,7 @@ func (s *Server) Handler() http.Handler {
 
 	v1 := r.Group("/v1", s.authenticate)
 	v1.POST("/notifications", s.limitTenant, s.createNotification)
+	v1.GET("/notifications", s.findNotifications)
 	v1.GET("/notifications/:notification_id", s.getNotification)
 	v1.DELETE("/notifications/:notification_id", s.cancelNotification)
 	v1.GET("/dead-letters", s.listDeadLetters)
@@ -115,6 +116,7 @@ func (s *Server) Handler() http.Handler {
 	v1.PUT("/users/:user_id", s.putUser)
 	v1.GET("/users/:user_id", s.getUser)
 	v1.GET("/users/:user_id/inbox", s.listInbox)
+	v1.GET("/users/:user_id/notifications", s.listUserNotifications)
 	v1.POST("/users/:user_id/inbox/:notification_id/read", s.markRead)
 	v1.GET("/api-keys", s.listAPIKeys)
 	v1.POST("/api-keys", s.createAPIKey)

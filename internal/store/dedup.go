@@ -179,6 +179,9 @@ type SupportNotification struct {
 // From is inclusive, To exclusive. Before/BeforeID is the keyset cursor (the last
 // item of the previous page).
 type UserNotificationFilter struct {
+	// UserID: one user's notifications; KeyHash: one dedup key's (one per window).
+	UserID     string
+	KeyHash    string
 	From, To   *time.Time
 	TemplateID string
 	Status     string
@@ -187,10 +190,10 @@ type UserNotificationFilter struct {
 	Limit      int
 }
 
-// ListUserNotifications pages a user's notifications newest first by (accepted_at,
-// id), each with its ledger row and deliveries (one query; the deliveries come as
-// one JSON array per notification).
-func (s *Store) ListUserNotifications(ctx context.Context, tenantID, userID string, f UserNotificationFilter) ([]SupportNotification, error) {
+// ListUserNotifications pages a user's (or a dedup key's) notifications newest
+// first by (accepted_at, id), each with its ledger row and deliveries (one query;
+// the deliveries come as one JSON array per notification).
+func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f UserNotificationFilter) ([]SupportNotification, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT n.id, n.user_id, n.template_id, n.status, n.accepted_at, n.updated_at, n.workflow_id, n.run_id, n.dedup_key_hash,
 			d.notification_id IS NOT NULL, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until,
@@ -201,7 +204,7 @@ func (s *Store) ListUserNotifications(ctx context.Context, tenantID, userID stri
 				FROM deliveries x WHERE x.tenant_id = n.tenant_id AND x.notification_id = n.id), '[]'::json)
 		FROM notifications n
 		LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
-		WHERE n.tenant_id = $1 AND n.user_id = $2
+		WHERE n.tenant_id = $1 AND ($2 = '' OR n.user_id = $2) AND ($10 = '' OR n.dedup_key_hash = $10)
 			AND ($3::timestamptz IS NULL OR n.accepted_at >= $3)
 			AND ($4::timestamptz IS NULL OR n.accepted_at < $4)
 			AND ($5 = '' OR n.template_id = $5)
@@ -209,7 +212,7 @@ func (s *Store) ListUserNotifications(ctx context.Context, tenantID, userID stri
 			AND ($7::timestamptz IS NULL OR (n.accepted_at, n.id) < ($7, $8))
 		ORDER BY n.accepted_at DESC, n.id DESC
 		LIMIT $9`,
-		tenantID, userID, f.From, f.To, f.TemplateID, f.Status, f.Before, f.BeforeID, f.Limit)
+		tenantID, f.UserID, f.From, f.To, f.TemplateID, f.Status, f.Before, f.BeforeID, f.Limit, f.KeyHash)
 	if err != nil {
 		return nil, err
 	}

@@ -32,3 +32,6 @@ CREATE INDEX notification_dedup_key_idx ON notification_dedup (tenant_id, key_ha
 -- notifications newest first by (accepted_at, id).
 DROP INDEX notifications_user_idx;
 CREATE INDEX notifications_user_idx ON notifications (tenant_id, user_id, accepted_at DESC, id DESC);
+
+-- GET /v1/notifications?dedup_key=: the notifications recorded for one key.
+CREATE INDEX notifications_dedup_key_idx ON notifications (tenant_id, dedup_key_hash);

@@ -45,6 +45,9 @@ type Config struct {
 	// tenant's own (store.TenantLimits).
 	Limiter      *ratelimit.Limiter
 	TenantLimits TenantLimits
+	// LeaseWindow sizes the token leases this process takes from the limiter's
+	// buckets (ratelimit.Leases; 0: ratelimit.DefaultLeaseWindow).
+	LeaseWindow time.Duration
 	// PublicLimits limit the endpoints without an API key (zero: the defaults).
 	PublicLimits PublicLimits
 	// CostLimits limit the other endpoints that cost work, per tenant (zero
@@ -75,6 +78,9 @@ type Server struct {
 	templates *expirable.LRU[string, store.TemplateRecord]
 	// public holds the buckets of Config.PublicLimits.
 	public *publicLimiter
+	// leases hands out Config.Limiter's bucket tokens in leases (nil without a
+	// Limiter).
+	leases *ratelimit.Leases
 }
 
 // New builds the API server.
@@ -83,6 +89,9 @@ func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Serve
 		settings:  expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second),
 		templates: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL),
 		public:    newPublicLimiter(cfg.PublicLimits)}
+	if cfg.Limiter != nil {
+		s.leases = ratelimit.NewLeases(cfg.Limiter, cfg.LeaseWindow, 0)
+	}
 	if cfg.AuthCacheTTL > 0 {
 		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)
 		s.users = expirable.NewLRU[string, string](100_000, nil, cfg.AuthCacheTTL)

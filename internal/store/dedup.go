@@ -29,11 +29,14 @@ type Dedup struct {
 // succeeded: the body hash it was accepted with, when the submission arrived and
 // when its window ends. A duplicate that got here first left a row with its count
 // and no body hash; the original fills the hash in and keeps the count. One
-// statement, one round trip.
+// statement, one round trip, committed asynchronously like duplicateSQL: the
+// workflow's memo holds the same hash durably (the start is the acceptance), so a
+// row lost in a database crash only sends later duplicates to the memo.
 func (s *Store) RecordAccept(ctx context.Context, tenantID string, d Dedup) error {
 	_, err := s.db.Exec(ctx, `
+		WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
 		INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
-		VALUES ($1, $2, $3, $4, $5, $5, 0, $6)
+		SELECT $1, $2, $3, $4, $5, $5, 0, $6 FROM async
 		ON CONFLICT (tenant_id, notification_id) DO UPDATE
 		SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
 			first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)`,

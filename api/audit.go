@@ -48,6 +48,14 @@ const (
 	AuditAPIKeyRevoke          = "api_key.revoke"
 	AuditUserPut               = "user.put"
 	AuditTenantLimitsPut       = "tenant_limits.put"
+	AuditCampaignCreate        = "campaign.create"
+	AuditCampaignPause         = "campaign.pause"
+	AuditCampaignResume        = "campaign.resume"
+	AuditCampaignCancel        = "campaign.cancel"
+	AuditListCreate            = "list.create"
+	AuditListDelete            = "list.delete"
+	AuditTopicSubscribe        = "topic.subscribe"
+	AuditTopicUnsubscribe      = "topic.unsubscribe"
 )
 
 // AuditOperatorKeyID stands for the operator key in api_key_id.
@@ -274,5 +282,6 @@ var auditActions = []string{
 	AuditTemplatePut, AuditTemplateDelete, AuditPreferencesPut, AuditPreferenceDefaults, AuditSettingsPut,
 	AuditProviderPut, AuditProviderDelete, AuditPushTokenPut, AuditPushTokenDelete, AuditNotificationCancel,
 	AuditDeadLetterRedrive, AuditDeadLetterBulkRedrive, AuditAPIKeyCreate, AuditAPIKeyRevoke, AuditUserPut,
-	AuditTenantLimitsPut,
+	AuditTenantLimitsPut, AuditCampaignCreate, AuditCampaignPause, AuditCampaignResume, AuditCampaignCancel,
+	AuditListCreate, AuditListDelete, AuditTopicSubscribe, AuditTopicUnsubscribe,
 }

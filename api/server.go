@@ -17,6 +17,7 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // Config is what the API needs besides its dependencies.
@@ -56,6 +57,10 @@ type Config struct {
 	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
 	// (/v1/operator/...); "" turns it off (404).
 	OperatorKey string
+	// CampaignPageSize and CampaignWindow size every campaign's batches (0: the
+	// workflow's defaults).
+	CampaignPageSize int
+	CampaignWindow   int
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -148,6 +153,18 @@ func (s *Server) Handler() http.Handler {
 	v1.PUT("/settings", s.audited(AuditSettingsPut, auditFields), s.putSettings)
 	v1.GET("/settings", s.getSettings)
 	v1.GET("/audit-log", s.listAuditLog)
+	v1.POST("/campaigns", s.audited(AuditCampaignCreate, auditFields), s.createCampaign)
+	v1.GET("/campaigns", s.listCampaigns)
+	v1.GET("/campaigns/:campaign_id", s.getCampaign)
+	v1.POST("/campaigns/:campaign_id/pause", s.audited(AuditCampaignPause, auditFields), s.controlCampaign(workflows.UpdatePause))
+	v1.POST("/campaigns/:campaign_id/resume", s.audited(AuditCampaignResume, auditFields), s.controlCampaign(workflows.UpdateResume))
+	v1.POST("/campaigns/:campaign_id/cancel", s.audited(AuditCampaignCancel, auditFields), s.controlCampaign(workflows.UpdateCancelCampaign))
+	v1.POST("/lists", s.audited(AuditListCreate, auditFields), s.createList)
+	v1.GET("/lists/:list_id", s.getList)
+	v1.DELETE("/lists/:list_id", s.audited(AuditListDelete, auditFields), s.deleteList)
+	v1.POST("/topics/:topic/subscribers", s.audited(AuditTopicSubscribe, auditFields), s.addTopicSubscribers)
+	v1.GET("/topics/:topic/subscribers", s.listTopicSubscribers)
+	v1.DELETE("/topics/:topic/subscribers/:user_id", s.audited(AuditTopicUnsubscribe, auditFields), s.removeTopicSubscriber)
 	r.GET(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.getUnsubscribe)
 	r.POST(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.postUnsubscribe)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)

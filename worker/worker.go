@@ -97,6 +97,7 @@ func Register(r interface {
 }, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.NotificationWorkflow)
 	r.RegisterWorkflow(workflows.RedriveWorkflow)
+	r.RegisterWorkflow(workflows.CampaignWorkflow)
 	r.RegisterActivity(acts)
 }
 

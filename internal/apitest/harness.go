@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -29,6 +31,7 @@ import (
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
+	"github.com/herald-notify/herald/worker"
 )
 
 // Harness is one running Herald.
@@ -72,6 +75,8 @@ type Options struct {
 	// NoOperatorAPI runs without HERALD_OPERATOR_KEY: the operator API answers
 	// 404. Otherwise the harness makes a key (Harness.OperatorKey).
 	NoOperatorAPI bool
+	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
+	CampaignPageSize, CampaignWindow int
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -83,6 +88,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Helper()
 	pool := testenv.Pool(t)
 	tc := testenv.TemporalClient(t)
+	ensureSearchAttributes(t, tc)
 	key, err := secrets.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +121,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout: 0,
+		CampaignPageSize:  opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
 		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
@@ -131,6 +138,21 @@ func Start(t testing.TB, opts Options) *Harness {
 	return h
 }
 
+// searchAttrsOnce registers Herald's search attributes once per test binary, so a
+// Temporal server started before one was added (a reused test server) still
+// takes every upsert.
+var searchAttrsOnce sync.Once
+
+func ensureSearchAttributes(t testing.TB, tc client.Client) {
+	searchAttrsOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := worker.EnsureSearchAttributes(ctx, tc, "default"); err != nil {
+			t.Logf("registering search attributes: %v", err)
+		}
+	})
+}
+
 // StartWorkers starts n more worker sets (one worker per lane each) on the
 // harness's task queues, each with its own Temporal client, like separate processes.
 func (h *Harness) StartWorkers(n int) {
@@ -144,6 +166,10 @@ func (h *Harness) StartWorkers(n int) {
 		}
 	}
 }
+
+// Activities are the worker's activities (tests run one in a
+// testsuite.TestActivityEnvironment against the real stores).
+func (h *Harness) Activities() *activities.Activities { return h.app.Activities }
 
 // Tenant creates a tenant and returns its id and API key.
 func (h *Harness) Tenant(name string) (id, key string) {

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -157,6 +158,47 @@ func (l *Limiter) Wait(ctx context.Context, key string, rate float64, burst int)
 	}
 }
 
+// takeNSQL is takeSQL taking $4 tokens at once.
+var takeNSQL = strings.NewReplacer("$3 - 1", "$3::float8 - $4::float8", ") - 1,", ") - $4::float8,", ">= 1", ">= $4::float8").Replace(takeSQL)
+
+// WaitN blocks until it has taken n tokens at once from the bucket key (a batch
+// of n messages sent in one provider call), or ctx ends. The bucket refills at
+// rate, as for Wait; it may fill up to max(burst, n) tokens, so a batch larger
+// than the bucket's usual burst can still go (the average stays at rate).
+func (l *Limiter) WaitN(ctx context.Context, key string, rate float64, burst, n int) error {
+	if n <= 1 {
+		return l.Wait(ctx, key, rate, burst)
+	}
+	burst = max(burst, n)
+	if err := checkBucket(rate, burst); err != nil {
+		return err
+	}
+	for {
+		var ok bool
+		var level float64
+		err := l.db.QueryRow(ctx, takeNSQL, key, rate, float64(burst), float64(n)).Scan(&ok, &level)
+		if errors.Is(err, pgx.ErrNoRows) {
+			ok, level = false, 0
+		} else if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
+			return fmt.Errorf("rate limit %q: %w", key, err)
+		}
+		if ok {
+			return nil
+		}
+		wait := secondsToDuration((float64(n) - level) / rate)
+		t := time.NewTimer(wait + jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // jitter is a random extra wait of up to a tenth of d (at most 5 ms, at least up to
 // 100 µs so waiters told "now" still spread out).
 func jitter(d time.Duration) time.Duration {
@@ -253,10 +295,10 @@ func utcDay(t time.Time) time.Time {
 
 func dateString(day time.Time) string { return day.Format(time.DateOnly) }
 
-// takeNSQL is takeSQL for up to $4 whole tokens at once, and at least $5: it takes
+// takeRangeSQL is takeSQL for up to $4 whole tokens at once, and at least $5: it takes
 // least($4, floor(level)) when the refilled level is at least $5 tokens, records
 // that count in granted and returns it; a refused call returns (false, 0, level).
-const takeNSQL = `
+const takeRangeSQL = `
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 took AS (
     INSERT INTO rate_limit_buckets AS b (key, tokens, updated_at, granted)
@@ -288,7 +330,7 @@ func (l *Limiter) TakeN(ctx context.Context, key string, rate float64, burst, le
 	}
 	var ok bool
 	var g float64
-	err = l.db.QueryRow(ctx, takeNSQL, key, rate, float64(burst), float64(most), float64(least)).Scan(&ok, &g, &level)
+	err = l.db.QueryRow(ctx, takeRangeSQL, key, rate, float64(burst), float64(most), float64(least)).Scan(&ok, &g, &level)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, nil // refused by a row created after the snapshot (see Take)
 	}

@@ -46,6 +46,11 @@ func TestAuditLogRecordsEveryChangeWithoutSecrets(t *testing.T) {
 		return h.Do(http.MethodDelete, "/v1/notifications/"+id, key, nil).Status == http.StatusOK
 	})
 	h.MustDo(http.StatusNoContent, http.MethodDelete, "/v1/providers/email/sendgrid", key, nil)
+	list := h.MustDo(http.StatusCreated, http.MethodPost, "/v1/lists", key, "user_id\nada\n", "Content-Type", "text/csv")
+	listID := list.Str("list_id")
+	if r := h.Do(http.MethodDelete, "/v1/lists/"+listID, key, nil); r.Status >= 300 {
+		t.Fatalf("delete list: %d %s", r.Status, r.Body)
+	}
 	h.MustDo(http.StatusOK, http.MethodDelete, "/v1/api-keys/"+secondID, key, nil)
 	// Refused changes are not changes.
 	h.MustDo(http.StatusBadRequest, http.MethodPut, "/v1/settings", key, map[string]any{"default_locale": 7})
@@ -74,7 +79,7 @@ func TestAuditLogRecordsEveryChangeWithoutSecrets(t *testing.T) {
 		actions = append(actions, items[i]["action"].(string))
 	}
 	want := "user.put api_key.create template.put provider.put settings.put preference_defaults.put preferences.put " +
-		"push_token.put push_token.delete notification.cancel provider.delete api_key.revoke"
+		"push_token.put push_token.delete notification.cancel provider.delete list.create list.delete api_key.revoke"
 	if got := strings.Join(actions, " "); got != want {
 		t.Fatalf("actions, oldest first:\n got %s\nwant %s", got, want)
 	}
@@ -102,6 +107,12 @@ func TestAuditLogRecordsEveryChangeWithoutSecrets(t *testing.T) {
 	}
 	if e := byAction["notification.cancel"]; e["target"] != "notification_id="+id {
 		t.Fatalf("notification.cancel: %v", e)
+	}
+	if e := byAction["list.create"]; listID == "" || !strings.Contains(mustJSON(t, e["details"]), `"bytes":12`) {
+		t.Fatalf("list.create (%s): %v", list.Body, e)
+	}
+	if e := byAction["list.delete"]; e["target"] != "list_id="+listID {
+		t.Fatalf("list.delete: %v", e)
 	}
 	if e := byAction["api_key.revoke"]; e["target"] != "api_key_id="+secondID {
 		t.Fatalf("api_key.revoke: %v", e)

@@ -159,7 +159,7 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/campaigns/:campaign_id/pause", s.audited(AuditCampaignPause, auditFields), s.controlCampaign(workflows.UpdatePause))
 	v1.POST("/campaigns/:campaign_id/resume", s.audited(AuditCampaignResume, auditFields), s.controlCampaign(workflows.UpdateResume))
 	v1.POST("/campaigns/:campaign_id/cancel", s.audited(AuditCampaignCancel, auditFields), s.controlCampaign(workflows.UpdateCancelCampaign))
-	v1.POST("/lists", s.audited(AuditListCreate, auditFields), s.createList)
+	v1.POST("/lists", s.audited(AuditListCreate, auditUpload), s.createList)
 	v1.GET("/lists/:list_id", s.getList)
 	v1.DELETE("/lists/:list_id", s.audited(AuditListDelete, auditFields), s.deleteList)
 	v1.POST("/topics/:topic/subscribers", s.audited(AuditTopicSubscribe, auditFields), s.addTopicSubscribers)

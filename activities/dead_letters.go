@@ -29,6 +29,7 @@ func (a *Activities) DeadLetter(ctx context.Context, in contract.DeadLetterInput
 	if _, err := a.Store.RecomputeNotificationStatus(ctx, in.TenantID, in.NotificationID); err != nil {
 		return 0, err
 	}
+	a.Metrics.DeadLetter(in.Channel)
 	return d.ID, nil
 }
 

@@ -203,6 +203,7 @@ func (s *Server) createNotification(c *gin.Context) {
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
+		c.Set(acceptLaneKey, lane)
 		status := herald.NotificationQueued
 		if !in.SendAt.IsZero() {
 			status = herald.NotificationScheduled
@@ -300,6 +301,32 @@ func (s *Server) latestTemplate(ctx context.Context, tenantID, templateID string
 	return rec, err
 }
 
+// Context keys through which createNotification tells countSubmission what
+// became of the submission.
+const (
+	acceptLaneKey      = "herald.accept_lane"
+	acceptDuplicateKey = "herald.accept_duplicate"
+)
+
+// countSubmission records what became of a submission: accepted (by lane), a
+// duplicate, or rejected by its error code (rate limits included).
+func (s *Server) countSubmission(c *gin.Context) {
+	c.Next()
+	tenant := tenantOf(c).ID
+	switch {
+	case c.GetString(acceptLaneKey) != "":
+		s.cfg.Metrics.Accepted(tenant, c.GetString(acceptLaneKey))
+	case c.GetBool(acceptDuplicateKey):
+		s.cfg.Metrics.Duplicate(tenant)
+	case c.Writer.Status() >= http.StatusBadRequest:
+		code := c.GetString(errorCodeKey)
+		if code == "" {
+			code = "unknown"
+		}
+		s.cfg.Metrics.Rejected(tenant, code)
+	}
+}
+
 // StartOptions are the start options of a notification workflow. The ID conflict
 // policy FAIL (with the error surfaced) is the duplicate check while a run is open;
 // the reuse policy ALLOW_DUPLICATE makes the same key a new notification once the
@@ -341,6 +368,7 @@ func (s *Server) duplicate(c *gin.Context, key ids.KeyHash, workflowID, runID st
 		s.abort(c, err)
 		return
 	}
+	c.Set(acceptDuplicateKey, true)
 	c.JSON(http.StatusOK, gin.H{
 		"notification_id":      id,
 		"status":               status,

@@ -11,8 +11,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
@@ -53,6 +56,9 @@ type Config struct {
 	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
 	// (/v1/operator/...); "" turns it off (404).
 	OperatorKey string
+	// Metrics records requests and submissions and is served at GET /metrics;
+	// nil records nothing and serves no /metrics.
+	Metrics *metrics.Metrics
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -104,9 +110,10 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/openapi.yaml", serveOpenAPI)
+	r.GET("/metrics", gin.WrapH(s.cfg.Metrics.Handler()))
 
 	v1 := r.Group("/v1", s.authenticate)
-	v1.POST("/notifications", s.limitTenant, s.createNotification)
+	v1.POST("/notifications", s.countSubmission, s.limitTenant, s.createNotification)
 	v1.GET("/notifications/:notification_id", s.getNotification)
 	v1.DELETE("/notifications/:notification_id", s.cancelNotification)
 	v1.GET("/dead-letters", s.listDeadLetters)
@@ -156,23 +163,35 @@ const RequestIDHeader = "X-Request-Id"
 // matched pattern, so ids and keys in paths stay out), status, duration, bytes
 // written, the request id when one was sent and the tenant once authenticated.
 // Never a header value such as Authorization, a query string or a body.
+//
+// It also records the request's metrics (by route template and status) and
+// names the request's trace span after the route template.
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	ctx := c.Request.Context()
-	if !s.log.Enabled(ctx, slog.LevelInfo) {
-		return
-	}
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
+	}
+	status, took := c.Writer.Status(), time.Since(start)
+	s.cfg.Metrics.HTTPRequest(c.Request.Method, route, status, took)
+	if status == http.StatusTooManyRequests {
+		s.cfg.Metrics.RateLimit(route, c.GetString(errorCodeKey))
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetName(c.Request.Method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+	}
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
 	}
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs,
 		slog.String("method", c.Request.Method),
 		slog.String("route", route),
-		slog.Int("status", c.Writer.Status()),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 		slog.Int("bytes", max(c.Writer.Size(), 0)))
 	if id := c.GetHeader(RequestIDHeader); id != "" {
 		attrs = append(attrs, slog.String("request_id", truncateID(id)))

@@ -26,6 +26,7 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/internal/tracing"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
@@ -75,6 +76,8 @@ type Options struct {
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
+	// Tracing makes spans (tests give it an in-memory exporter); nil: off.
+	Tracing *tracing.Tracing
 }
 
 // Start brings up API + worker against the test services, wired by internal/app as
@@ -117,10 +120,12 @@ func Start(t testing.TB, opts Options) *Harness {
 		WorkerStopTimeout: 0,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
-		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
+		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
+		Tracing: opts.Tracing})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.app.Close)
 	h.Store, h.Providers, h.Sandbox = h.app.Store, h.app.Providers, h.app.Sandbox
 	if !opts.NoWorker {
 		h.StartWorkers(1)

@@ -81,7 +81,19 @@ type Config struct {
 	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
 	// off (404) and only `herald tenant limits` sets them.
 	OperatorKey string
+	// HERALD_METRICS_ADDR: where a worker-only process (`herald worker`) serves
+	// GET /metrics; "off" serves none. A process that serves the API serves
+	// /metrics on the API's listener instead (`herald dev`, `herald api`: the
+	// API's and, in dev, the worker's metrics on one endpoint).
+	MetricsAddr string
+	// HERALD_METRICS_TENANT_LABELS: add a tenant label to the notification and
+	// delivery counters (false by default: tenants can number in the thousands,
+	// and every label value is a time series).
+	MetricsTenantLabels bool
 }
+
+// DefaultMetricsAddr is HERALD_METRICS_ADDR's default.
+const DefaultMetricsAddr = "127.0.0.1:9464"
 
 // Bucket is a token bucket: Rate tokens a second, Burst deep.
 type Bucket struct {
@@ -139,6 +151,7 @@ func FromEnv() (Config, error) {
 		TwilioBaseURL:     os.Getenv("HERALD_TWILIO_BASE_URL"),
 		FCMBaseURL:        os.Getenv("HERALD_FCM_BASE_URL"),
 		FCMTokenURL:       os.Getenv("HERALD_FCM_TOKEN_URL"),
+		MetricsAddr:       env("HERALD_METRICS_ADDR", DefaultMetricsAddr),
 	}
 	switch v := os.Getenv("HERALD_SANDBOX_API"); v {
 	case "", "false", "0":
@@ -149,6 +162,9 @@ func FromEnv() (Config, error) {
 	}
 	var err error
 	if c.SandboxFallback, err = boolean(EnvSandboxFallback, false); err != nil {
+		return c, err
+	}
+	if c.MetricsTenantLabels, err = boolean("HERALD_METRICS_TENANT_LABELS", false); err != nil {
 		return c, err
 	}
 	for _, d := range []struct {

@@ -64,7 +64,9 @@ func TestOneTracePerNotification(t *testing.T) {
 			t.Errorf("no %s span in the notification's trace; it has %v", want, names(inTrace))
 		}
 	}
-	clients := filter(inTrace, func(s tracetest.SpanStub) bool { return s.SpanKind == trace.SpanKindClient && strings.Contains(s.Name, "POST") })
+	clients := filter(inTrace, func(s tracetest.SpanStub) bool {
+		return s.SpanKind == trace.SpanKindClient && strings.Contains(s.Name, "POST")
+	})
 	if len(clients) != 1 {
 		t.Fatalf("provider HTTP client spans in the trace: %d (%v)", len(clients), names(inTrace))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -33,6 +34,10 @@ type Activities struct {
 	// Metrics records delivery outcomes, provider latency, retries, dead
 	// letters and suppressions; nil records nothing.
 	Metrics *metrics.Metrics
+	// Webhooks queues tenant status webhook events; WebhookSender sends them
+	// (nil: none).
+	Webhooks      *webhooks.Emitter
+	WebhookSender *webhooks.Sender
 }
 
 // ProviderInbox is the provider label of in-app deliveries (the inbox table).
@@ -78,6 +83,8 @@ func (a *Activities) DeliverInApp(ctx context.Context, in contract.DeliverInAppI
 		outcome = metrics.OutcomeDuplicate
 	}
 	a.Metrics.Delivery(in.TenantID, herald.ChannelInApp, ProviderInbox, outcome)
+	a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelInApp,
+		Status: herald.DeliveryDelivered, Provider: ProviderInbox})
 	return contract.DeliverResult{Status: herald.DeliveryDelivered, Duplicate: !inserted}, nil
 }
 
@@ -94,6 +101,10 @@ func (a *Activities) RecordChannelStatus(ctx context.Context, in contract.Record
 	changed, err := a.Store.UpdateDelivery(ctx, in.TenantID, in.NotificationID, in.Channel, u)
 	if err == nil && changed && in.Status == herald.DeliverySuppressed {
 		a.Metrics.Suppression(in.TenantID, in.Channel, in.Reason)
+	}
+	if err == nil {
+		a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: in.Channel,
+			Status: in.Status, Reason: in.Reason, Error: in.Error})
 	}
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 )
@@ -145,6 +146,10 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 	}
 	if d.Status == herald.DeliverySent || d.Status == herald.DeliveryDelivered {
 		a.Metrics.Delivery(tags.TenantID, tags.Channel, deref(d.Provider), metrics.OutcomeDuplicate)
+		// Again, in case the attempt that recorded it stopped before queueing it
+		// (a repeat queues nothing).
+		a.emit(ctx, webhooks.Event{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
+			Status: herald.DeliverySent, Provider: deref(d.Provider)})
 		return contract.DeliverResult{Status: d.Status, Duplicate: true}, nil
 	}
 	if r, ok, err := a.Providers.LatestReceipt(ctx, tags.TenantID, tags.NotificationID, tags.Channel); err != nil {
@@ -158,6 +163,8 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 			return contract.DeliverResult{}, err
 		}
 		a.Metrics.Delivery(tags.TenantID, tags.Channel, r.Provider, metrics.OutcomeDuplicate)
+		a.emit(ctx, webhooks.Event{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
+			Status: herald.DeliverySent, Provider: r.Provider})
 		return contract.DeliverResult{Status: status, Duplicate: true}, nil
 	}
 
@@ -205,6 +212,8 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 			return contract.DeliverResult{}, err
 		}
 		a.recordAttempt(ctx, tags, provider, nil)
+		a.emit(ctx, webhooks.Event{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
+			Status: herald.DeliverySent, Provider: provider})
 		return contract.DeliverResult{Status: herald.DeliverySent}, nil
 	}
 }

@@ -59,6 +59,8 @@ type Config struct {
 	// Metrics records requests and submissions and is served at GET /metrics;
 	// nil records nothing and serves no /metrics.
 	Metrics *metrics.Metrics
+	// Webhooks serves /v1/webhook-endpoints.
+	Webhooks WebhookConfig
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -141,6 +143,15 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/users/:user_id/preferences", s.getUserPreferences)
 	v1.PUT("/preferences/defaults", s.putPreferenceDefaults)
 	v1.GET("/preferences/defaults", s.getPreferenceDefaults)
+	v1.POST("/webhook-endpoints", s.createWebhookEndpoint)
+	v1.GET("/webhook-endpoints", s.listWebhookEndpoints)
+	v1.GET("/webhook-endpoints/:endpoint_id", s.getWebhookEndpoint)
+	v1.PATCH("/webhook-endpoints/:endpoint_id", s.updateWebhookEndpoint)
+	v1.DELETE("/webhook-endpoints/:endpoint_id", s.deleteWebhookEndpoint)
+	v1.POST("/webhook-endpoints/:endpoint_id/rotate-secret", s.rotateWebhookSecret)
+	v1.GET("/webhook-endpoints/:endpoint_id/attempts", s.listWebhookAttempts)
+	v1.POST("/webhook-endpoints/:endpoint_id/replay", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "replays"), s.replayWebhookMessages)
+	v1.POST("/webhook-endpoints/:endpoint_id/messages/:message_id/replay", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "replays"), s.replayWebhookMessage)
 	v1.PUT("/settings", s.putSettings)
 	v1.GET("/settings", s.getSettings)
 	r.GET(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.getUnsubscribe)

@@ -18,6 +18,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -78,6 +79,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Tracing makes spans (tests give it an in-memory exporter); nil: off.
 	Tracing *tracing.Tracing
+	// WebhookRetry is the tenant webhooks' backoff (zero fields: 100 ms
+	// doubling to 1 s, for a minute, so tests see retries quickly).
+	WebhookRetry contract.WebhookRetry
 }
 
 // Start brings up API + worker against the test services, wired by internal/app as
@@ -117,7 +121,10 @@ func Start(t testing.TB, opts Options) *Harness {
 		OperatorKey: h.OperatorKey, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
 		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
-		WorkerStopTimeout: 0,
+		WorkerStopTimeout:       0,
+		WebhookRetryInitial:     or(opts.WebhookRetry.Initial, 100*time.Millisecond),
+		WebhookRetryMaxInterval: or(opts.WebhookRetry.MaxInterval, time.Second),
+		WebhookRetryFor:         or(opts.WebhookRetry.For, time.Minute), WebhookTimeout: 5 * time.Second,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
 		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
@@ -134,6 +141,13 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
+}
+
+func or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // StartWorkers starts n more worker sets (one worker per lane each) on the

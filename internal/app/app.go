@@ -25,18 +25,21 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/tracing"
 	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 	"github.com/herald-notify/herald/providers/registry"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/worker"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // AuthCacheTTL bounds how long one API process keeps honouring a key revoked
@@ -76,8 +79,9 @@ type Options struct {
 	// Tracing makes the spans (nil or its zero value: tracing off);
 	// tracing.FromEnv reads OTEL_EXPORTER_OTLP_ENDPOINT.
 	Tracing *tracing.Tracing
-	// NoSignals leaves the Temporal clients as given: no SDK metrics handler,
-	// no tracing interceptor (the bench's signals-off side).
+	// NoSignals turns metrics off (nothing recorded, GET /metrics 404) and
+	// leaves the Temporal clients as given: no SDK metrics handler, no tracing
+	// interceptor (the bench's -signals off).
 	NoSignals bool
 }
 
@@ -120,7 +124,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		hc = &http.Client{Timeout: ProviderHTTPTimeout}
 	}
 	m := opts.Metrics
-	if m == nil {
+	if m == nil && !opts.NoSignals {
 		m = metrics.New(metrics.Options{TenantLabels: cfg.MetricsTenantLabels})
 	}
 	a := &App{Store: store.New(pool), Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
@@ -132,6 +136,19 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	}, 10*time.Second)
 	limiter := ratelimit.New(pool)
 	reg := registry.New()
+	policy := cfg.Egress
+	if policy == nil {
+		policy = egress.Default()
+	}
+	emitter := &webhooks.Emitter{Store: a.Store, Temporal: a.temporal, Log: logger, Settings: webhooks.Settings{
+		TaskQueue: cfg.TaskQueue, Retry: workflows.WebhookRetry{Initial: cfg.WebhookRetryInitial,
+			MaxInterval: cfg.WebhookRetryMaxInterval, For: cfg.WebhookRetryFor}}}
+	webhookTimeout := cfg.WebhookTimeout
+	if webhookTimeout <= 0 {
+		webhookTimeout = config.DefaultWebhookTimeout
+	}
+	webhookClient := policy.Client(webhookTimeout)
+	webhookClient.Transport = a.tracing.Transport(webhookClient.Transport)
 	a.Activities = &activities.Activities{Store: a.Store, Providers: a.Providers,
 		Senders: resolver.New(a.Providers, resolver.Process{
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
@@ -139,7 +156,8 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: hc, Breaker: opts.Breaker, Registry: reg,
 			SandboxFallback: cfg.SandboxFallback, WrapTransport: a.tracing.Transport,
 		}, a.Sandbox),
-		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter, Metrics: m}
+		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter, Metrics: m,
+		Webhooks: emitter, WebhookSender: &webhooks.Sender{Store: a.Store, Keys: keys, Client: webhookClient}}
 
 	apiStore, apiLimiter, apiTemporal := a.Store, limiter, a.temporal
 	if opts.APIDB != nil {
@@ -160,6 +178,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		CostLimits: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
 			Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
 		OperatorKey: cfg.OperatorKey, Metrics: m,
+		Webhooks: api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
 	}
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox

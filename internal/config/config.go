@@ -90,6 +90,13 @@ type Config struct {
 	// delivery counters (false by default: tenants can number in the thousands,
 	// and every label value is a time series).
 	MetricsTenantLabels bool
+	// HERALD_WEBHOOK_RETRY_INITIAL, HERALD_WEBHOOK_RETRY_MAX_INTERVAL,
+	// HERALD_WEBHOOK_RETRY_FOR: a tenant webhook message's backoff (first
+	// delay, doubling up to the max interval) and how long it is retried
+	// before it is dead-lettered (defaults 5s, 1h, 25h).
+	WebhookRetryInitial, WebhookRetryMaxInterval, WebhookRetryFor time.Duration
+	// HERALD_WEBHOOK_TIMEOUT: one webhook request's timeout (default 10s).
+	WebhookTimeout time.Duration
 }
 
 // DefaultMetricsAddr is HERALD_METRICS_ADDR's default.
@@ -134,6 +141,7 @@ const (
 	DefaultWriteTimeout        = 60 * time.Second
 	DefaultIdleTimeout         = 120 * time.Second
 	DefaultWebhookTolerance    = 5 * time.Minute
+	DefaultWebhookTimeout      = 10 * time.Second
 	DefaultTenantRatePerSecond = 200
 	DefaultTenantBurst         = 400
 )
@@ -179,6 +187,10 @@ func FromEnv() (Config, error) {
 		{"HERALD_HTTP_WRITE_TIMEOUT", DefaultWriteTimeout, &c.HTTPWriteTimeout},
 		{"HERALD_HTTP_IDLE_TIMEOUT", DefaultIdleTimeout, &c.HTTPIdleTimeout},
 		{"HERALD_WEBHOOK_TOLERANCE", DefaultWebhookTolerance, &c.WebhookTolerance},
+		{"HERALD_WEBHOOK_RETRY_INITIAL", 5 * time.Second, &c.WebhookRetryInitial},
+		{"HERALD_WEBHOOK_RETRY_MAX_INTERVAL", time.Hour, &c.WebhookRetryMaxInterval},
+		{"HERALD_WEBHOOK_RETRY_FOR", 25 * time.Hour, &c.WebhookRetryFor},
+		{"HERALD_WEBHOOK_TIMEOUT", DefaultWebhookTimeout, &c.WebhookTimeout},
 	} {
 		if *d.dst, err = duration(d.name, d.def); err != nil {
 			return c, err

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Metric names: the dashboard (deploy/grafana) and the tests name these.
@@ -114,6 +116,22 @@ func New(opts Options) *Metrics {
 	m.rateLimited = counter(reg, RateLimited, "Requests refused with 429, by route template and error code.", "route", "code")
 	m.whAttempts = counter(reg, WebhookAttempts, "Tenant webhook delivery attempts by outcome (delivered, failed).", "outcome")
 	m.whDead = counter(reg, WebhookDeadLettered, "Tenant webhook messages dead-lettered after their retries ran out.")
+	// Series a dashboard alerts on exist from the start, at 0, rather than
+	// appearing only with the first failure.
+	for _, ch := range herald.Channels {
+		m.retries.WithLabelValues(ch)
+		m.deadLettered.WithLabelValues(ch)
+	}
+	for _, o := range []string{"delivered", "failed"} {
+		m.whAttempts.WithLabelValues(o)
+	}
+	m.whDead.WithLabelValues()
+	for _, code := range []string{"rate_limited", "daily_quota_exceeded"} {
+		m.rateLimited.WithLabelValues("/v1/notifications", code)
+	}
+	if !m.tenants {
+		m.duplicate.WithLabelValues()
+	}
 	return m
 }
 

@@ -359,3 +359,35 @@ func TestWebhookDeadLetterAndReplay(t *testing.T) {
 	}
 	h.Eventually(10*time.Second, "the range-replayed message", func() bool { return len(recv.events(n)) == 2 })
 }
+
+// TestWebhookEventsFromProviderReceipts: a provider's receipt that moves a
+// delivery (SendGrid: delivered; a bounce: failed) reaches the tenant's
+// endpoint after the sent event, in that order.
+func TestWebhookEventsFromProviderReceipts(t *testing.T) {
+	t.Parallel()
+	e := startFailEnv(t, 10*time.Second)
+	recv := newReceiver(t)
+	_, secret := createEndpoint(t, e.h, e.key, map[string]any{"url": recv.srv.URL})
+	recv.trust(secret)
+	ok := e.mustNotify(t, "queued", nil, "email")
+	bounced := e.mustNotify(t, "queued", nil, "email")
+	var msgIDs []string
+	for _, id := range []string{ok, bounced} {
+		c := e.h.AwaitChannel(e.key, id, "email", "sent", "", 10*time.Second)
+		msgIDs = append(msgIDs, c["provider_message_id"].(string))
+	}
+	now := time.Now()
+	bounce := sgEv(e.tenantID, bounced, msgIDs[1], "bounce", "ev-b", now.Unix())
+	bounce["type"], bounce["status"], bounce["reason"] = "bounce", "5.1.1", "550 5.1.1 no such user"
+	batch := sgBatch(t, sgEv(e.tenantID, ok, msgIDs[0], "delivered", "ev-d", now.Unix()), bounce)
+	e.h.MustDo(http.StatusOK, http.MethodPost, "/v1/webhooks/sendgrid", "", batch, e.sign(batch)...)
+	e.h.Eventually(10*time.Second, "the receipts' events", func() bool {
+		return len(recv.events(ok)) == 2 && len(recv.events(bounced)) == 2
+	})
+	if ev := recv.events(ok); ev[0] != "delivery.sent/email" || ev[1] != "delivery.delivered/email" {
+		t.Errorf("delivered notification's events %v", ev)
+	}
+	if ev := recv.events(bounced); ev[0] != "delivery.sent/email" || ev[1] != "delivery.failed/email" {
+		t.Errorf("bounced notification's events %v", ev)
+	}
+}

@@ -138,6 +138,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 		"HERALD_TASK_QUEUE="+h.TaskQueue,
 		"HERALD_SENDGRID_BASE_URL="+sg.URL,
 		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fake's address: internal, refused by default
+		"HERALD_METRICS_ADDR=off",       // tests run side by side: no fixed port
 		"HERALD_SECRETS_KEY="+h.SecretsKey,
 	)
 	submit := func(n int) string {
@@ -266,6 +267,7 @@ func TestWorkerExitsOnFatalError(t *testing.T) {
 		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
 		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 		"HERALD_TEMPORAL_NAMESPACE="+ns,
+		"HERALD_METRICS_ADDR=off",
 		"HERALD_TASK_QUEUE="+testenv.UniqueName(t, "tq"),
 		"HERALD_SECRETS_KEY="+key,
 	)

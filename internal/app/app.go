@@ -331,14 +331,15 @@ func (a *App) Run(ctx context.Context, s Services) error {
 		g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, a.handler, a.log), ln, a.cfg.ShutdownTimeout) })
 	} else if a.cfg.MetricsAddr != "" && a.cfg.MetricsAddr != "off" {
 		// A worker-only process serves its metrics on a listener of its own.
-		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen on %s (HERALD_METRICS_ADDR): %w", a.cfg.MetricsAddr, err)
+		// Metrics are not worth stopping delivery for: a taken address is logged.
+		if mln, err := net.Listen("tcp", a.cfg.MetricsAddr); err != nil {
+			a.log.Error("metrics not served: cannot listen (HERALD_METRICS_ADDR)", "addr", a.cfg.MetricsAddr, "error", err)
+		} else {
+			a.log.Info("metrics listening", "addr", "http://"+mln.Addr().String()+"/metrics")
+			mux := http.NewServeMux()
+			mux.Handle("GET /metrics", a.Metrics.Handler())
+			g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, mux, a.log), mln, a.cfg.ShutdownTimeout) })
 		}
-		a.log.Info("metrics listening", "addr", "http://"+mln.Addr().String()+"/metrics")
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", a.Metrics.Handler())
-		g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, mux, a.log), mln, a.cfg.ShutdownTimeout) })
 	}
 	return g.Wait()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // Config is what the API needs besides its dependencies.
@@ -61,6 +62,10 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Webhooks serves /v1/webhook-endpoints.
 	Webhooks WebhookConfig
+	// CampaignPageSize and CampaignWindow size every campaign's batches (0: the
+	// workflow's defaults).
+	CampaignPageSize int
+	CampaignWindow   int
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -154,6 +159,18 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/webhook-endpoints/:endpoint_id/messages/:message_id/replay", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "replays"), s.replayWebhookMessage)
 	v1.PUT("/settings", s.putSettings)
 	v1.GET("/settings", s.getSettings)
+	v1.POST("/campaigns", s.createCampaign)
+	v1.GET("/campaigns", s.listCampaigns)
+	v1.GET("/campaigns/:campaign_id", s.getCampaign)
+	v1.POST("/campaigns/:campaign_id/pause", s.controlCampaign(workflows.UpdatePause))
+	v1.POST("/campaigns/:campaign_id/resume", s.controlCampaign(workflows.UpdateResume))
+	v1.POST("/campaigns/:campaign_id/cancel", s.controlCampaign(workflows.UpdateCancelCampaign))
+	v1.POST("/lists", s.createList)
+	v1.GET("/lists/:list_id", s.getList)
+	v1.DELETE("/lists/:list_id", s.deleteList)
+	v1.POST("/topics/:topic/subscribers", s.addTopicSubscribers)
+	v1.GET("/topics/:topic/subscribers", s.listTopicSubscribers)
+	v1.DELETE("/topics/:topic/subscribers/:user_id", s.removeTopicSubscriber)
 	r.GET(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.getUnsubscribe)
 	r.POST(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.postUnsubscribe)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)

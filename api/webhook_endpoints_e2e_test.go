@@ -391,3 +391,39 @@ func TestWebhookEventsFromProviderReceipts(t *testing.T) {
 		t.Errorf("bounced notification's events %v", ev)
 	}
 }
+
+// TestWebhookCampaignCompleted: an endpoint subscribed to campaign.completed
+// receives one, signed, when a campaign has sent to its whole audience (and
+// no delivery events, which it did not subscribe to); the campaign metrics move.
+func TestWebhookCampaignCompleted(t *testing.T) {
+	t.Parallel()
+	h := apitest.Start(t, apitest.Options{CampaignPageSize: 10})
+	tenantID, key := h.TenantWith("hooks-campaign", "promo")
+	users := campaignUsers(t, h, tenantID, "c", 5)
+	recv := newReceiver(t)
+	_, secret := createEndpoint(t, h, key, map[string]any{"url": recv.srv.URL, "events": []string{"campaign.completed"}})
+	recv.trust(secret)
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "hooked", "template_id": "promo",
+		"channels": []string{"in_app", "email"}, "audience": map[string]any{"user_ids": users}})
+	awaitCampaign(h, key, "hooked", "completed", 60*time.Second)
+	h.Eventually(10*time.Second, "campaign.completed", func() bool { return len(recv.got()) >= 1 })
+	time.Sleep(300 * time.Millisecond)
+	got := recv.got()
+	if len(got) != 1 || got[0].Payload.Type != "campaign.completed" {
+		t.Fatalf("received %d messages, first %s", len(got), got[0].Body)
+	}
+	var body struct {
+		Data struct {
+			CampaignID   string `json:"campaign_id"`
+			Status       string `json:"status"`
+			AudienceSize int    `json:"audience_size"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(got[0].Body, &body); err != nil || body.Data.CampaignID != "hooked" || body.Data.Status != "completed" || body.Data.AudienceSize != 5 {
+		t.Fatalf("campaign.completed body %s (%v)", got[0].Body, err)
+	}
+	s := h.Scrape()
+	if s.Value("herald_campaigns_finished_total", "status", "completed") != 1 || s.Value("herald_campaign_recipients_total", "outcome", "delivered") < 5 {
+		t.Errorf("campaign metrics: %v %v", s["herald_campaigns_finished_total"], s["herald_campaign_recipients_total"])
+	}
+}

@@ -290,3 +290,28 @@ func (s *Store) LatestReceipt(ctx context.Context, tenantID, notificationID, cha
 	}
 	return r, true, nil
 }
+
+// LatestReceipts is LatestReceipt for many notifications of one channel at
+// once (a campaign batch's guard): notification id → its most final receipt,
+// for those that have one.
+func (s *Store) LatestReceipts(ctx context.Context, tenantID string, notificationIDs []string, channel string) (map[string]Receipt, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT DISTINCT ON (notification_id) tenant_id, notification_id, channel, provider, provider_message_id, status, provider_status, occurred_at
+		FROM provider_receipts WHERE tenant_id = $1 AND notification_id = ANY($2) AND channel = $3
+		ORDER BY notification_id, `+receiptRankSQL+` DESC, occurred_at DESC, id DESC`, tenantID, notificationIDs, channel)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]Receipt{}
+	for rows.Next() {
+		var r Receipt
+		var status string
+		if err := rows.Scan(&r.TenantID, &r.NotificationID, &r.Channel, &r.Provider, &r.ProviderMessageID, &status, &r.ProviderStatus, &r.OccurredAt); err != nil {
+			return nil, err
+		}
+		r.Status = ReceiptStatus(status)
+		out[r.NotificationID] = r
+	}
+	return out, rows.Err()
+}

@@ -105,6 +105,27 @@ type EmailSender interface {
 	SendEmail(ctx context.Context, msg EmailMessage, idempotencyKey string, tags Tags) (Result, error)
 }
 
+// BatchRecipient is one recipient of a batch email: the address, headers of its
+// own (a one-click unsubscribe link) and the tags the provider echoes back in
+// its receipts.
+type BatchRecipient struct {
+	To      string
+	Headers map[string]string
+	Tags    Tags
+}
+
+// BatchEmailSender sends one content to many recipients in one provider call
+// (SendGrid: up to 1,000 personalizations per mail send). MaxEmailBatch is the
+// most recipients one call takes; 0 means the sender cannot batch (a wrapper
+// around a sender that cannot). msg.To and msg.ToName are ignored; msg.Headers
+// apply to every recipient. A 2xx accepts every recipient; the result's message
+// id is the request's.
+type BatchEmailSender interface {
+	EmailSender
+	MaxEmailBatch() int
+	SendEmailBatch(ctx context.Context, msg EmailMessage, to []BatchRecipient) (Result, error)
+}
+
 // SMSSender sends SMS; see EmailSender for idempotencyKey.
 type SMSSender interface {
 	SendSMS(ctx context.Context, msg SMSMessage, idempotencyKey string, tags Tags) (Result, error)

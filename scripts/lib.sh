@@ -24,7 +24,7 @@ STATICCHECK_VERSION="${STATICCHECK_VERSION:-v0.8.2}"
 
 # Herald's custom search attributes (all Keyword), registered on every Temporal
 # server the scripts start.
-HERALD_SEARCH_ATTRIBUTES=(HeraldTenant HeraldUser HeraldStatus HeraldNotificationId)
+HERALD_SEARCH_ATTRIBUTES=(HeraldTenant HeraldUser HeraldStatus HeraldNotificationId HeraldCampaign)
 
 # Bounded waits, in seconds.
 PG_START_TIMEOUT="${PG_START_TIMEOUT:-60}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Temporal dev server (bin/temporal server start-dev) in the background, with
 # Herald's search attributes (HeraldTenant, HeraldUser, HeraldStatus,
-# HeraldNotificationId; all Keyword) registered.
+# HeraldNotificationId, HeraldCampaign; all Keyword) registered.
 #   scripts/temporal.sh start  DIR PORT [extra start-dev flags...]
 #   scripts/temporal.sh stop   DIR
 #   scripts/temporal.sh status DIR

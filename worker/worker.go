@@ -109,6 +109,7 @@ func Register(r interface {
 	r.RegisterWorkflow(workflows.NotificationWorkflow)
 	r.RegisterWorkflow(workflows.RedriveWorkflow)
 	r.RegisterWorkflow(workflows.WebhookEndpointWorkflow)
+	r.RegisterWorkflow(workflows.CampaignWorkflow)
 	r.RegisterActivity(acts)
 }
 

@@ -51,5 +51,6 @@ func SearchAttributeNames() []string {
 	return []string{
 		SearchAttrTenant.GetName(), SearchAttrUser.GetName(),
 		SearchAttrStatus.GetName(), SearchAttrNotificationID.GetName(),
+		SearchAttrCampaign.GetName(),
 	}
 }

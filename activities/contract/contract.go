@@ -36,11 +36,19 @@ const (
 	ListPendingWebhooks = "ListPendingWebhooks"
 	DeliverWebhook      = "DeliverWebhook"
 	DeadLetterWebhook   = "DeadLetterWebhook"
+	// Campaigns (see CampaignWorkflow).
+	CampaignStart        = "CampaignStart"
+	CampaignPages        = "CampaignPages"
+	CampaignBatch        = "CampaignBatch"
+	CampaignNextDue      = "CampaignNextDue"
+	CampaignPendingBatch = "CampaignPendingBatch"
+	CampaignSetStatus    = "CampaignSetStatus"
 )
 
 // Names lists every activity name.
 var Names = []string{RecordAccepted, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive, ReopenRedrive,
-	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook}
+	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook,
+	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus}
 
 // RecordAcceptedInput describes the accepted notification.
 type RecordAcceptedInput struct {
@@ -357,3 +365,94 @@ func WebhookEndpointWorkflowID(tenantID, endpointID string) string {
 
 // WebhookTaskQueue is the webhook lane's task queue.
 func WebhookTaskQueue(base string) string { return base + "-webhooks" }
+
+// CampaignSpec is what every campaign activity needs to know about the campaign.
+type CampaignSpec struct {
+	TenantID        string
+	CampaignID      string
+	WorkflowID      string
+	TemplateID      string
+	TemplateVersion int
+	Category        string
+	Critical        bool
+	Channels        []string
+	// Data keeps numbers as json.Number (see templates.Data); each recipient's own
+	// data is merged over it.
+	Data         templates.Data
+	AudienceKind string
+	AudienceRef  string
+}
+
+// CampaignStartResult is the audience as the campaign starts.
+type CampaignStartResult struct {
+	AudienceSize int64
+	UnknownUsers int64
+}
+
+// CampaignPagesInput asks for the next page boundaries after After.
+type CampaignPagesInput struct {
+	Campaign CampaignSpec
+	After    string
+	PageSize int
+	Pages    int
+}
+
+// CampaignBatchInput is one page of the audience: the members with
+// After < user_id <= Through.
+type CampaignBatchInput struct {
+	Campaign CampaignSpec
+	After    string
+	Through  string
+	Limit    int
+}
+
+// CampaignBatchResult counts what one batch did with its recipients' channels.
+type CampaignBatchResult struct {
+	Recipients int
+	Delivered  int
+	Suppressed int
+	Deferred   int
+	Retrying   int
+	Failed     int
+	// Duplicates are channels the guard found already sent (a re-run batch).
+	Duplicates int
+}
+
+// Add sums r into c.
+func (c *CampaignBatchResult) Add(r CampaignBatchResult) {
+	c.Recipients += r.Recipients
+	c.Delivered += r.Delivered
+	c.Suppressed += r.Suppressed
+	c.Deferred += r.Deferred
+	c.Retrying += r.Retrying
+	c.Failed += r.Failed
+	c.Duplicates += r.Duplicates
+}
+
+// CampaignNextDueResult is when the campaign's earliest owed work (a deferral
+// or a retry) is due; Any is false when none is owed.
+type CampaignNextDueResult struct {
+	Any bool
+	Due time.Time
+}
+
+// CampaignPendingInput drains up to Limit owed items that are due.
+type CampaignPendingInput struct {
+	Campaign CampaignSpec
+	Limit    int
+}
+
+// CampaignPendingResult is one drained page of owed work; More is true when a
+// full page was handled (more may be due).
+type CampaignPendingResult struct {
+	CampaignBatchResult
+	More bool
+}
+
+// CampaignSetStatusInput records the campaign's status; a cancelled campaign's
+// owed work is cancelled with it.
+type CampaignSetStatusInput struct {
+	TenantID   string
+	CampaignID string
+	Status     string
+}

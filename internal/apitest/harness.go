@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
@@ -31,6 +33,7 @@ import (
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
+	"github.com/herald-notify/herald/worker"
 )
 
 // Harness is one running Herald.
@@ -74,6 +77,8 @@ type Options struct {
 	// NoOperatorAPI runs without HERALD_OPERATOR_KEY: the operator API answers
 	// 404. Otherwise the harness makes a key (Harness.OperatorKey).
 	NoOperatorAPI bool
+	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
+	CampaignPageSize, CampaignWindow int
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -90,6 +95,7 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Helper()
 	pool := testenv.Pool(t)
 	tc := testenv.TemporalClient(t)
+	ensureSearchAttributes(t, tc)
 	key, err := secrets.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +131,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		WebhookRetryInitial:     or(opts.WebhookRetry.Initial, 100*time.Millisecond),
 		WebhookRetryMaxInterval: or(opts.WebhookRetry.MaxInterval, time.Second),
 		WebhookRetryFor:         or(opts.WebhookRetry.For, time.Minute), WebhookTimeout: 5 * time.Second,
+		CampaignPageSize: opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
 		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
@@ -150,6 +157,21 @@ func or(d, def time.Duration) time.Duration {
 	return def
 }
 
+// searchAttrsOnce registers Herald's search attributes once per test binary, so a
+// Temporal server started before one was added (a reused test server) still
+// takes every upsert.
+var searchAttrsOnce sync.Once
+
+func ensureSearchAttributes(t testing.TB, tc client.Client) {
+	searchAttrsOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := worker.EnsureSearchAttributes(ctx, tc, "default"); err != nil {
+			t.Logf("registering search attributes: %v", err)
+		}
+	})
+}
+
 // StartWorkers starts n more worker sets (one worker per lane each) on the
 // harness's task queues, each with its own Temporal client, like separate processes.
 func (h *Harness) StartWorkers(n int) {
@@ -163,6 +185,10 @@ func (h *Harness) StartWorkers(n int) {
 		}
 	}
 }
+
+// Activities are the worker's activities (tests run one in a
+// testsuite.TestActivityEnvironment against the real stores).
+func (h *Harness) Activities() *activities.Activities { return h.app.Activities }
 
 // Tenant creates a tenant and returns its id and API key.
 func (h *Harness) Tenant(name string) (id, key string) {

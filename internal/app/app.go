@@ -177,8 +177,9 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 		CostLimits: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
 			Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
-		OperatorKey: cfg.OperatorKey, Metrics: m,
-		Webhooks: api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
+		Metrics:     m,
+		Webhooks:    api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
+		OperatorKey: cfg.OperatorKey, CampaignPageSize: cfg.CampaignPageSize, CampaignWindow: cfg.CampaignWindow,
 	}
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox

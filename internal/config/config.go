@@ -97,6 +97,11 @@ type Config struct {
 	WebhookRetryInitial, WebhookRetryMaxInterval, WebhookRetryFor time.Duration
 	// HERALD_WEBHOOK_TIMEOUT: one webhook request's timeout (default 10s).
 	WebhookTimeout time.Duration
+	// HERALD_CAMPAIGN_PAGE_SIZE (recipients per campaign batch, default 500, at
+	// most 1000) and HERALD_CAMPAIGN_WINDOW (batches of one campaign in flight,
+	// default 4, at most 32).
+	CampaignPageSize int
+	CampaignWindow   int
 }
 
 // DefaultMetricsAddr is HERALD_METRICS_ADDR's default.
@@ -144,6 +149,8 @@ const (
 	DefaultWebhookTimeout      = 10 * time.Second
 	DefaultTenantRatePerSecond = 200
 	DefaultTenantBurst         = 400
+	DefaultCampaignPageSize    = 500
+	DefaultCampaignWindow      = 4
 )
 
 // FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
@@ -230,6 +237,15 @@ func FromEnv() (Config, error) {
 		if b.dst.Burst, err = integer("HERALD_"+b.name+"_BURST", b.def.Burst); err != nil {
 			return c, err
 		}
+	}
+	if c.CampaignPageSize, err = integer("HERALD_CAMPAIGN_PAGE_SIZE", DefaultCampaignPageSize); err != nil {
+		return c, err
+	}
+	if c.CampaignWindow, err = integer("HERALD_CAMPAIGN_WINDOW", DefaultCampaignWindow); err != nil {
+		return c, err
+	}
+	if c.CampaignPageSize < 1 || c.CampaignPageSize > 1000 || c.CampaignWindow < 1 || c.CampaignWindow > 32 {
+		return c, fmt.Errorf("HERALD_CAMPAIGN_PAGE_SIZE must be 1 to 1000 and HERALD_CAMPAIGN_WINDOW 1 to 32")
 	}
 	if c.OperatorKey = os.Getenv("HERALD_OPERATOR_KEY"); c.OperatorKey != "" && len(c.OperatorKey) < MinOperatorKeyLen {
 		return c, fmt.Errorf("HERALD_OPERATOR_KEY is %d bytes: want at least %d (openssl rand -base64 32)", len(c.OperatorKey), MinOperatorKeyLen)

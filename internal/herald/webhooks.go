@@ -8,10 +8,13 @@ const (
 	EventDeliveryFailed       = "delivery.failed"
 	EventDeliverySuppressed   = "delivery.suppressed"
 	EventDeliveryDeadLettered = "delivery.dead_lettered"
+	// EventCampaignCompleted: a campaign finished sending to its whole audience.
+	EventCampaignCompleted = "campaign.completed"
 )
 
 // EventTypes lists every webhook event type.
-var EventTypes = []string{EventDeliverySent, EventDeliveryDelivered, EventDeliveryFailed, EventDeliverySuppressed, EventDeliveryDeadLettered}
+var EventTypes = []string{EventDeliverySent, EventDeliveryDelivered, EventDeliveryFailed, EventDeliverySuppressed, EventDeliveryDeadLettered,
+	EventCampaignCompleted}
 
 // DeliveryEvent is the event type of a delivery status ("" for a status that
 // is not an event: pending, scheduled, sending, cancelled).

@@ -153,3 +153,28 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 	}
 	return nil
 }
+
+// CampaignWorkflowID is the workflow ID of a tenant's campaign (Layer 1 for
+// campaigns: one campaign per tenant + campaign key).
+func CampaignWorkflowID(tenantID, campaignID string) string {
+	return "campaign/" + tenantID + "/" + campaignID
+}
+
+// CampaignIDPrefix starts every campaign id Herald derives from an
+// idempotency key.
+const CampaignIDPrefix = "cmp_"
+
+// CampaignIDFromKey derives a campaign id from a client's idempotency key.
+func CampaignIDFromKey(key string) string {
+	sum := sha256.Sum256([]byte("campaign|" + key))
+	return CampaignIDPrefix + hex.EncodeToString(sum[:KeyHashLen])
+}
+
+// CampaignNotificationID is the notification id of one campaign recipient:
+// derived from the campaign and the user alone, so every retry, replay or
+// re-run of a batch names the same notification (and hits the same delivery
+// guard rows). It has the shape of every notification id (n_ + 64 hex digits).
+func CampaignNotificationID(tenantID, campaignID, userID string) string {
+	sum := sha256.Sum256([]byte("campaign-recipient|" + tenantID + "|" + campaignID + "|" + userID))
+	return NotificationIDPrefix + hex.EncodeToString(sum[:])
+}

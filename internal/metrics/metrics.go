@@ -44,6 +44,8 @@ const (
 	RateLimited           = "herald_rate_limited_total"
 	WebhookAttempts       = "herald_webhook_attempts_total"
 	WebhookDeadLettered   = "herald_webhook_dead_lettered_total"
+	CampaignsFinished     = "herald_campaigns_finished_total"
+	CampaignRecipients    = "herald_campaign_recipients_total"
 )
 
 // Delivery outcomes (the outcome label of herald_deliveries_total): one per
@@ -84,6 +86,8 @@ type Metrics struct {
 	rateLimited  *prometheus.CounterVec
 	whAttempts   *prometheus.CounterVec
 	whDead       *prometheus.CounterVec
+	campaigns    *prometheus.CounterVec
+	campaignRcpt *prometheus.CounterVec
 
 	gaugeOnce    sync.Once
 	temporalOnce sync.Once
@@ -116,6 +120,8 @@ func New(opts Options) *Metrics {
 	m.rateLimited = counter(reg, RateLimited, "Requests refused with 429, by route template and error code.", "route", "code")
 	m.whAttempts = counter(reg, WebhookAttempts, "Tenant webhook delivery attempts by outcome (delivered, failed).", "outcome")
 	m.whDead = counter(reg, WebhookDeadLettered, "Tenant webhook messages dead-lettered after their retries ran out.")
+	m.campaigns = counter(reg, CampaignsFinished, "Campaigns that reached a final status (completed, cancelled, failed).", "status")
+	m.campaignRcpt = counter(reg, CampaignRecipients, "Campaign recipients' channels by what the first batch run did with them (delivered, suppressed, deferred, retrying, failed, duplicate); a re-run batch counts its duplicates.", "outcome")
 	// Series a dashboard alerts on exist from the start, at 0, rather than
 	// appearing only with the first failure.
 	for _, ch := range herald.Channels {
@@ -264,6 +270,28 @@ func (m *Metrics) WebhookDeadLetter() {
 		return
 	}
 	m.whDead.WithLabelValues().Inc()
+}
+
+// CampaignFinished records a campaign reaching a final status.
+func (m *Metrics) CampaignFinished(status string) {
+	if m == nil {
+		return
+	}
+	m.campaigns.WithLabelValues(status).Inc()
+}
+
+// CampaignBatch records one campaign batch's result (recipients is not a
+// channel count and is not recorded).
+func (m *Metrics) CampaignBatch(recipients, delivered, suppressed, deferred, retrying, failed, duplicates int) {
+	if m == nil {
+		return
+	}
+	for outcome, n := range map[string]int{"delivered": delivered, "suppressed": suppressed, "deferred": deferred,
+		"retrying": retrying, "failed": failed, "duplicate": duplicates} {
+		if n > 0 {
+			m.campaignRcpt.WithLabelValues(outcome).Add(float64(n))
+		}
+	}
 }
 
 // GaugeSource answers a gauge at scrape time (a count in PostgreSQL).

@@ -465,3 +465,26 @@ func TestAsyncCommitStaysInTheStatement(t *testing.T) {
 		t.Fatalf("synchronous_commit was %q before Take/Quota and %q after", before, after)
 	}
 }
+
+// TestWaitNTakesTheBatchAtOnce: WaitN takes n tokens in one go (a full bucket
+// of n is spent, so the next single take is refused) and waits for the refill
+// when the bucket holds fewer than n.
+func TestWaitNTakesTheBatchAtOnce(t *testing.T) {
+	l := newLimiter(t)
+	key := testenv.UniqueName(t, "rln")
+	ctx := context.Background()
+	if err := l.WaitN(ctx, key, 100, 1, 50); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := take(t, l, key, 100, 1); ok {
+		t.Fatal("a token was left after a 50-token take from a fresh 50-token bucket")
+	}
+	start := time.Now()
+	if err := l.WaitN(ctx, key, 100, 1, 50); err != nil {
+		t.Fatal(err)
+	}
+	// 50 tokens at 100/s take about half a second to refill.
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("second WaitN of 50 at 100/s returned after %s; want about 500ms", waited)
+	}
+}

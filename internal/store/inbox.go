@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/jackc/pgx/v5"
 )
 
 // InboxItem is one notification in a user's in-app inbox.
@@ -118,4 +119,57 @@ func (s *Store) CountInboxForTemplate(ctx context.Context, tenantID, templateID 
 		SELECT count(*) FROM inbox i JOIN notifications n ON n.tenant_id = i.tenant_id AND n.id = i.notification_id
 		WHERE i.tenant_id = $1 AND n.template_id = $2`, tenantID, templateID).Scan(&n)
 	return n, err
+}
+
+// InboxBatchItem is one rendered in-app message of DeliverToInboxBatch.
+type InboxBatchItem struct {
+	UserID         string
+	NotificationID string
+	Title          string
+	Body           string
+	ActionURL      string
+}
+
+// DeliverToInboxBatch is DeliverToInbox for many notifications at once (a
+// campaign page): the inbox rows in one INSERT … ON CONFLICT DO NOTHING (the
+// inbox key is the in-app guard, so a re-run inserts nothing) and every in_app
+// delivery marked delivered, in one transaction. It returns how many rows were
+// new.
+func (s *Store) DeliverToInboxBatch(ctx context.Context, tenantID string, items []InboxBatchItem, at time.Time) (inserted int, err error) {
+	if len(items) == 0 {
+		return 0, nil
+	}
+	cols := make([][]string, 5)
+	for _, it := range items {
+		for j, v := range []string{it.UserID, it.NotificationID, it.Title, it.Body, it.ActionURL} {
+			cols[j] = append(cols[j], v)
+		}
+	}
+	err = s.InTx(ctx, func(tx *Store) error {
+		rows, err := tx.db.Query(ctx, `
+			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, created_at)
+			SELECT $1, u, n, t, b, NULLIF(a, ''), $7 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS x(u, n, t, b, a)
+			ON CONFLICT DO NOTHING RETURNING notification_id`, tenantID, cols[0], cols[1], cols[2], cols[3], cols[4], at)
+		if err != nil {
+			return err
+		}
+		fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		inserted = len(fresh)
+		isNew := make(map[string]bool, len(fresh))
+		for _, id := range fresh {
+			isNew[id] = true
+		}
+		us := make([]BulkDeliveryUpdate, len(items))
+		for i, it := range items {
+			us[i] = BulkDeliveryUpdate{NotificationID: it.NotificationID, Channel: herald.ChannelInApp, Status: herald.DeliveryDelivered, Provider: "inbox"}
+			if isNew[it.NotificationID] {
+				us[i].Attempts = 1
+			}
+		}
+		return tx.UpdateDeliveries(ctx, tenantID, us)
+	})
+	return inserted, err
 }

@@ -53,3 +53,18 @@ func (s *Store) UserExists(ctx context.Context, tenantID, userID string) (bool, 
 	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE tenant_id = $1 AND user_id = $2)`, tenantID, userID).Scan(&ok)
 	return ok, err
 }
+
+// InsertUsers creates many users in one statement (bulk loads, tests, the
+// bench); existing users are left as they are.
+func (s *Store) InsertUsers(ctx context.Context, tenantID string, users []User) error {
+	ids := make([]string, len(users))
+	emails, phones, tzs := make([]*string, len(users)), make([]*string, len(users)), make([]*string, len(users))
+	for i, u := range users {
+		ids[i], emails[i], phones[i], tzs[i] = u.UserID, u.Email, u.Phone, u.Timezone
+	}
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO users (tenant_id, user_id, email, phone, timezone)
+		SELECT $1, u, e, p, tz FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS t(u, e, p, tz)
+		ON CONFLICT DO NOTHING`, tenantID, ids, emails, phones, tzs)
+	return err
+}

@@ -50,13 +50,24 @@ type Event struct {
 	// KeyExtra tells apart events that may repeat for one channel (a dead
 	// letter's id: a redrive can dead-letter again).
 	KeyExtra string
+	// Data, when set, is the payload's data instead of the delivery's (a
+	// campaign event); NotificationID then orders it (the campaign id).
+	Data any
 }
 
 // Payload is the JSON body tenants receive.
 type Payload struct {
-	Type      string      `json:"type"`
-	Timestamp time.Time   `json:"timestamp"`
-	Data      PayloadData `json:"data"`
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	// Data is a PayloadData, or a CampaignData for campaign events.
+	Data any `json:"data"`
+}
+
+// CampaignData describes a finished campaign.
+type CampaignData struct {
+	CampaignID   string `json:"campaign_id"`
+	Status       string `json:"status"`
+	AudienceSize int64  `json:"audience_size"`
 }
 
 // PayloadData describes the delivery.
@@ -92,9 +103,12 @@ func (e *Emitter) Emit(ctx context.Context, ev Event) error {
 	if ev.Type == "" {
 		return nil
 	}
-	body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: time.Now().UTC(), Data: PayloadData{
-		NotificationID: ev.NotificationID, Channel: ev.Channel, Status: ev.Status, Reason: ev.Reason, Provider: ev.Provider,
-		Error: ev.Error}})
+	var data any = PayloadData{NotificationID: ev.NotificationID, Channel: ev.Channel, Status: ev.Status, Reason: ev.Reason,
+		Provider: ev.Provider, Error: ev.Error}
+	if ev.Data != nil {
+		data = ev.Data
+	}
+	body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: time.Now().UTC(), Data: data})
 	if err != nil {
 		return err
 	}

@@ -233,6 +233,24 @@ func (s *emailSender) SendEmail(ctx context.Context, msg providers.EmailMessage,
 	return s.b.Do(s.provider, func() (providers.Result, error) { return s.next.SendEmail(ctx, msg, key, tags) })
 }
 
+// MaxEmailBatch is the wrapped sender's (0 when it cannot batch).
+func (s *emailSender) MaxEmailBatch() int {
+	if b, ok := s.next.(providers.BatchEmailSender); ok {
+		return b.MaxEmailBatch()
+	}
+	return 0
+}
+
+// SendEmailBatch sends through the wrapped sender's batch call, behind the same
+// circuit as its single sends.
+func (s *emailSender) SendEmailBatch(ctx context.Context, msg providers.EmailMessage, to []providers.BatchRecipient) (providers.Result, error) {
+	b, ok := s.next.(providers.BatchEmailSender)
+	if !ok || b.MaxEmailBatch() == 0 {
+		return providers.Result{}, providers.Errorf(s.provider, "bad_request", "provider %s cannot send email in batches", s.provider)
+	}
+	return s.b.Do(s.provider, func() (providers.Result, error) { return b.SendEmailBatch(ctx, msg, to) })
+}
+
 type smsSender struct {
 	b        *Breaker
 	provider string

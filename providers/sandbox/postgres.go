@@ -32,6 +32,30 @@ func (r *PGRecorder) Record(ctx context.Context, m Message) (Message, error) {
 	return m, err
 }
 
+// RecordBatch stores many messages in one statement and returns the first id.
+func (r *PGRecorder) RecordBatch(ctx context.Context, ms []Message) (int64, error) {
+	cols := make([][]string, 7)
+	payloads := make([]string, len(ms))
+	for i, m := range ms {
+		for j, v := range []string{m.TenantID, m.NotificationID, m.Channel, m.IdempotencyKey, m.Recipient, m.Subject, m.Body} {
+			cols[j] = append(cols[j], v)
+		}
+		payloads[i] = string(m.Payload)
+	}
+	var first *int64
+	err := r.db.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, subject, body, payload)
+			SELECT t, n, c, k, r, NULLIF(s, ''), b, p::jsonb
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS x(t, n, c, k, r, s, b, p)
+			RETURNING id)
+		SELECT min(id) FROM ins`, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], payloads).Scan(&first)
+	if err != nil || first == nil {
+		return 0, err
+	}
+	return *first, nil
+}
+
 // List implements Recorder.
 func (r *PGRecorder) List(ctx context.Context, tenantID string, limit int) ([]Message, error) {
 	rows, err := r.db.Query(ctx, `

@@ -80,6 +80,56 @@ func (p *Provider) SendEmail(ctx context.Context, msg providers.EmailMessage, ke
 	return p.record(ctx, tags, key, msg.To, msg.Subject, body, msg)
 }
 
+// MaxEmailBatch: the sandbox records batches of any size SendGrid would take.
+func (p *Provider) MaxEmailBatch() int { return 1000 }
+
+// SendEmailBatch records one message per recipient (one statement when the
+// recorder can batch).
+func (p *Provider) SendEmailBatch(ctx context.Context, msg providers.EmailMessage, to []providers.BatchRecipient) (providers.Result, error) {
+	body := msg.Text
+	if body == "" {
+		body = msg.HTML
+	}
+	msgs := make([]Message, 0, len(to))
+	for _, r := range to {
+		if r.To == "" {
+			return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
+		}
+		if err := r.Tags.Validate(); err != nil {
+			return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
+		}
+		one := msg
+		one.To, one.Headers = r.To, r.Headers
+		raw, err := json.Marshal(one)
+		if err != nil {
+			return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
+		}
+		msgs = append(msgs, Message{TenantID: r.Tags.TenantID, NotificationID: r.Tags.NotificationID, Channel: r.Tags.Channel,
+			IdempotencyKey: r.Tags.IdempotencyKey(), Recipient: r.To, Subject: msg.Subject, Body: body, Payload: raw})
+	}
+	var first int64
+	if br, ok := p.rec.(interface {
+		RecordBatch(context.Context, []Message) (int64, error)
+	}); ok {
+		id, err := br.RecordBatch(ctx, msgs)
+		if err != nil {
+			return providers.Result{}, &providers.Error{Provider: Name, Code: "record", Reason: err.Error(), Err: err}
+		}
+		first = id
+	} else {
+		for i, m := range msgs {
+			rec, err := p.rec.Record(ctx, m)
+			if err != nil {
+				return providers.Result{}, &providers.Error{Provider: Name, Code: "record", Reason: err.Error(), Err: err}
+			}
+			if i == 0 {
+				first = rec.ID
+			}
+		}
+	}
+	return providers.Result{Provider: Name, ProviderMessageID: "sandbox-batch-" + strconv.FormatInt(first, 10)}, nil
+}
+
 // SendSMS records msg.
 func (p *Provider) SendSMS(ctx context.Context, msg providers.SMSMessage, key string, tags providers.Tags) (providers.Result, error) {
 	if msg.To == "" {

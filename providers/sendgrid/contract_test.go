@@ -2,6 +2,7 @@ package sendgrid_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
+	"github.com/herald-notify/herald/providers/sendgrid"
 )
 
 // mock is a server validating against the provider's own OpenAPI document
@@ -101,4 +103,33 @@ func newRawRequest(url, body string) (*http.Request, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer SG.test-key")
 	return req, nil
+}
+
+// TestContractBatchConformsToSpec: a batch mail send with the most
+// personalizations the spec allows (1,000, each with its own to, headers and
+// custom_args) conforms to sendgrid_mail_v3.json; one more is refused before a
+// request is made.
+func TestContractBatchConformsToSpec(t *testing.T) {
+	p := mock(t)
+	capture := &providertest.Capture{}
+	c := newClient(t, p.URL, capture.Client())
+	to := make([]providers.BatchRecipient, sendgrid.MaxPersonalizations)
+	for i := range to {
+		tg := tags
+		tg.NotificationID = fmt.Sprintf("n_%04d", i)
+		to[i] = providers.BatchRecipient{To: fmt.Sprintf("user%d@example.com", i), Tags: tg,
+			Headers: map[string]string{"List-Unsubscribe": fmt.Sprintf("<https://herald.example/u/%d>", i)}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.SendEmailBatch(ctx, message(), to)
+	if cerr := capture.CheckConforms(); cerr != nil {
+		t.Fatalf("%v\ncontract server log:\n%s", cerr, p.Log())
+	}
+	if err != nil || res.ProviderMessageID == "" {
+		t.Fatalf("batch: %+v %v", res, err)
+	}
+	if _, err := c.SendEmailBatch(ctx, message(), append(to, to[0])); err == nil {
+		t.Fatal("a batch over 1,000 personalizations was sent")
+	}
 }

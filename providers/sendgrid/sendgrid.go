@@ -117,6 +117,61 @@ func (c *Client) SendEmail(ctx context.Context, msg providers.EmailMessage, _ st
 	return providers.Result{}, classify(resp)
 }
 
+// MaxPersonalizations is the most personalizations one mail send takes
+// (sendgrid_mail_v3.json: personalizations maxItems 1000).
+const MaxPersonalizations = 1000
+
+// MaxEmailBatch implements providers.BatchEmailSender.
+func (c *Client) MaxEmailBatch() int { return MaxPersonalizations }
+
+// SendEmailBatch sends one content to up to MaxPersonalizations recipients in
+// one mail send: one personalization per recipient with its own to, headers
+// (its unsubscribe link) and custom_args (its notification), so every webhook
+// event still names the recipient's notification.
+func (c *Client) SendEmailBatch(ctx context.Context, msg providers.EmailMessage, to []providers.BatchRecipient) (providers.Result, error) {
+	if len(to) == 0 || len(to) > MaxPersonalizations {
+		return providers.Result{}, providers.Errorf(Name, "bad_request", "a batch has 1 to %d recipients, not %d", MaxPersonalizations, len(to))
+	}
+	first := to[0]
+	msg.To = first.To
+	if err := first.Tags.Validate(); err != nil {
+		return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
+	}
+	m, err := c.build(msg, first.Tags)
+	if err != nil {
+		return providers.Result{}, err
+	}
+	m.Personalizations = nil
+	for _, r := range to {
+		if err := r.Tags.Validate(); err != nil {
+			return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
+		}
+		if strings.TrimSpace(r.To) == "" {
+			return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
+		}
+		p := mail.NewPersonalization()
+		p.AddTos(mail.NewEmail("", r.To))
+		p.SetCustomArg(ArgNotificationID, r.Tags.NotificationID)
+		p.SetCustomArg(ArgChannel, r.Tags.Channel)
+		p.SetCustomArg(ArgTenant, r.Tags.TenantID)
+		for k, v := range r.Headers {
+			p.SetHeader(k, v)
+		}
+		m.AddPersonalizations(p)
+	}
+	req := sendgridgo.GetRequest(c.apiKey, "/v3/mail/send", c.baseURL)
+	req.Method = rest.Post
+	req.Body = mail.GetRequestBody(m)
+	resp, err := c.rest.SendWithContext(ctx, req)
+	if err != nil {
+		return providers.Result{}, providers.TransportError(Name, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return providers.Result{Provider: Name, ProviderMessageID: header(resp.Headers, "X-Message-Id")}, nil
+	}
+	return providers.Result{}, classify(resp)
+}
+
 func (c *Client) build(msg providers.EmailMessage, tags providers.Tags) (*mail.SGMailV3, error) {
 	from, fromName := msg.From, msg.FromName
 	if from == "" {

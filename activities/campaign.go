@@ -1,0 +1,702 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
+	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/internal/webhooks"
+	"github.com/herald-notify/herald/providers"
+)
+
+// CampaignSendConcurrency bounds the provider calls one batch makes at once.
+const CampaignSendConcurrency = 16
+
+// CampaignStart counts the audience and records the campaign running.
+func (a *Activities) CampaignStart(ctx context.Context, c contract.CampaignSpec) (contract.CampaignStartResult, error) {
+	known, unknown, err := a.Store.CountAudience(ctx, c.TenantID, c.AudienceKind, c.AudienceRef)
+	if err != nil {
+		return contract.CampaignStartResult{}, err
+	}
+	if err := a.Store.SetCampaignAudience(ctx, c.TenantID, c.CampaignID, known, unknown); err != nil {
+		return contract.CampaignStartResult{}, err
+	}
+	return contract.CampaignStartResult{AudienceSize: known, UnknownUsers: unknown}, nil
+}
+
+// CampaignPages returns the next page boundaries of the audience (keyset).
+func (a *Activities) CampaignPages(ctx context.Context, in contract.CampaignPagesInput) ([]string, error) {
+	return a.Store.AudienceBoundaries(ctx, in.Campaign.TenantID, in.Campaign.AudienceKind, in.Campaign.AudienceRef, in.After, in.PageSize, in.Pages)
+}
+
+// CampaignSetStatus records the campaign's status; cancelling also cancels the
+// owed work (deferred and retrying channels).
+func (a *Activities) CampaignSetStatus(ctx context.Context, in contract.CampaignSetStatusInput) error {
+	if in.Status == herald.CampaignCancelled {
+		ids, err := a.Store.CancelPending(ctx, in.TenantID, in.CampaignID)
+		if err != nil {
+			return err
+		}
+		if err := a.Store.RecomputeNotificationStatuses(ctx, in.TenantID, ids); err != nil {
+			return err
+		}
+	}
+	if err := a.Store.SetCampaignStatus(ctx, in.TenantID, in.CampaignID, in.Status); err != nil {
+		return err
+	}
+	if herald.CampaignFinal(in.Status) {
+		a.Metrics.CampaignFinished(in.Status)
+	}
+	if in.Status == herald.CampaignCompleted {
+		data := webhooks.CampaignData{CampaignID: in.CampaignID, Status: in.Status}
+		if c, err := a.Store.GetCampaign(ctx, in.TenantID, in.CampaignID); err == nil && c.AudienceSize != nil {
+			data.AudienceSize = *c.AudienceSize
+		}
+		a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.CampaignID, Type: herald.EventCampaignCompleted,
+			Status: in.Status, Data: data})
+	}
+	return nil
+}
+
+// CampaignNextDue is when the campaign's earliest owed work is due.
+func (a *Activities) CampaignNextDue(ctx context.Context, c contract.CampaignSpec) (contract.CampaignNextDueResult, error) {
+	due, ok, err := a.Store.NextPendingDue(ctx, c.TenantID, c.CampaignID)
+	return contract.CampaignNextDueResult{Any: ok, Due: due}, err
+}
+
+// CampaignBatch handles one page of the audience: every recipient's notification
+// and delivery rows (the Layer-2 guard records) are written in bulk, preferences,
+// caps and quiet hours are decided for the whole page before anything renders,
+// each distinct content renders once, in-app messages go to the inbox in one
+// statement and provider channels are sent behind the per-(notification,
+// channel) guard. Re-running a batch (a retry, a worker killed mid-way) sends
+// nothing twice: the guard rows say what was sent.
+func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatchInput) (contract.CampaignBatchResult, error) {
+	c := in.Campaign
+	members, err := a.Store.AudiencePage(ctx, c.TenantID, c.AudienceKind, c.AudienceRef, in.After, in.Through, nil, max(in.Limit, 1))
+	if err != nil {
+		return contract.CampaignBatchResult{}, err
+	}
+	work := make([]recipientWork, len(members))
+	for i, m := range members {
+		work[i] = recipientWork{member: m, id: ids.CampaignNotificationID(c.TenantID, c.CampaignID, m.UserID), channels: c.Channels, attempt: 1}
+	}
+	res, err := a.deliverCampaign(ctx, c, work, true)
+	if err == nil {
+		a.Metrics.CampaignBatch(res.Recipients, res.Delivered, res.Suppressed, res.Deferred, res.Retrying, res.Failed, res.Duplicates)
+	}
+	return res, err
+}
+
+// CampaignPendingBatch handles up to Limit owed items that are due: deferred
+// channels (re-evaluated with the preferences as they are now) and retries.
+func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.CampaignPendingInput) (contract.CampaignPendingResult, error) {
+	c := in.Campaign
+	items, err := a.Store.DuePending(ctx, c.TenantID, c.CampaignID, time.Now(), max(in.Limit, 1))
+	if err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	if len(items) == 0 {
+		return contract.CampaignPendingResult{}, nil
+	}
+	byUser := map[string]*recipientWork{}
+	var users []string
+	for _, it := range items {
+		w := byUser[it.UserID]
+		if w == nil {
+			w = &recipientWork{id: it.NotificationID, attempt: it.Attempt, attempts: map[string]int{}}
+			byUser[it.UserID] = w
+			users = append(users, it.UserID)
+		}
+		w.channels = append(w.channels, it.Channel)
+		w.attempts[it.Channel] = it.Attempt
+	}
+	members, err := a.Store.AudiencePage(ctx, c.TenantID, c.AudienceKind, c.AudienceRef, "", "", users, len(users))
+	if err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	var work []recipientWork
+	found := map[string]bool{}
+	for _, m := range members {
+		w := byUser[m.UserID]
+		w.member = m
+		found[m.UserID] = true
+		work = append(work, *w)
+	}
+	// A recipient no longer in the audience (removed from the list or topic, or
+	// deleted) is not sent to: its owed channels end suppressed.
+	var gone []store.BulkDeliveryUpdate
+	var goneIDs []string
+	for _, u := range users {
+		if !found[u] {
+			for _, ch := range byUser[u].channels {
+				gone = append(gone, store.BulkDeliveryUpdate{NotificationID: byUser[u].id, Channel: ch, Status: herald.DeliverySuppressed, Reason: herald.ReasonNoAddress})
+			}
+			goneIDs = append(goneIDs, byUser[u].id)
+		}
+	}
+	if err := a.Store.UpdateDeliveries(ctx, c.TenantID, gone); err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	if err := a.Store.RecomputeNotificationStatuses(ctx, c.TenantID, goneIDs); err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	res, err := a.deliverCampaign(ctx, c, work, false)
+	if err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	// The items handled go; the ones deliverCampaign moved (a new retry, a new
+	// deferral) have a new due time and stay.
+	if err := a.Store.DeletePending(ctx, c.TenantID, c.CampaignID, items); err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	res.Suppressed += len(gone)
+	return contract.CampaignPendingResult{CampaignBatchResult: res, More: len(items) == in.Limit}, nil
+}
+
+// recipientWork is one recipient's channels to handle in a batch.
+type recipientWork struct {
+	member   store.AudienceMember
+	id       string
+	channels []string
+	// attempt is the delivery round of every channel (attempts, when set, per channel).
+	attempt  int
+	attempts map[string]int
+}
+
+func (w recipientWork) attemptOf(ch string) int {
+	if n, ok := w.attempts[ch]; ok {
+		return n
+	}
+	return w.attempt
+}
+
+// campaignBatch is the state of one deliverCampaign call.
+type campaignBatch struct {
+	a      *Activities
+	c      contract.CampaignSpec
+	ts     store.TenantSettings
+	tmpl   templates.Template
+	now    time.Time
+	res    contract.CampaignBatchResult
+	mu     sync.Mutex
+	update []store.BulkDeliveryUpdate
+	owed   []store.PendingItem
+	// renders caches rendered content by channel + locale + data.
+	renders map[string]renderOutcome
+}
+
+type renderOutcome struct {
+	r   templates.Rendered
+	err error
+}
+
+// providerSend is one guarded provider delivery of a batch.
+type providerSend struct {
+	w       recipientWork
+	channel string
+	payload contract.RedrivePayload
+	// content names the rendering (recipients with equal content can share one
+	// batch call).
+	content string
+}
+
+func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpec, work []recipientWork, insert bool) (contract.CampaignBatchResult, error) {
+	b := &campaignBatch{a: a, c: c, now: time.Now(), renders: map[string]renderOutcome{}}
+	b.res.Recipients = len(work)
+	if len(work) == 0 {
+		return b.res, nil
+	}
+	var err error
+	if b.ts, err = a.Store.GetTenantSettings(ctx, c.TenantID); err != nil {
+		return b.res, err
+	}
+	rec, err := a.Store.GetTemplate(ctx, c.TenantID, c.TemplateID, c.TemplateVersion)
+	if errors.Is(err, herald.ErrNotFound) {
+		return b.res, temporal.NewNonRetryableApplicationError("template "+c.TemplateID+" version is gone", herald.ErrTypeRenderFailed, err)
+	}
+	if err != nil {
+		return b.res, err
+	}
+	b.tmpl = rec.Template
+	idList := make([]string, len(work))
+	users := make([]string, len(work))
+	for i, w := range work {
+		idList[i], users[i] = w.id, w.member.UserID
+	}
+	if insert {
+		if err := a.Store.InsertCampaignNotifications(ctx, store.CampaignNotifications{
+			TenantID: c.TenantID, CampaignID: c.CampaignID, WorkflowID: c.WorkflowID, TemplateID: c.TemplateID,
+			TemplateVersion: c.TemplateVersion, Category: c.Category, Channels: c.Channels, AcceptedAt: b.now,
+			NotificationIDs: idList, UserIDs: users,
+		}); err != nil {
+			return b.res, err
+		}
+	}
+	guard, err := a.Store.DeliveryStatuses(ctx, c.TenantID, idList)
+	if err != nil {
+		return b.res, err
+	}
+	activity.RecordHeartbeat(ctx)
+
+	var inbox []store.InboxBatchItem
+	var sends []providerSend
+	for _, w := range work {
+		todo := make([]string, 0, len(w.channels))
+		for _, ch := range w.channels {
+			switch guard[w.id][ch] {
+			case herald.DeliverySent, herald.DeliveryDelivered, herald.DeliverySuppressed, herald.DeliveryCancelled, herald.DeliveryFailed:
+				b.res.Duplicates++ // already decided, by an earlier run of this batch
+			default:
+				todo = append(todo, ch)
+			}
+		}
+		if len(todo) == 0 {
+			continue
+		}
+		deliver, err := b.gate(ctx, w, todo)
+		if err != nil {
+			return b.res, err
+		}
+		for _, ch := range deliver {
+			r, content, ok := b.render(w, ch)
+			if !ok {
+				continue
+			}
+			switch {
+			case ch == herald.ChannelInApp && r.InApp != nil:
+				inbox = append(inbox, store.InboxBatchItem{UserID: w.member.UserID, NotificationID: w.id,
+					Title: r.InApp.Title, Body: r.InApp.Body, ActionURL: r.InApp.ActionURL})
+			case ch == herald.ChannelEmail && r.Email != nil:
+				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{Email: &contract.DeliverEmailInput{
+					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Email, Subject: r.Email.Subject, Text: r.Email.Text,
+					HTML: r.Email.HTML, Headers: b.unsubscribeHeaders(w.member.UserID), Category: c.Category}}, content: content})
+			case ch == herald.ChannelSMS && r.SMS != nil:
+				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{SMS: &contract.DeliverSMSInput{
+					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Phone, Body: r.SMS.Text}}})
+			case ch == herald.ChannelPush && r.Push != nil:
+				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{Push: &contract.DeliverPushInput{
+					TenantID: c.TenantID, NotificationID: w.id, UserID: w.member.UserID, Title: r.Push.Title, Body: r.Push.Body, Data: r.Push.Data}}})
+			default:
+				b.finish(w.id, ch, herald.DeliveryFailed, herald.ReasonRenderFailed, "the template has no "+ch+" content")
+			}
+		}
+	}
+	// Suppressions and deferrals are recorded before anything is sent.
+	if err := b.flush(ctx); err != nil {
+		return b.res, err
+	}
+	if n, err := a.Store.DeliverToInboxBatch(ctx, c.TenantID, inbox, b.now); err != nil {
+		return b.res, err
+	} else {
+		b.res.Delivered += n
+		b.res.Duplicates += len(inbox) - n
+	}
+	activity.RecordHeartbeat(ctx)
+	if err := b.send(ctx, sends); err != nil {
+		return b.res, err
+	}
+	if err := b.flush(ctx); err != nil {
+		return b.res, err
+	}
+	return b.res, a.Store.RecomputeNotificationStatuses(ctx, c.TenantID, idList)
+}
+
+// gate decides the recipient's channels with the single-notification rules
+// (preferences.Evaluate, then the category cap, claimed once per notification)
+// and returns those to deliver now; suppressions and deferrals are queued.
+func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []string) ([]string, error) {
+	var user preferences.Preferences
+	if len(w.member.Preferences) > 0 {
+		if err := json.Unmarshal(w.member.Preferences, &user); err != nil {
+			return nil, fmt.Errorf("preferences of %s: %w", w.member.UserID, err)
+		}
+	}
+	decisions := preferences.Evaluate(preferences.EvalInput{
+		Channels: channels, Category: b.c.Category, Critical: b.c.Critical, Prefs: preferences.Merge(b.ts.PreferenceDefaults, user),
+		Addresses: map[string]bool{
+			herald.ChannelEmail: w.member.Email != "",
+			herald.ChannelSMS:   w.member.Phone != "",
+			herald.ChannelPush:  true, // tokens are read at send time; none → no_address then
+		},
+		Now: b.now, UserTimezone: w.member.Timezone,
+	})
+	live := 0
+	for _, d := range decisions {
+		if d.Action != preferences.Suppress {
+			live++
+		}
+	}
+	if limit := b.ts.CategoryCaps[b.c.Category]; limit > 0 && live > 0 && !b.c.Critical {
+		allowed, err := b.a.Store.ClaimCap(ctx, b.c.TenantID, w.member.UserID, b.c.Category, w.id, limit, b.now)
+		if err != nil {
+			return nil, err
+		}
+		if !allowed {
+			for i := range decisions {
+				if decisions[i].Action != preferences.Suppress {
+					decisions[i] = preferences.Decision{Channel: decisions[i].Channel, Action: preferences.Suppress, Reason: herald.ReasonCapExceeded}
+				}
+			}
+		}
+	}
+	var deliver []string
+	for _, d := range decisions {
+		switch d.Action {
+		case preferences.Suppress:
+			b.finish(w.id, d.Channel, herald.DeliverySuppressed, d.Reason, "")
+		case preferences.Defer:
+			// Deferred to the window's end, not dropped: the campaign drains it then
+			// (grouped: every recipient of one window ends at the same instant).
+			b.res.Deferred++
+			b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: w.id, Channel: d.Channel,
+				Status: herald.DeliveryScheduled, Reason: herald.ReasonQuietHours})
+			b.owed = append(b.owed, store.PendingItem{UserID: w.member.UserID, Channel: d.Channel, NotificationID: w.id,
+				DueAt: d.DeferUntil, Attempt: w.attemptOf(d.Channel), Reason: herald.ReasonQuietHours})
+		default:
+			deliver = append(deliver, d.Channel)
+		}
+	}
+	return deliver, nil
+}
+
+// render renders one channel for the recipient: the campaign's data with the
+// recipient's own merged over it, in the recipient's locale. Recipients without
+// data of their own share one rendering per locale.
+func (b *campaignBatch) render(w recipientWork, ch string) (templates.Rendered, string, bool) {
+	locale := templates.ResolveLocale(w.member.Locale, b.tmpl.AvailableLocales(), b.ts.DefaultLocale)
+	key := ch + "\x00" + locale + "\x00" + string(w.member.Data)
+	out, ok := b.renders[key]
+	if !ok {
+		data := map[string]any(b.c.Data)
+		if len(w.member.Data) > 0 {
+			var own templates.Data
+			if err := json.Unmarshal(w.member.Data, &own); err != nil {
+				out.err = err
+			}
+			data = maps.Clone(data)
+			if data == nil {
+				data = map[string]any{}
+			}
+			maps.Copy(data, own)
+		}
+		if out.err == nil {
+			out.r, out.err = templates.Render(b.tmpl, ch, locale, data)
+		}
+		if out.err == nil {
+			out.err = contract.CheckRendered(out.r)
+		}
+		if len(w.member.Data) == 0 || len(b.renders) < 10_000 {
+			b.renders[key] = out
+		}
+	}
+	if out.err != nil {
+		reason := herald.ReasonRenderFailed
+		var big *contract.ContentTooLargeError
+		if errors.As(out.err, &big) {
+			reason = herald.ReasonContentTooLarge
+		}
+		b.finish(w.id, ch, herald.DeliveryFailed, reason, out.err.Error())
+		return templates.Rendered{}, "", false
+	}
+	return out.r, key, true
+}
+
+func (b *campaignBatch) unsubscribeHeaders(userID string) map[string]string {
+	if b.tmpl.Critical || b.a.Unsubscribe == nil {
+		return nil
+	}
+	link := b.a.Unsubscribe.URL(b.a.PublicBaseURL, unsubscribe.Claims{TenantID: b.c.TenantID, UserID: userID, Category: b.tmpl.Category})
+	return map[string]string{"List-Unsubscribe": "<" + link + ">", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
+}
+
+// finish queues a channel's final outcome decided without a send.
+func (b *campaignBatch) finish(id, ch, status, reason, msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch status {
+	case herald.DeliverySuppressed:
+		b.res.Suppressed++
+	case herald.DeliveryFailed:
+		b.res.Failed++
+	}
+	b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: id, Channel: ch, Status: status, Reason: reason, LastError: errorText(msg)})
+}
+
+// flush writes the queued delivery updates and owed work.
+func (b *campaignBatch) flush(ctx context.Context) error {
+	b.mu.Lock()
+	us, owed := b.update, b.owed
+	b.update, b.owed = nil, nil
+	b.mu.Unlock()
+	if err := b.a.Store.UpdateDeliveries(ctx, b.c.TenantID, us); err != nil {
+		return err
+	}
+	return b.a.Store.PutPending(ctx, b.c.TenantID, b.c.CampaignID, owed)
+}
+
+// send makes the provider deliveries, CampaignSendConcurrency at a time, each
+// behind the same guard as a single notification's (guardedSend: the durable
+// record first, the provider call, "sent" recorded only after the provider
+// accepted). A retryable failure is owed again after the tenant's backoff; when
+// its attempts are used up it is dead-lettered (redrivable) like a single
+// notification's.
+func (b *campaignBatch) send(ctx context.Context, sends []providerSend) error {
+	if len(sends) == 0 {
+		return nil
+	}
+	sends, err := b.sendEmailBatches(ctx, sends)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(CampaignSendConcurrency)
+	for _, s := range sends {
+		g.Go(func() error {
+			res, err := b.a.sendOne(gctx, s.payload)
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			switch {
+			case err == nil && res.Duplicate:
+				b.res.Duplicates++
+			case err == nil:
+				b.res.Delivered++
+			case gctx.Err() != nil:
+				return gctx.Err()
+			default:
+				b.mu.Unlock()
+				ferr := b.failed(gctx, s, err)
+				b.mu.Lock()
+				return ferr
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// sendOne runs the channel's guarded send (the same code as DeliverEmail,
+// DeliverSMS and DeliverPush).
+func (a *Activities) sendOne(ctx context.Context, p contract.RedrivePayload) (contract.DeliverResult, error) {
+	switch {
+	case p.Email != nil:
+		return a.DeliverEmail(ctx, *p.Email)
+	case p.SMS != nil:
+		return a.DeliverSMS(ctx, *p.SMS)
+	default:
+		return a.DeliverPush(ctx, *p.Push)
+	}
+}
+
+// failed records a failed send: permanent → failed; no device → suppressed
+// no_address; retryable → owed again after the backoff, or dead-lettered once
+// the channel's retry policy has no attempt left.
+func (b *campaignBatch) failed(ctx context.Context, s providerSend, err error) error {
+	var appErr *temporal.ApplicationError
+	msg := err.Error()
+	if errors.As(err, &appErr) {
+		msg = appErr.Message()
+	}
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeNoDevice:
+		b.finish(s.w.id, s.channel, herald.DeliverySuppressed, herald.ReasonNoAddress, "")
+		return nil
+	case errors.As(err, &appErr) && appErr.NonRetryable():
+		b.finish(s.w.id, s.channel, herald.DeliveryFailed, herald.FailureReason(appErr.Type()), msg)
+		return nil
+	}
+	policy := herald.DefaultProviderRetry
+	if o, ok := b.ts.RetryPolicies[s.channel]; ok && o.Validate() == nil {
+		policy = o.Over(herald.DefaultProviderRetry)
+	}
+	attempt := s.w.attemptOf(s.channel)
+	if attempt >= policy.MaximumAttempts {
+		raw, merr := json.Marshal(s.payload)
+		if merr != nil {
+			return merr
+		}
+		if _, derr := b.a.Store.PutDeadLetter(ctx, store.DeadLetter{TenantID: b.c.TenantID, NotificationID: s.w.id, Channel: s.channel,
+			TemplateID: b.c.TemplateID, Attempts: attempt, LastError: errorText(msg), Payload: raw}); derr != nil {
+			return derr
+		}
+		b.mu.Lock()
+		b.res.Failed++
+		b.mu.Unlock()
+		return nil
+	}
+	delay := float64(policy.InitialInterval.Duration) * math.Pow(policy.BackoffCoefficient, float64(attempt-1))
+	delay = min(delay, float64(policy.MaximumInterval.Duration))
+	if pe, ok := providers.AsError(err); ok && pe.RetryAfter > time.Duration(delay) {
+		delay = float64(pe.RetryAfter)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.res.Retrying++
+	b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: s.channel, Status: herald.DeliverySending,
+		Reason: herald.ReasonRetrying, LastError: errorText(msg)})
+	b.owed = append(b.owed, store.PendingItem{UserID: s.w.member.UserID, Channel: s.channel, NotificationID: s.w.id,
+		DueAt: time.Now().Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
+	return nil
+}
+
+// sendEmailBatches sends the emails that can go in batches: when the tenant's
+// first email provider takes batches (SendGrid: 1,000 personalizations per mail
+// send; the sandbox), recipients with the same content go in one call each.
+// The guard holds per recipient, in bulk: recipients whose record or receipt
+// says the provider already accepted are skipped (and recorded), the rest are
+// recorded "sending", the call is made, and only after the provider accepted
+// are they recorded "sent". A failed call hands its recipients to the single
+// sends (a permanent refusal: each gets its own verdict) or owes them a retry.
+// It returns the sends left for the single path.
+func (b *campaignBatch) sendEmailBatches(ctx context.Context, sends []providerSend) ([]providerSend, error) {
+	var single []providerSend
+	groups := map[string][]providerSend{}
+	var order []string
+	for _, s := range sends {
+		if s.channel != herald.ChannelEmail || s.content == "" {
+			single = append(single, s)
+			continue
+		}
+		if _, ok := groups[s.content]; !ok {
+			order = append(order, s.content)
+		}
+		groups[s.content] = append(groups[s.content], s)
+	}
+	if len(groups) == 0 {
+		return single, nil
+	}
+	chain, err := b.a.Senders.Chain(ctx, b.c.TenantID, herald.ChannelEmail)
+	if err != nil || len(chain) == 0 || chain[0].Email == nil {
+		// No provider (or no batching): the single path reports it per recipient.
+		return sends, nil
+	}
+	sender := chain[0]
+	batcher, ok := sender.Email.(providers.BatchEmailSender)
+	if !ok || batcher.MaxEmailBatch() < 2 {
+		return sends, nil
+	}
+	for _, key := range order {
+		group := groups[key]
+		for len(group) > 0 {
+			n := min(len(group), batcher.MaxEmailBatch())
+			chunk := group[:n]
+			group = group[n:]
+			rest, err := b.sendEmailChunk(ctx, sender, batcher, chunk)
+			if err != nil {
+				return nil, err
+			}
+			single = append(single, rest...)
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+	return single, nil
+}
+
+func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sender, batcher providers.BatchEmailSender, chunk []providerSend) ([]providerSend, error) {
+	tenant := b.c.TenantID
+	ids := make([]string, len(chunk))
+	for i, s := range chunk {
+		ids[i] = s.w.id
+	}
+	receipts, err := b.a.Providers.LatestReceipts(ctx, tenant, ids, herald.ChannelEmail)
+	if err != nil {
+		return nil, fmt.Errorf("read receipts: %w", err)
+	}
+	var todo []providerSend
+	var known []store.BulkDeliveryUpdate
+	for _, s := range chunk {
+		if r, ok := receipts[s.w.id]; ok {
+			// The provider accepted in an earlier run whose record was lost.
+			status := r.DeliveryStatus()
+			if status == herald.DeliveryFailed {
+				status = herald.DeliverySent
+			}
+			known = append(known, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: status,
+				Provider: r.Provider, ProviderMessageID: r.ProviderMessageID})
+			continue
+		}
+		todo = append(todo, s)
+	}
+	if err := b.a.Store.UpdateDeliveries(ctx, tenant, known); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.res.Duplicates += len(known)
+	b.mu.Unlock()
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	sending := make([]store.BulkDeliveryUpdate, len(todo))
+	to := make([]providers.BatchRecipient, len(todo))
+	for i, s := range todo {
+		sending[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySending,
+			Provider: sender.Provider, Attempts: 1}
+		e := s.payload.Email
+		to[i] = providers.BatchRecipient{To: e.To, Headers: e.Headers,
+			Tags: providers.Tags{TenantID: tenant, NotificationID: s.w.id, Channel: herald.ChannelEmail}}
+	}
+	if err := b.a.Store.UpdateDeliveries(ctx, tenant, sending); err != nil {
+		return nil, err
+	}
+	if sender.RatePerSecond > 0 && b.a.Limiter != nil {
+		if err := b.a.Limiter.WaitN(ctx, "provider:"+sender.Account, sender.RatePerSecond, 1, len(todo)); err != nil {
+			return nil, err
+		}
+	}
+	e := todo[0].payload.Email
+	var cats []string
+	if e.Category != "" {
+		cats = []string{e.Category}
+	}
+	res, sendErr := batcher.SendEmailBatch(ctx, providers.EmailMessage{Subject: e.Subject, Text: e.Text, HTML: e.HTML, Categories: cats}, to)
+	if sendErr != nil {
+		if pe, ok := providers.AsError(sendErr); ok && pe.Permanent {
+			// One bad recipient refuses the whole call: each one alone gets its verdict.
+			return todo, nil
+		}
+		for _, s := range todo {
+			if err := b.failed(ctx, s, b.a.sendFailed(ctx, providers.Tags{TenantID: tenant, NotificationID: s.w.id, Channel: herald.ChannelEmail}, sendErr)); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	sent := make([]store.BulkDeliveryUpdate, len(todo))
+	for i, s := range todo {
+		sent[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySent,
+			Provider: sender.Provider, ProviderMessageID: res.ProviderMessageID}
+	}
+	// Recorded only now, after the provider accepted; retried in place (as
+	// recordSent does), since every failed write here widens the window in which
+	// a re-run would send again.
+	for attempt := 0; ; attempt++ {
+		err = b.a.Store.UpdateDeliveries(context.WithoutCancel(ctx), tenant, sent)
+		if err == nil || attempt == 4 {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record %d emails sent after the provider accepted: %w", len(sent), err)
+	}
+	b.mu.Lock()
+	b.res.Delivered += len(todo)
+	b.mu.Unlock()
+	return nil, nil
+}

@@ -1,0 +1,39 @@
+package herald
+
+// Campaign statuses (GET /v1/campaigns/{id}, the campaign workflow's progress
+// query and the HeraldStatus search attribute of a campaign workflow).
+const (
+	CampaignScheduled = "scheduled" // waiting for send_at
+	CampaignRunning   = "running"
+	CampaignPaused    = "paused"
+	CampaignCompleted = "completed"
+	CampaignCancelled = "cancelled"
+	CampaignFailed    = "failed"
+)
+
+// CampaignFinal reports a status a campaign never leaves.
+func CampaignFinal(status string) bool {
+	return status == CampaignCompleted || status == CampaignCancelled || status == CampaignFailed
+}
+
+// Audience kinds of a campaign.
+const (
+	AudienceUserIDs  = "user_ids" // inline ids, stored as an inline recipient list
+	AudienceList     = "list"     // an uploaded recipient list
+	AudienceTopic    = "topic"    // a topic's subscribers
+	AudienceAllUsers = "all_users"
+)
+
+// Recipient list kinds.
+const (
+	ListUploaded = "uploaded"
+	ListInline   = "inline"
+)
+
+// Campaign pending-work reasons (campaign_pending.reason): a quiet-hours
+// deferral (ReasonQuietHours) or a provider failure waiting for its retry.
+const ReasonRetrying = "retrying"
+
+// ErrTypeCampaignFinal rejects pause, resume and cancel of a campaign that has
+// finished.
+const ErrTypeCampaignFinal = "CampaignFinished"

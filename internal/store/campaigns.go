@@ -1,0 +1,524 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/herald"
+)
+
+// Campaign is one bulk send (table campaigns).
+type Campaign struct {
+	TenantID        string
+	ID              string
+	WorkflowID      string
+	TemplateID      string
+	TemplateVersion int
+	Category        string
+	Channels        []string
+	// Data is the campaign's template data (JSON object).
+	Data          json.RawMessage
+	AudienceKind  string
+	AudienceRef   string
+	AudienceSize  *int64
+	UnknownUsers  int64
+	RatePerSecond float64
+	Status        string
+	SendAt        *time.Time
+	CreatedAt     time.Time
+	StartedAt     *time.Time
+	FinishedAt    *time.Time
+	UpdatedAt     time.Time
+}
+
+const campaignColumns = `tenant_id, id, workflow_id, template_id, template_version, category, channels, data, audience_kind, audience_ref,
+	audience_size, unknown_users, rate_per_second, status, send_at, created_at, started_at, finished_at, updated_at`
+
+func scanCampaign(row interface{ Scan(...any) error }) (Campaign, error) {
+	var c Campaign
+	err := row.Scan(&c.TenantID, &c.ID, &c.WorkflowID, &c.TemplateID, &c.TemplateVersion, &c.Category, &c.Channels, &c.Data,
+		&c.AudienceKind, &c.AudienceRef, &c.AudienceSize, &c.UnknownUsers, &c.RatePerSecond, &c.Status, &c.SendAt,
+		&c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.UpdatedAt)
+	return c, notFound(err)
+}
+
+// CreateCampaign records a campaign, and for an inline audience its recipients as
+// an inline recipient list (id = the campaign id), in one transaction. When the
+// tenant already has a campaign with this id nothing is written and the existing
+// one is returned with created=false: the campaign key is the submission dedup.
+func (s *Store) CreateCampaign(ctx context.Context, c Campaign, inlineUserIDs []string) (out Campaign, created bool, err error) {
+	err = s.InTx(ctx, func(tx *Store) error {
+		out, err = scanCampaign(tx.db.QueryRow(ctx, `
+			INSERT INTO campaigns (tenant_id, id, workflow_id, template_id, template_version, category, channels, data,
+				audience_kind, audience_ref, rate_per_second, status, send_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT (tenant_id, id) DO NOTHING
+			RETURNING `+campaignColumns,
+			c.TenantID, c.ID, c.WorkflowID, c.TemplateID, c.TemplateVersion, c.Category, c.Channels, []byte(c.Data),
+			c.AudienceKind, c.AudienceRef, c.RatePerSecond, c.Status, c.SendAt))
+		if errors.Is(err, herald.ErrNotFound) {
+			out, err = tx.GetCampaign(ctx, c.TenantID, c.ID)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		created = true
+		if c.AudienceKind != herald.AudienceUserIDs {
+			return nil
+		}
+		if _, err := tx.db.Exec(ctx, `INSERT INTO recipient_lists (tenant_id, id, name, kind, line_count) VALUES ($1, $2, $2, $3, $4)`,
+			c.TenantID, c.ID, herald.ListInline, len(inlineUserIDs)); err != nil {
+			return err
+		}
+		_, err = tx.db.Exec(ctx, `
+			INSERT INTO recipient_list_members (tenant_id, list_id, user_id)
+			SELECT $1, $2, u FROM unnest($3::text[]) u ON CONFLICT DO NOTHING`, c.TenantID, c.ID, inlineUserIDs)
+		return err
+	})
+	return out, created, err
+}
+
+// GetCampaign returns one of the tenant's campaigns.
+func (s *Store) GetCampaign(ctx context.Context, tenantID, id string) (Campaign, error) {
+	return scanCampaign(s.db.QueryRow(ctx, `SELECT `+campaignColumns+` FROM campaigns WHERE tenant_id = $1 AND id = $2`, tenantID, id))
+}
+
+// CampaignCursor is the (created_at, id) of the last campaign of a page.
+type CampaignCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// ListCampaigns returns up to limit campaigns, newest first, after the cursor.
+func (s *Store) ListCampaigns(ctx context.Context, tenantID string, after *CampaignCursor, limit int) (out []Campaign, more bool, err error) {
+	args := []any{tenantID, limit + 1}
+	where := ""
+	if after != nil {
+		args = append(args, after.CreatedAt, after.ID)
+		where = " AND (created_at, id) < ($3, $4)"
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+campaignColumns+` FROM campaigns WHERE tenant_id = $1`+where+`
+		ORDER BY created_at DESC, id DESC LIMIT $2`, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Campaign, error) { return scanCampaign(r) })
+	if err != nil {
+		return nil, false, err
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+// SetCampaignStatus records the status the campaign workflow reports; running
+// sets started_at once and a final status sets finished_at.
+func (s *Store) SetCampaignStatus(ctx context.Context, tenantID, id, status string) error {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE campaigns SET status = $3,
+			started_at = CASE WHEN $3 = $4 THEN COALESCE(started_at, now()) ELSE started_at END,
+			finished_at = CASE WHEN $3 IN ($5, $6, $7) THEN COALESCE(finished_at, now()) ELSE finished_at END,
+			updated_at = now()
+		WHERE tenant_id = $1 AND id = $2`,
+		tenantID, id, status, herald.CampaignRunning, herald.CampaignCompleted, herald.CampaignCancelled, herald.CampaignFailed)
+	if err == nil && tag.RowsAffected() == 0 {
+		return herald.ErrNotFound
+	}
+	return err
+}
+
+// SetCampaignAudience records the audience's size (known users) and how many of
+// its ids name no user.
+func (s *Store) SetCampaignAudience(ctx context.Context, tenantID, id string, size, unknown int64) error {
+	_, err := s.db.Exec(ctx, `UPDATE campaigns SET audience_size = $3, unknown_users = $4, updated_at = now() WHERE tenant_id = $1 AND id = $2`,
+		tenantID, id, size, unknown)
+	return err
+}
+
+// audienceSource is the FROM clause and filter of a campaign's audience: m is the
+// membership relation (with user_id and data), $1 the tenant and $2 the
+// audience reference.
+func audienceSource(kind string) (from string, err error) {
+	switch kind {
+	case herald.AudienceUserIDs, herald.AudienceList:
+		return `(SELECT tenant_id, user_id, data FROM recipient_list_members WHERE tenant_id = $1 AND list_id = $2)`, nil
+	case herald.AudienceTopic:
+		return `(SELECT tenant_id, user_id, NULL::jsonb AS data FROM topic_subscribers WHERE tenant_id = $1 AND topic = $2)`, nil
+	case herald.AudienceAllUsers:
+		return `(SELECT tenant_id, user_id, NULL::jsonb AS data FROM users WHERE tenant_id = $1 AND $2::text IS NOT NULL)`, nil
+	}
+	return "", fmt.Errorf("unknown audience kind %q", kind)
+}
+
+// CountAudience counts the audience's members that are users, and those that
+// are not (an uploaded list may name unknown users).
+func (s *Store) CountAudience(ctx context.Context, tenantID, kind, ref string) (known, unknown int64, err error) {
+	from, err := audienceSource(kind)
+	if err != nil {
+		return 0, 0, err
+	}
+	err = s.db.QueryRow(ctx, `
+		SELECT count(u.user_id), count(*) - count(u.user_id)
+		FROM `+from+` m LEFT JOIN users u ON u.tenant_id = m.tenant_id AND u.user_id = m.user_id`, tenantID, ref).Scan(&known, &unknown)
+	return known, unknown, err
+}
+
+// AudienceBoundaries pages the audience by keyset: after the user id after, it
+// returns the last user id of each of up to pages pages of pageSize members (the
+// last page may be short). Fewer than pages boundaries means the audience ends.
+func (s *Store) AudienceBoundaries(ctx context.Context, tenantID, kind, ref, after string, pageSize, pages int) ([]string, error) {
+	from, err := audienceSource(kind)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.Query(ctx, `SELECT m.user_id FROM `+from+` m WHERE m.user_id > $3 ORDER BY m.user_id LIMIT $4`,
+		tenantID, ref, after, pageSize*pages)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := pageSize - 1; i < len(ids); i += pageSize {
+		out = append(out, ids[i])
+	}
+	if n := len(ids); n > 0 && n%pageSize != 0 {
+		out = append(out, ids[n-1])
+	}
+	return out, nil
+}
+
+// AudienceMember is one recipient of a campaign page: the user's profile, own
+// preferences (raw, nil when none) and per-recipient data (nil when none).
+type AudienceMember struct {
+	UserID      string
+	Email       string
+	Phone       string
+	Locale      string
+	Timezone    string
+	Data        json.RawMessage
+	Preferences json.RawMessage
+}
+
+// AudiencePage returns the audience members with after < user_id <= through
+// (through "" : no upper bound), or, when only is not empty, those of only's
+// user ids that are members; members that are not users are skipped.
+func (s *Store) AudiencePage(ctx context.Context, tenantID, kind, ref, after, through string, only []string, limit int) ([]AudienceMember, error) {
+	from, err := audienceSource(kind)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT u.user_id, COALESCE(u.email, ''), COALESCE(u.phone, ''), COALESCE(u.locale, ''), COALESCE(u.timezone, ''), m.data, p.preferences
+		FROM `+from+` m
+		JOIN users u ON u.tenant_id = m.tenant_id AND u.user_id = m.user_id
+		LEFT JOIN user_preferences p ON p.tenant_id = u.tenant_id AND p.user_id = u.user_id
+		WHERE CASE WHEN cardinality($5::text[]) > 0 THEN m.user_id = ANY($5)
+			ELSE m.user_id > $3 AND ($4 = '' OR m.user_id <= $4) END
+		ORDER BY m.user_id LIMIT $6`, tenantID, ref, after, through, only, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AudienceMember, error) {
+		var m AudienceMember
+		var data, prefs []byte
+		err := r.Scan(&m.UserID, &m.Email, &m.Phone, &m.Locale, &m.Timezone, &data, &prefs)
+		m.Data, m.Preferences = data, prefs
+		return m, err
+	})
+}
+
+// CampaignNotifications describes the notification rows of a page of campaign
+// recipients.
+type CampaignNotifications struct {
+	TenantID        string
+	CampaignID      string
+	WorkflowID      string
+	TemplateID      string
+	TemplateVersion int
+	Category        string
+	Channels        []string
+	AcceptedAt      time.Time
+	NotificationIDs []string
+	UserIDs         []string
+}
+
+// InsertCampaignNotifications writes each recipient's notification row and one
+// pending delivery row per channel, in bulk. Existing rows are kept (ON
+// CONFLICT DO NOTHING): re-running a batch finds the guard rows it wrote before.
+func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotifications) error {
+	return s.InTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `
+			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status,
+				accepted_at, template_version, category, campaign_id)
+			SELECT $1, t.id, t.uid, $2, $3, $4, '', $5, $6, $7, $8, NULLIF($9, ''), $5
+			FROM unnest($10::text[], $11::text[]) AS t(id, uid)
+			ON CONFLICT (tenant_id, id) DO NOTHING`,
+			n.TenantID, n.TemplateID, n.Channels, n.WorkflowID, n.CampaignID, herald.NotificationSending, n.AcceptedAt,
+			n.TemplateVersion, n.Category, n.NotificationIDs, n.UserIDs); err != nil {
+			return err
+		}
+		_, err := tx.db.Exec(ctx, `
+			INSERT INTO deliveries (tenant_id, notification_id, channel, status)
+			SELECT $1, id, ch, $4 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
+			ON CONFLICT (notification_id, channel) DO NOTHING`, n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending)
+		return err
+	})
+}
+
+// DeliveryStatuses reads the guard records of many notifications at once:
+// notification id → channel → status.
+func (s *Store) DeliveryStatuses(ctx context.Context, tenantID string, notificationIDs []string) (map[string]map[string]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT notification_id, channel, status FROM deliveries WHERE tenant_id = $1 AND notification_id = ANY($2)`,
+		tenantID, notificationIDs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[string]string{}
+	for rows.Next() {
+		var id, ch, st string
+		if err := rows.Scan(&id, &ch, &st); err != nil {
+			return nil, err
+		}
+		if out[id] == nil {
+			out[id] = map[string]string{}
+		}
+		out[id][ch] = st
+	}
+	return out, rows.Err()
+}
+
+// BulkDeliveryUpdate is one channel's new state in UpdateDeliveries.
+type BulkDeliveryUpdate struct {
+	NotificationID    string
+	Channel           string
+	Status            string
+	Reason            string
+	LastError         string
+	Provider          string
+	ProviderMessageID string
+	// Attempts is added to the row's attempt count.
+	Attempts int
+}
+
+// UpdateDeliveries applies many delivery updates in one statement, each only if
+// it does not move its channel backwards (as UpdateDelivery). Empty strings
+// leave a column as it is.
+func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []BulkDeliveryUpdate) error {
+	if len(us) == 0 {
+		return nil
+	}
+	cols := make([][]string, 7)
+	attempts := make([]int32, len(us))
+	for i, u := range us {
+		for j, v := range []string{u.NotificationID, u.Channel, u.Status, u.Reason, u.LastError, u.Provider, u.ProviderMessageID} {
+			cols[j] = append(cols[j], v)
+		}
+		attempts[i] = int32(u.Attempts)
+	}
+	_, err := s.db.Exec(ctx, `
+		UPDATE deliveries d SET
+			status = u.status,
+			reason = COALESCE(NULLIF(u.reason, ''), d.reason),
+			last_error = COALESCE(NULLIF(u.err, ''), d.last_error),
+			provider = COALESCE(NULLIF(u.provider, ''), d.provider),
+			provider_message_id = COALESCE(NULLIF(u.pmid, ''), d.provider_message_id),
+			attempts = d.attempts + u.attempts,
+			sent_at = CASE WHEN u.status IN ($10, $11) THEN COALESCE(d.sent_at, now()) ELSE d.sent_at END,
+			delivered_at = CASE WHEN u.status = $11 THEN COALESCE(d.delivered_at, now()) ELSE d.delivered_at END,
+			updated_at = now()
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[])
+			AS u(nid, channel, status, reason, err, provider, pmid, attempts)
+		WHERE d.tenant_id = $1 AND d.notification_id = u.nid AND d.channel = u.channel
+		  AND `+rank("u.status")+` >= `+rank("d.status"),
+		tenantID, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], attempts, herald.DeliverySent, herald.DeliveryDelivered)
+	return err
+}
+
+// RecomputeNotificationStatuses derives each notification's overall status from
+// its deliveries (herald.OverallStatus, as RecomputeNotificationStatus does for
+// one) and stores the ones that changed, in two statements for the whole page.
+func (s *Store) RecomputeNotificationStatuses(ctx context.Context, tenantID string, notificationIDs []string) error {
+	rows, err := s.db.Query(ctx, `
+		SELECT notification_id, array_agg(status ORDER BY channel) FROM deliveries
+		WHERE tenant_id = $1 AND notification_id = ANY($2) GROUP BY notification_id`, tenantID, notificationIDs)
+	if err != nil {
+		return err
+	}
+	var ids, statuses []string
+	for rows.Next() {
+		var id string
+		var sts []string
+		if err := rows.Scan(&id, &sts); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+		statuses = append(statuses, herald.OverallStatus(sts))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	_, err = s.db.Exec(ctx, `
+		UPDATE notifications n SET status = u.status, updated_at = now()
+		FROM unnest($2::text[], $3::text[]) AS u(id, status)
+		WHERE n.tenant_id = $1 AND n.id = u.id AND n.status <> u.status`, tenantID, ids, statuses)
+	return err
+}
+
+// CampaignCount is how many of a campaign's deliveries on one channel have one
+// status and reason.
+type CampaignCount struct {
+	Channel string
+	Status  string
+	Reason  string
+	Count   int64
+}
+
+// CampaignCounts groups the campaign's deliveries by channel, status and reason,
+// and counts its recipients (notification rows written so far).
+func (s *Store) CampaignCounts(ctx context.Context, tenantID, campaignID string) (counts []CampaignCount, recipients int64, err error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT d.channel, d.status, COALESCE(d.reason, ''), count(*)
+		FROM notifications n JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
+		WHERE n.tenant_id = $1 AND n.campaign_id = $2
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenantID, campaignID)
+	if err != nil {
+		return nil, 0, err
+	}
+	counts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (CampaignCount, error) {
+		var c CampaignCount
+		err := r.Scan(&c.Channel, &c.Status, &c.Reason, &c.Count)
+		return c, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	err = s.db.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE tenant_id = $1 AND campaign_id = $2`, tenantID, campaignID).Scan(&recipients)
+	return counts, recipients, err
+}
+
+// PendingItem is one channel of one recipient the campaign still owes (a
+// quiet-hours deferral or a retry).
+type PendingItem struct {
+	UserID         string
+	Channel        string
+	NotificationID string
+	DueAt          time.Time
+	Attempt        int
+	Reason         string
+	LastError      string
+}
+
+// PutPending records (or moves) owed work.
+func (s *Store) PutPending(ctx context.Context, tenantID, campaignID string, items []PendingItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	cols := make([][]string, 5)
+	due := make([]time.Time, len(items))
+	attempts := make([]int32, len(items))
+	for i, it := range items {
+		for j, v := range []string{it.UserID, it.Channel, it.NotificationID, it.Reason, it.LastError} {
+			cols[j] = append(cols[j], v)
+		}
+		due[i], attempts[i] = it.DueAt, int32(it.Attempt)
+	}
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO campaign_pending (tenant_id, campaign_id, user_id, channel, notification_id, reason, last_error, due_at, attempt)
+		SELECT $1, $2, u, ch, nid, r, NULLIF(e, ''), due, att
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::int[]) AS t(u, ch, nid, r, e, due, att)
+		ON CONFLICT (tenant_id, campaign_id, user_id, channel) DO UPDATE SET
+			due_at = EXCLUDED.due_at, attempt = EXCLUDED.attempt, reason = EXCLUDED.reason, last_error = EXCLUDED.last_error`,
+		tenantID, campaignID, cols[0], cols[1], cols[2], cols[3], cols[4], due, attempts)
+	return err
+}
+
+// DuePending returns up to limit items due at or before now, oldest first.
+func (s *Store) DuePending(ctx context.Context, tenantID, campaignID string, now time.Time, limit int) ([]PendingItem, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT user_id, channel, notification_id, due_at, attempt, reason, COALESCE(last_error, '')
+		FROM campaign_pending WHERE tenant_id = $1 AND campaign_id = $2 AND due_at <= $3
+		ORDER BY due_at, user_id, channel LIMIT $4`, tenantID, campaignID, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PendingItem, error) {
+		var p PendingItem
+		err := r.Scan(&p.UserID, &p.Channel, &p.NotificationID, &p.DueAt, &p.Attempt, &p.Reason, &p.LastError)
+		return p, err
+	})
+}
+
+// DeletePending removes items that were handled. An item moved meanwhile
+// (due_at changed by PutPending) stays.
+func (s *Store) DeletePending(ctx context.Context, tenantID, campaignID string, items []PendingItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	users, chans := make([]string, len(items)), make([]string, len(items))
+	due := make([]time.Time, len(items))
+	for i, it := range items {
+		users[i], chans[i], due[i] = it.UserID, it.Channel, it.DueAt
+	}
+	_, err := s.db.Exec(ctx, `
+		DELETE FROM campaign_pending p USING unnest($3::text[], $4::text[], $5::timestamptz[]) AS t(u, ch, due)
+		WHERE p.tenant_id = $1 AND p.campaign_id = $2 AND p.user_id = t.u AND p.channel = t.ch AND p.due_at = t.due`,
+		tenantID, campaignID, users, chans, due)
+	return err
+}
+
+// NextPendingDue is when the campaign's earliest owed work is due (ok false:
+// none is owed).
+func (s *Store) NextPendingDue(ctx context.Context, tenantID, campaignID string) (due time.Time, ok bool, err error) {
+	var t *time.Time
+	err = s.db.QueryRow(ctx, `SELECT min(due_at) FROM campaign_pending WHERE tenant_id = $1 AND campaign_id = $2`, tenantID, campaignID).Scan(&t)
+	if err != nil || t == nil {
+		return time.Time{}, false, err
+	}
+	return *t, true, nil
+}
+
+// CancelPending ends all owed work of a cancelled campaign: each owed channel is
+// recorded cancelled, and the rows go.
+func (s *Store) CancelPending(ctx context.Context, tenantID, campaignID string) (ids []string, err error) {
+	err = s.InTx(ctx, func(tx *Store) error {
+		rows, err := tx.db.Query(ctx, `DELETE FROM campaign_pending WHERE tenant_id = $1 AND campaign_id = $2 RETURNING notification_id, channel`,
+			tenantID, campaignID)
+		if err != nil {
+			return err
+		}
+		var us []BulkDeliveryUpdate
+		seen := map[string]bool{}
+		for rows.Next() {
+			var u BulkDeliveryUpdate
+			if err := rows.Scan(&u.NotificationID, &u.Channel); err != nil {
+				rows.Close()
+				return err
+			}
+			u.Status, u.Reason = herald.DeliveryCancelled, herald.ReasonCancelled
+			us = append(us, u)
+			if !seen[u.NotificationID] {
+				seen[u.NotificationID] = true
+				ids = append(ids, u.NotificationID)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return tx.UpdateDeliveries(ctx, tenantID, us)
+	})
+	return ids, err
+}

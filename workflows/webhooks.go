@@ -92,9 +92,14 @@ func (w *webhookEndpoint) run(ctx workflow.Context) error {
 		}).Get(ctx, &pending); err != nil {
 			return err
 		}
-		w.startChains(ctx, dbCtx, pending)
+		// After webhookRounds the history is long enough: start no new chain,
+		// let the running ones finish, then continue as new.
+		draining := round >= webhookRounds
+		if !draining {
+			w.startChains(ctx, dbCtx, pending)
+		}
 		if len(w.active) == 0 {
-			if round >= webhookRounds {
+			if draining {
 				return workflow.NewContinueAsNewError(ctx, WebhookEndpointWorkflow, w.in)
 			}
 			// Nothing queued: wait for a wake-up, or end when idle long enough.

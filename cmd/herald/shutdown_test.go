@@ -272,9 +272,10 @@ func TestWorkerExitsOnFatalError(t *testing.T) {
 		"HERALD_SECRETS_KEY="+key,
 	)
 	// A namespace just registered may not be visible to the frontend yet; start the
-	// worker until all three lanes are polling.
+	// worker until all four lanes (three for notifications, one for tenant
+	// webhooks) are polling.
 	var w *proc
-	started := func() bool { return strings.Count(w.out.String(), `msg="Started Worker"`) == 3 }
+	started := func() bool { return strings.Count(w.out.String(), `msg="Started Worker"`) == 4 }
 	for attempt := 0; ; attempt++ {
 		w = startHerald(t, bin, env, "worker")
 		deadline := time.Now().Add(30 * time.Second)

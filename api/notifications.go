@@ -196,6 +196,9 @@ func (s *Server) createNotification(c *gin.Context) {
 		return
 	}
 	in := acc.input
+	if s.answerFromLedger(c, acc, seenAt) {
+		return
+	}
 	userLocale, exists, err := s.userLocale(c, in.TenantID, in.UserID)
 	if err != nil {
 		s.abort(c, err)
@@ -463,6 +466,49 @@ func (s *Server) duplicate(c *gin.Context, acc acceptedNotification, workflowID,
 		"dedup":                "duplicate",
 		"original_accepted_at": acceptedAt.UTC(),
 	})
+}
+
+// LedgerMargin: the ledger answers a duplicate by itself only while its window
+// ends more than this far ahead (clock skew between API hosts, the database and
+// Temporal); closer to the end, and for windows shorter than this, the workflow
+// start decides.
+const LedgerMargin = 5 * time.Second
+
+// answerFromLedger answers a submission from the dedup ledger alone — one
+// PostgreSQL round trip, no Temporal call, nothing rendered — when the ledger
+// proves its key's window is open: the original's row has its body hash, its
+// workflow has recorded it, and the window ends more than LedgerMargin from now.
+// An identical body is a duplicate (counted in that round trip), another body
+// 422. It reports whether it answered; when not (a new key, a window about to
+// end, the original not recorded yet, or the ledger unreachable) the workflow
+// start decides, as before. The start remains the acceptance: a ledger row is
+// only written after a start succeeded, so no answer from it can stand for work
+// that is not durable. What it changes: within a window, a run an operator
+// terminated in Temporal still answers its duplicates (the window is the
+// client's contract, counted from acceptance), where the start alone would
+// accept the key anew.
+func (s *Server) answerFromLedger(c *gin.Context, acc acceptedNotification, seenAt time.Time) bool {
+	a, err := s.store.AnswerFromLedger(c.Request.Context(), acc.input.TenantID, acc.key.String(), acc.bodyHash, seenAt, LedgerMargin)
+	if err != nil {
+		if c.Request.Context().Err() == nil {
+			s.log.Warn("the dedup ledger could not answer; the workflow start decides", "error", err)
+		}
+		return false
+	}
+	switch a.Outcome {
+	case store.LedgerDuplicate:
+		s.answerAccept(c, AcceptDuplicate, http.StatusOK, gin.H{
+			"notification_id":      a.NotificationID,
+			"status":               a.Status,
+			"dedup":                "duplicate",
+			"original_accepted_at": a.AcceptedAt.UTC(),
+		})
+		return true
+	case store.LedgerReused:
+		s.keyReused(c, acc, a.NotificationID)
+		return true
+	}
+	return false
 }
 
 // keyReused answers 422 idempotency_key_reused: the key was accepted with another

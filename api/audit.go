@@ -58,6 +58,11 @@ const (
 	AuditTopicUnsubscribe      = "topic.unsubscribe"
 	AuditInboxSettingsPut      = "inbox_settings.put"
 	AuditInboxSecretRotate     = "inbox_secret.rotate"
+	AuditWebhookEndpointCreate = "webhook_endpoint.create"
+	AuditWebhookEndpointUpdate = "webhook_endpoint.update"
+	AuditWebhookEndpointDelete = "webhook_endpoint.delete"
+	AuditWebhookSecretRotate   = "webhook_endpoint.rotate_secret"
+	AuditWebhookReplay         = "webhook_endpoint.replay"
 )
 
 // AuditOperatorKeyID stands for the operator key in api_key_id.
@@ -293,4 +298,5 @@ var auditActions = []string{
 	AuditTenantLimitsPut, AuditCampaignCreate, AuditCampaignPause, AuditCampaignResume, AuditCampaignCancel,
 	AuditListCreate, AuditListDelete, AuditTopicSubscribe, AuditTopicUnsubscribe,
 	AuditInboxSettingsPut, AuditInboxSecretRotate,
+	AuditWebhookEndpointCreate, AuditWebhookEndpointUpdate, AuditWebhookEndpointDelete, AuditWebhookSecretRotate, AuditWebhookReplay,
 }

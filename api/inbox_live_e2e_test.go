@@ -19,6 +19,7 @@ import (
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/inboxlive"
+	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/store"
 )
 
@@ -397,6 +398,9 @@ func TestInboxStreamLimits(t *testing.T) {
 	}
 	if n := h.InboxStreamsOpen(); n != 3 {
 		t.Fatalf("open streams = %d, want 3", n)
+	}
+	if v := h.Scrape().Value(metrics.InboxStreamsOpen); v != 3 {
+		t.Fatalf("%s = %v, want 3", metrics.InboxStreamsOpen, v)
 	}
 }
 

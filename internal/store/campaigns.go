@@ -268,9 +268,9 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 			return err
 		}
 		_, err := tx.db.Exec(ctx, `
-			INSERT INTO deliveries (tenant_id, notification_id, channel, status)
-			SELECT $1, id, ch, $4 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
-			ON CONFLICT (notification_id, channel) DO NOTHING`, n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending)
+			INSERT INTO deliveries (tenant_id, notification_id, channel, status, campaign_id)
+			SELECT $1, id, ch, $4, $5 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
+			ON CONFLICT (notification_id, channel) DO NOTHING`, n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending, n.CampaignID)
 		return err
 	})
 }
@@ -390,9 +390,8 @@ type CampaignCount struct {
 // and counts its recipients (notification rows written so far).
 func (s *Store) CampaignCounts(ctx context.Context, tenantID, campaignID string) (counts []CampaignCount, recipients int64, err error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT d.channel, d.status, COALESCE(d.reason, ''), count(*)
-		FROM notifications n JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
-		WHERE n.tenant_id = $1 AND n.campaign_id = $2
+		SELECT channel, status, COALESCE(reason, ''), count(*) FROM deliveries
+		WHERE tenant_id = $1 AND campaign_id = $2
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenantID, campaignID)
 	if err != nil {
 		return nil, 0, err

@@ -73,6 +73,9 @@ func (a *Activities) CampaignNextDue(ctx context.Context, c contract.CampaignSpe
 // channel) guard. Re-running a batch (a retry, a worker killed mid-way) sends
 // nothing twice: the guard rows say what was sent.
 func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatchInput) (contract.CampaignBatchResult, error) {
+	// Heartbeats all along (a rate-limit wait, a slow provider), so a worker that
+	// dies mid-batch is noticed within the heartbeat timeout.
+	defer keepHeartbeating(ctx, nil)()
 	c := in.Campaign
 	members, err := a.Store.AudiencePage(ctx, c.TenantID, c.AudienceKind, c.AudienceRef, in.After, in.Through, nil, max(in.Limit, 1))
 	if err != nil {
@@ -88,6 +91,7 @@ func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatc
 // CampaignPendingBatch handles up to Limit owed items that are due: deferred
 // channels (re-evaluated with the preferences as they are now) and retries.
 func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.CampaignPendingInput) (contract.CampaignPendingResult, error) {
+	defer keepHeartbeating(ctx, nil)()
 	c := in.Campaign
 	items, err := a.Store.DuePending(ctx, c.TenantID, c.CampaignID, time.Now(), max(in.Limit, 1))
 	if err != nil {

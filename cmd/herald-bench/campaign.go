@@ -434,7 +434,7 @@ func (b *campaignBench) baseline(ctx context.Context, users []string) (CampaignP
 		if r.ok != len(users) {
 			return fmt.Errorf("baseline: %d of %d submissions failed (%v)", len(users)-r.ok, len(users), r.samples)
 		}
-		return b.awaitSent(ctx, "campaign_id IS NULL AND n.template_id = 'bench_campaign'", 2*len(users))
+		return b.awaitSent(ctx, "n.campaign_id IS NULL AND n.template_id = 'bench_campaign'", 2*len(users))
 	})
 	return ph, err
 }

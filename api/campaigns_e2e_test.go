@@ -192,6 +192,29 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	if after := sandboxPerNotification(t, tenantID); len(after) != 4998 || after[ids.CampaignNotificationID(tenantID, "spring-sale", "u00000")] != 1 {
 		t.Fatalf("re-run batch sent again: %d recipients", len(after))
 	}
+	// An email left "sending" (the worker died after the provider accepted and
+	// before "sent" was recorded) is in doubt: a re-run does not send it but owes
+	// it, after the receipt window, to the guard.
+	doubt := ids.CampaignNotificationID(tenantID, "spring-sale", "u00001")
+	pool := testenv.Pool(t)
+	if _, err := pool.Exec(context.Background(), `UPDATE deliveries SET status = 'sending', reason = NULL WHERE notification_id = $1 AND channel = 'email'`, doubt); err != nil {
+		t.Fatal(err)
+	}
+	val, err = aenv.ExecuteActivity(contract.CampaignBatch, contract.CampaignBatchInput{Campaign: in.Spec, After: "", Through: "u00249", Limit: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = contract.CampaignBatchResult{}
+	if err := val.Get(&res); err != nil || res.Retrying != 1 || res.Delivered != 0 {
+		t.Fatalf("re-run with an in-doubt email: %+v %v", res, err)
+	}
+	var reason string
+	if err := pool.QueryRow(context.Background(), `SELECT reason FROM campaign_pending WHERE notification_id = $1 AND channel = 'email'`, doubt).Scan(&reason); err != nil || reason != herald.ReasonInDoubt {
+		t.Fatalf("in-doubt email owed as %q (%v)", reason, err)
+	}
+	if after := sandboxPerNotification(t, tenantID); after[doubt] != 1 {
+		t.Fatalf("the in-doubt email was sent again")
+	}
 
 	// Tenant isolation.
 	_, other := h.TenantWith("other", "promo")
@@ -211,7 +234,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	}
 	ended := awaitCampaign(h, key, "spring-sale", herald.CampaignCancelled, 30*time.Second)
 	h.AwaitChannel(key, quiet, "email", herald.DeliveryCancelled, herald.ReasonCancelled, 10*time.Second)
-	if e := counts(t, ended, "email"); num(e, "sent") != 4998 || num(e, "deferred") != 0 {
+	if e := counts(t, ended, "email"); num(e, "sent") != 4997 || num(e, "deferred") != 0 || num(e, "cancelled") != 2 {
 		t.Fatalf("after cancel: %s", ended.Body)
 	}
 	// A finished campaign cannot be controlled.

@@ -77,6 +77,8 @@ type Options struct {
 	NoOperatorAPI bool
 	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
 	CampaignPageSize, CampaignWindow int
+	// CampaignInDoubtWait replaces the 30 s receipt wait of in-doubt sends (0: keep it).
+	CampaignInDoubtWait time.Duration
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -121,7 +123,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout: 0,
-		CampaignPageSize:  opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow,
+		CampaignPageSize:  opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow, CampaignInDoubtWait: opts.CampaignInDoubtWait,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
 		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})

@@ -130,6 +130,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		CostLimits: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
 			Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
 		OperatorKey: cfg.OperatorKey, CampaignPageSize: cfg.CampaignPageSize, CampaignWindow: cfg.CampaignWindow,
+		CampaignInDoubtWait: cfg.CampaignInDoubtWait,
 	}
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox

@@ -117,6 +117,10 @@ func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 	if again.Status != http.StatusOK || again.Str("notification_id") != id || again.Str("status") != herald.NotificationDelivered {
 		t.Fatalf("late duplicate: %d %s", again.Status, again.Body)
 	}
+	// Every duplicate was counted: the 199 of the storm and the late one.
+	if got := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil).JSON["duplicates_suppressed"]; got != float64(n) {
+		t.Fatalf("duplicates_suppressed = %v, want %d", got, n)
+	}
 }
 
 func TestSameContentWithoutKeyDedups(t *testing.T) {

@@ -126,12 +126,14 @@ func (s *Server) limitCost(key string, b Bucket, what string) gin.HandlerFunc {
 }
 
 // takeToken takes a token from bucket key in PostgreSQL (so the limit holds
-// across API replicas). When the bucket is empty it answers 429 rate_limited with
-// Retry-After (whole seconds until a token will be there) and reports false; on a
-// database error it answers that and reports false too. POST /v1/notifications
-// and every costly endpoint are limited through here.
+// across API replicas), through this process's lease of the bucket
+// (ratelimit.Leases: one round trip per many requests on a busy bucket). When the
+// bucket is empty it answers 429 rate_limited with Retry-After (whole seconds
+// until this process asks the bucket again) and reports false; on a database
+// error it answers that and reports false too. POST /v1/notifications and every
+// costly endpoint are limited through here.
 func (s *Server) takeToken(c *gin.Context, key string, b Bucket, what string) bool {
-	ok, retry, err := s.cfg.Limiter.Take(c.Request.Context(), key, b.RatePerSecond, max(1, b.Burst))
+	ok, retry, err := s.leases.Take(c.Request.Context(), key, b.RatePerSecond, max(1, b.Burst))
 	if err != nil {
 		s.abort(c, err)
 		return false

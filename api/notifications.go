@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +41,10 @@ const (
 	memoUser     = "user_id"
 	memoTemplate = "template_id"
 	memoChannels = "channels"
+	// memoBodyHash is the hex body hash (see bodyHash) the key was accepted with:
+	// the durable copy of notification_dedup.body_hash, read by a duplicate that
+	// reaches PostgreSQL before the original's ledger row does.
+	memoBodyHash = "body_hash"
 )
 
 type createNotificationRequest struct {
@@ -60,6 +67,10 @@ type acceptedNotification struct {
 	input workflows.NotificationInput
 	key   ids.KeyHash
 	lane  string
+	// bodyHash identifies the request body; a duplicate whose bodyHash differs
+	// is a reused idempotency key (422). clientKey: the key was the client's.
+	bodyHash  []byte
+	clientKey string
 }
 
 func (s *Server) validateNotification(c *gin.Context, req createNotificationRequest) (acceptedNotification, *Error) {
@@ -117,6 +128,7 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 			return out, err
 		}
 		out.key = ids.IdempotencyKeyHash(idemKey)
+		out.clientKey = idemKey
 	} else {
 		k, err := ids.ContentKeyHash(*req.UserID, *req.TemplateID, data)
 		if err != nil {
@@ -124,12 +136,13 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 		}
 		out.key = k
 	}
-	var sendAt time.Time
+	var sendAt, sendAtParsed time.Time
 	if req.SendAt != nil {
 		t, err := time.Parse(time.RFC3339, *req.SendAt)
 		if err != nil {
 			return out, badField("send_at", "invalid_field", "send_at must be an RFC 3339 time such as 2026-12-24T18:00:00Z")
 		}
+		sendAtParsed = t
 		if t.After(time.Now().Add(MaxScheduleAhead)) {
 			return out, badField("send_at", "invalid_field", "send_at must be at most a year ahead")
 		}
@@ -149,6 +162,17 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 	// Channels in a canonical order so a resubmission in another order is equal.
 	channels := append([]string(nil), req.Channels...)
 	sort.Strings(channels)
+	if out.clientKey != "" {
+		h, err := bodyHash(*req.UserID, *req.TemplateID, data, channels, req.Channels != nil, req.SendAt != nil, sendAtParsed)
+		if err != nil {
+			return out, badField("data", "invalid_field", "data cannot be encoded: %v", err)
+		}
+		out.bodyHash = h
+	} else {
+		// A content-derived key is a hash of user, template and data: a duplicate
+		// has the same content by construction, so its "body" is the key itself.
+		out.bodyHash = append([]byte(nil), out.key[:]...)
+	}
 	out.input = workflows.NotificationInput{
 		TenantID: tenantOf(c).ID, UserID: *req.UserID, TemplateID: *req.TemplateID,
 		Channels: channels, Data: data, DedupWindow: window, SendAt: sendAt,
@@ -160,6 +184,7 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 // returns is durable in Temporal, so 202 is only ever sent for work that cannot be
 // lost; a start rejected as "already started" is a duplicate inside the window.
 func (s *Server) createNotification(c *gin.Context) {
+	seenAt := time.Now()
 	var req createNotificationRequest
 	if err := decodeJSON(c, &req); err != nil {
 		s.abort(c, err)
@@ -199,25 +224,34 @@ func (s *Server) createNotification(c *gin.Context) {
 	if in.Critical {
 		lane = workflows.LaneCritical
 	}
-	run, err := s.temporal.ExecuteWorkflow(ctx, StartOptions(workflowID, workflows.LaneTaskQueue(s.cfg.TaskQueue, lane), in), workflows.NotificationWorkflow, in)
+	run, err := s.temporal.ExecuteWorkflow(ctx, StartOptions(workflowID, workflows.LaneTaskQueue(s.cfg.TaskQueue, lane), in, acc.bodyHash), workflows.NotificationWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
+		id := ids.NotificationID(acc.key, run.GetRunID())
+		// The start is the acceptance; the ledger row only makes later duplicates
+		// cheap to answer and to count. If it cannot be written the memo still has
+		// the body hash, so the 202 stands.
+		until := seenAt.Add(in.DedupWindow)
+		if err := s.store.RecordAccept(ctx, in.TenantID, store.Dedup{NotificationID: id, KeyHash: acc.key.String(),
+			BodyHash: acc.bodyHash, FirstSeenAt: seenAt, DedupUntil: &until}); err != nil {
+			s.log.Warn("recording the dedup ledger row failed; duplicates will read the workflow's memo", "notification_id", id, "error", err)
+		}
 		status := herald.NotificationQueued
 		if !in.SendAt.IsZero() {
 			status = herald.NotificationScheduled
 		}
-		c.JSON(http.StatusAccepted, gin.H{
-			"notification_id": ids.NotificationID(acc.key, run.GetRunID()),
+		s.answerAccept(c, AcceptNew, http.StatusAccepted, gin.H{
+			"notification_id": id,
 			"status":          status,
 			"dedup":           "new",
 		})
 	case errors.As(err, &already):
-		s.duplicate(c, acc.key, workflowID, already.RunId)
+		s.duplicate(c, acc, workflowID, already.RunId, seenAt)
 	default:
 		s.log.Error("starting notification workflow failed", "workflow_id", workflowID, "error", err)
 		c.Header("Retry-After", "1")
-		s.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+		s.answerAccept(c, AcceptUnavailable, http.StatusServiceUnavailable, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
 			Message: "the notification was not accepted; retry with the same idempotency_key"})
 	}
 }
@@ -304,7 +338,9 @@ func (s *Server) latestTemplate(ctx context.Context, tenantID, templateID string
 // policy FAIL (with the error surfaced) is the duplicate check while a run is open;
 // the reuse policy ALLOW_DUPLICATE makes the same key a new notification once the
 // run, and so its dedup window, has closed.
-func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput) client.StartWorkflowOptions {
+// bodyHash (see the accept path) goes into the memo with the user, template and
+// channels.
+func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput, bodyHash []byte) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                                       workflowID,
 		TaskQueue:                                taskQueue,
@@ -312,7 +348,7 @@ func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput) 
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		// The memo lets a status read answer before the first activity has run.
-		Memo: map[string]any{memoUser: in.UserID, memoTemplate: in.TemplateID, memoChannels: in.Channels},
+		Memo: map[string]any{memoUser: in.UserID, memoTemplate: in.TemplateID, memoChannels: in.Channels, memoBodyHash: hex.EncodeToString(bodyHash)},
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SearchAttrTenant.ValueSet(in.TenantID),
 			workflows.SearchAttrUser.ValueSet(in.UserID),
@@ -321,32 +357,116 @@ func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput) 
 	}
 }
 
-// duplicate answers a submission that hit an open dedup window with the original id,
-// its current status and when it was accepted.
-func (s *Server) duplicate(c *gin.Context, key ids.KeyHash, workflowID, runID string) {
+// Accept outcomes: every answer of POST /v1/notifications past validation goes
+// through answerAccept with one of these (the one place to count them).
+const (
+	AcceptNew         = "new"
+	AcceptDuplicate   = "duplicate"
+	AcceptKeyReused   = "idempotency_key_reused"
+	AcceptUnavailable = "unavailable"
+)
+
+// answerAccept writes the accept path's answer for outcome.
+func (s *Server) answerAccept(c *gin.Context, outcome string, status int, body any) {
+	if e, ok := body.(*Error); ok {
+		s.abort(c, e)
+		return
+	}
+	c.JSON(status, body)
+}
+
+// duplicate answers a submission that hit an open dedup window: with the
+// original's id, status and acceptance time when its body is the original's
+// (counted in the ledger, in the same PostgreSQL round trip that reads the
+// original), or 422 idempotency_key_reused when it is not. Temporal is asked only
+// while the original is nothing but a workflow start: its workflow has not
+// recorded it yet (the acceptance time), or its ledger row is not written yet (the
+// body hash, from the memo).
+func (s *Server) duplicate(c *gin.Context, acc acceptedNotification, workflowID, runID string, seenAt time.Time) {
+	ctx := c.Request.Context()
 	tenantID := tenantOf(c).ID
-	id := ids.NotificationID(key, runID)
-	status, acceptedAt, err := s.store.NotificationStatus(c.Request.Context(), tenantID, id)
-	if errors.Is(err, herald.ErrNotFound) {
-		// The original's first activity has not run yet: ask Temporal when it started.
-		status = herald.NotificationQueued
-		desc, derr := s.temporal.DescribeWorkflow(c.Request.Context(), workflowID, runID)
+	id := ids.NotificationID(acc.key, runID)
+	o, err := s.store.RecordDuplicate(ctx, tenantID, id, acc.key.String(), acc.bodyHash, seenAt)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if !o.Counted {
+		s.keyReused(c, acc, id)
+		return
+	}
+	status, acceptedAt := o.Status, o.AcceptedAt
+	if status == "" || !o.BodyKnown {
+		desc, derr := s.temporal.DescribeWorkflow(ctx, workflowID, runID)
 		if derr != nil {
 			s.abort(c, temporalError(c, derr))
 			return
 		}
-		// PostgreSQL keeps microseconds; answer the same instant either way.
-		acceptedAt = desc.RawResponse.GetWorkflowExecutionInfo().GetStartTime().AsTime().Truncate(time.Microsecond)
-	} else if err != nil {
-		s.abort(c, err)
-		return
+		info := desc.RawResponse.GetWorkflowExecutionInfo()
+		if status == "" {
+			// The original's first activity has not run yet: it is queued, accepted
+			// when its workflow started (PostgreSQL keeps microseconds; answer the
+			// same instant either way).
+			status = herald.NotificationQueued
+			acceptedAt = info.GetStartTime().AsTime().Truncate(time.Microsecond)
+		}
+		if !o.BodyKnown {
+			original := acc.bodyHash // a run started without the memo field: nothing to compare
+			var hexHash string
+			if p := info.GetMemo().GetFields()[memoBodyHash]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &hexHash) == nil {
+				if h, herr := hex.DecodeString(hexHash); herr == nil {
+					original = h
+				}
+			}
+			if err := s.store.SettleDuplicate(ctx, tenantID, id, original, acc.bodyHash); err != nil {
+				s.abort(c, err)
+				return
+			}
+			if !bytes.Equal(original, acc.bodyHash) {
+				s.keyReused(c, acc, id)
+				return
+			}
+		}
 	}
-	c.JSON(http.StatusOK, gin.H{
+	s.answerAccept(c, AcceptDuplicate, http.StatusOK, gin.H{
 		"notification_id":      id,
 		"status":               status,
 		"dedup":                "duplicate",
 		"original_accepted_at": acceptedAt.UTC(),
 	})
+}
+
+// keyReused answers 422 idempotency_key_reused: the key was accepted with another
+// body during its window.
+func (s *Server) keyReused(c *gin.Context, acc acceptedNotification, id string) {
+	s.answerAccept(c, AcceptKeyReused, http.StatusUnprocessableEntity, &Error{Status: http.StatusUnprocessableEntity,
+		Code: "idempotency_key_reused", Field: "idempotency_key",
+		Message: fmt.Sprintf("idempotency_key %q was already used for notification %s with a different body (user_id, template_id, data, channels or send_at); "+
+			"resend that body to get the original, or use a new key for a new notification", acc.clientKey, id)})
+}
+
+// bodyHash is the SHA-256 of the canonical form of what makes a submission the
+// same notification: user, template, data (keys sorted at every depth, numbers as
+// written), the channels (sorted; "absent" differs from any list) and send_at
+// (the instant, whatever its notation; "absent" differs from any time).
+func bodyHash(userID, templateID string, data map[string]any, channels []string, hasChannels, hasSendAt bool, sendAt time.Time) ([]byte, error) {
+	body := map[string]any{"user_id": userID, "template_id": templateID, "data": data}
+	if hasChannels {
+		list := make([]any, len(channels))
+		for i, ch := range channels {
+			list[i] = ch
+		}
+		body["channels"] = list
+	}
+	if hasSendAt {
+		body["send_at"] = sendAt.UTC().Format(time.RFC3339Nano)
+	}
+	canon, err := ids.CanonicalJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(append([]byte("body|"), canon...))
+	return sum[:], nil
 }
 
 // channelView is a channel's delivery record with its provider attempts.
@@ -366,6 +486,31 @@ type notificationView struct {
 	WorkflowID     string        `json:"workflow_id"`
 	RunID          string        `json:"run_id"`
 	Channels       []channelView `json:"channels"`
+	dedupView
+}
+
+// dedupView is what Layer 1 saw of a notification's key during its window (the
+// dedup ledger): how many submissions it suppressed, the first and the latest.
+type dedupView struct {
+	DedupKeyHash         string     `json:"dedup_key_hash"`
+	DedupUntil           *time.Time `json:"dedup_until"`
+	DuplicatesSuppressed int        `json:"duplicates_suppressed"`
+	FirstSeenAt          time.Time  `json:"first_seen_at"`
+	LastSeenAt           time.Time  `json:"last_seen_at"`
+}
+
+// newDedupView is d's view; a notification without a ledger row (started by a
+// redrive, or accepted before the ledger existed) was seen once, when accepted.
+func newDedupView(keyHash string, d *store.Dedup, acceptedAt time.Time) dedupView {
+	if d == nil {
+		return dedupView{DedupKeyHash: keyHash, FirstSeenAt: acceptedAt.UTC(), LastSeenAt: acceptedAt.UTC()}
+	}
+	v := dedupView{DedupKeyHash: keyHash, DuplicatesSuppressed: d.Duplicates, FirstSeenAt: d.FirstSeenAt.UTC(), LastSeenAt: d.LastSeenAt.UTC()}
+	if d.DedupUntil != nil {
+		u := d.DedupUntil.UTC()
+		v.DedupUntil = &u
+	}
+	return v
 }
 
 // getNotification reads the status from PostgreSQL; for a notification accepted a
@@ -395,6 +540,18 @@ func (s *Server) getNotification(c *gin.Context) {
 	}
 	workflowID := ids.NotificationWorkflowID(tenantID, key)
 	view, err := s.viewFromWorkflow(c.Request.Context(), workflowID, runID, id)
+	if err == nil {
+		d, derr := s.store.GetDedup(c.Request.Context(), tenantID, id)
+		switch {
+		case derr == nil:
+			view.dedupView = newDedupView(key.String(), &d, view.AcceptedAt)
+		case errors.Is(derr, herald.ErrNotFound):
+			view.dedupView = newDedupView(key.String(), nil, view.AcceptedAt)
+		default:
+			s.abort(c, derr)
+			return
+		}
+	}
 	var nf *serviceerror.NotFound
 	var invalid *serviceerror.InvalidArgument
 	if errors.As(err, &nf) || errors.As(err, &invalid) {
@@ -412,7 +569,7 @@ func viewFromStore(n store.Notification) notificationView {
 	v := notificationView{
 		NotificationID: n.ID, UserID: n.UserID, TemplateID: n.TemplateID, Status: n.Status,
 		AcceptedAt: n.AcceptedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), WorkflowID: n.WorkflowID, RunID: n.RunID,
-		Channels: []channelView{},
+		Channels: []channelView{}, dedupView: newDedupView(n.DedupKeyHash, n.Dedup, n.AcceptedAt),
 	}
 	for _, d := range n.Deliveries {
 		v.Channels = append(v.Channels, channelView{Delivery: d, History: []store.Attempt{}})

@@ -46,6 +46,9 @@ type Config struct {
 	// tenant's own (store.TenantLimits).
 	Limiter      *ratelimit.Limiter
 	TenantLimits TenantLimits
+	// LeaseWindow sizes the token leases this process takes from the limiter's
+	// buckets (ratelimit.Leases; 0: ratelimit.DefaultLeaseWindow).
+	LeaseWindow time.Duration
 	// PublicLimits limit the endpoints without an API key (zero: the defaults).
 	PublicLimits PublicLimits
 	// CostLimits limit the other endpoints that cost work, per tenant (zero
@@ -82,6 +85,9 @@ type Server struct {
 	templates *expirable.LRU[string, store.TemplateRecord]
 	// public holds the buckets of Config.PublicLimits.
 	public *publicLimiter
+	// leases hands out Config.Limiter's bucket tokens in leases (nil without a
+	// Limiter).
+	leases *ratelimit.Leases
 }
 
 // New builds the API server.
@@ -90,6 +96,9 @@ func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Serve
 		settings:  expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second),
 		templates: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL),
 		public:    newPublicLimiter(cfg.PublicLimits)}
+	if cfg.Limiter != nil {
+		s.leases = ratelimit.NewLeases(cfg.Limiter, cfg.LeaseWindow, 0)
+	}
 	if cfg.AuthCacheTTL > 0 {
 		s.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cfg.AuthCacheTTL)
 		s.users = expirable.NewLRU[string, string](100_000, nil, cfg.AuthCacheTTL)
@@ -114,53 +123,56 @@ func (s *Server) Handler() http.Handler {
 
 	v1 := r.Group("/v1", s.authenticate)
 	v1.POST("/notifications", s.limitTenant, s.createNotification)
+	v1.GET("/notifications", s.findNotifications)
 	v1.GET("/notifications/:notification_id", s.getNotification)
-	v1.DELETE("/notifications/:notification_id", s.cancelNotification)
+	v1.DELETE("/notifications/:notification_id", s.audited(AuditNotificationCancel, auditFields), s.cancelNotification)
 	v1.GET("/dead-letters", s.listDeadLetters)
-	v1.POST("/dead-letters/redrive", s.limitCost("tenant-bulk-redrive:", s.cfg.CostLimits.BulkRedrive, "bulk redrives"), s.bulkRedrive)
-	v1.POST("/dead-letters/:dead_letter_id/redrive", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "redrives"), s.redriveDeadLetter)
-	v1.PUT("/users/:user_id", s.putUser)
+	v1.POST("/dead-letters/redrive", s.limitCost("tenant-bulk-redrive:", s.cfg.CostLimits.BulkRedrive, "bulk redrives"), s.audited(AuditDeadLetterBulkRedrive, auditFields), s.bulkRedrive)
+	v1.POST("/dead-letters/:dead_letter_id/redrive", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "redrives"), s.audited(AuditDeadLetterRedrive, auditFields), s.redriveDeadLetter)
+	v1.PUT("/users/:user_id", s.audited(AuditUserPut, auditFieldNames), s.putUser)
 	v1.GET("/users/:user_id", s.getUser)
 	v1.GET("/users/:user_id/inbox", s.listInbox)
+	v1.GET("/users/:user_id/notifications", s.listUserNotifications)
 	v1.POST("/users/:user_id/inbox/:notification_id/read", s.markRead)
 	v1.GET("/api-keys", s.listAPIKeys)
-	v1.POST("/api-keys", s.createAPIKey)
-	v1.DELETE("/api-keys/:api_key_id", s.revokeAPIKey)
-	v1.PUT("/providers/:channel", s.putProvider)
+	v1.POST("/api-keys", s.audited(AuditAPIKeyCreate, auditFields), s.createAPIKey)
+	v1.DELETE("/api-keys/:api_key_id", s.audited(AuditAPIKeyRevoke, auditFields), s.revokeAPIKey)
+	v1.PUT("/providers/:channel", s.audited(AuditProviderPut, auditFields), s.putProvider)
 	v1.GET("/providers", s.listProviders)
-	v1.DELETE("/providers/:channel/:provider", s.deleteProvider)
-	v1.PUT("/users/:user_id/push-tokens", s.putPushToken)
+	v1.DELETE("/providers/:channel/:provider", s.audited(AuditProviderDelete, auditFields), s.deleteProvider)
+	v1.PUT("/users/:user_id/push-tokens", s.audited(AuditPushTokenPut, auditFields), s.putPushToken)
 	v1.GET("/users/:user_id/push-tokens", s.listPushTokens)
-	v1.DELETE("/users/:user_id/push-tokens/:token", s.deletePushToken)
-	v1.PUT("/templates/:template_id", s.limitCost("tenant-template-save:", s.cfg.CostLimits.TemplateSave, "template saves"), s.putTemplate)
+	v1.DELETE("/users/:user_id/push-tokens/:token", s.audited(AuditPushTokenDelete, auditFields), s.deletePushToken)
+	v1.PUT("/templates/:template_id", s.limitCost("tenant-template-save:", s.cfg.CostLimits.TemplateSave, "template saves"), s.audited(AuditTemplatePut, auditFields), s.putTemplate)
 	v1.GET("/templates/:template_id", s.getTemplate)
-	v1.DELETE("/templates/:template_id", s.deleteTemplate)
+	v1.DELETE("/templates/:template_id", s.audited(AuditTemplateDelete, auditFields), s.deleteTemplate)
 	v1.GET("/templates", s.listTemplates)
 	v1.POST("/templates/:template_id/preview", s.limitCost("tenant-preview:", s.cfg.CostLimits.Preview, "previews"), s.previewTemplate)
-	v1.PUT("/users/:user_id/preferences", s.putUserPreferences)
+	v1.PUT("/users/:user_id/preferences", s.audited(AuditPreferencesPut, auditFields), s.putUserPreferences)
 	v1.GET("/users/:user_id/preferences", s.getUserPreferences)
-	v1.PUT("/preferences/defaults", s.putPreferenceDefaults)
+	v1.PUT("/preferences/defaults", s.audited(AuditPreferenceDefaults, auditFields), s.putPreferenceDefaults)
 	v1.GET("/preferences/defaults", s.getPreferenceDefaults)
-	v1.PUT("/settings", s.putSettings)
+	v1.PUT("/settings", s.audited(AuditSettingsPut, auditFields), s.putSettings)
 	v1.GET("/settings", s.getSettings)
-	v1.POST("/campaigns", s.createCampaign)
+	v1.GET("/audit-log", s.listAuditLog)
+	v1.POST("/campaigns", s.audited(AuditCampaignCreate, auditFields), s.createCampaign)
 	v1.GET("/campaigns", s.listCampaigns)
 	v1.GET("/campaigns/:campaign_id", s.getCampaign)
-	v1.POST("/campaigns/:campaign_id/pause", s.controlCampaign(workflows.UpdatePause))
-	v1.POST("/campaigns/:campaign_id/resume", s.controlCampaign(workflows.UpdateResume))
-	v1.POST("/campaigns/:campaign_id/cancel", s.controlCampaign(workflows.UpdateCancelCampaign))
-	v1.POST("/lists", s.createList)
+	v1.POST("/campaigns/:campaign_id/pause", s.audited(AuditCampaignPause, auditFields), s.controlCampaign(workflows.UpdatePause))
+	v1.POST("/campaigns/:campaign_id/resume", s.audited(AuditCampaignResume, auditFields), s.controlCampaign(workflows.UpdateResume))
+	v1.POST("/campaigns/:campaign_id/cancel", s.audited(AuditCampaignCancel, auditFields), s.controlCampaign(workflows.UpdateCancelCampaign))
+	v1.POST("/lists", s.audited(AuditListCreate, auditUpload), s.createList)
 	v1.GET("/lists/:list_id", s.getList)
-	v1.DELETE("/lists/:list_id", s.deleteList)
-	v1.POST("/topics/:topic/subscribers", s.addTopicSubscribers)
+	v1.DELETE("/lists/:list_id", s.audited(AuditListDelete, auditFields), s.deleteList)
+	v1.POST("/topics/:topic/subscribers", s.audited(AuditTopicSubscribe, auditFields), s.addTopicSubscribers)
 	v1.GET("/topics/:topic/subscribers", s.listTopicSubscribers)
-	v1.DELETE("/topics/:topic/subscribers/:user_id", s.removeTopicSubscriber)
+	v1.DELETE("/topics/:topic/subscribers/:user_id", s.audited(AuditTopicUnsubscribe, auditFields), s.removeTopicSubscriber)
 	r.GET(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.getUnsubscribe)
 	r.POST(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.postUnsubscribe)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)
 	op := r.Group("/v1/operator", s.operatorAuth)
 	op.GET("/tenants/:tenant_id/limits", s.getTenantLimits)
-	op.PUT("/tenants/:tenant_id/limits", s.putTenantLimits)
+	op.PUT("/tenants/:tenant_id/limits", s.audited(AuditTenantLimitsPut, auditFields), s.putTenantLimits)
 	for _, p := range webhookProviders {
 		r.POST(providers.WebhookPrefix+p, s.limitPublic("webhook", s.webhookMaxBody(p), true), s.webhook(p))
 	}

@@ -225,7 +225,7 @@ func (b *bench) raiseLimits(ctx context.Context, rep *Report) error {
 	if err := b.st.PutTenantLimits(ctx, b.tenantID, store.TenantLimits{APIRatePerSecond: benchRate, APIBurst: benchBurst}); err != nil {
 		return fmt.Errorf("raise the bench tenant's API limits: %w", err)
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("bench tenant API limits raised to %d/s, burst %d (the limiter still updates its PostgreSQL bucket on every POST /v1/notifications)", benchRate, benchBurst))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("bench tenant API limits raised to %d/s, burst %d (the limiter still takes every POST /v1/notifications from its PostgreSQL bucket, in leases)", benchRate, benchBurst))
 	return nil
 }
 

@@ -111,7 +111,7 @@ func TestComputeRatiosPicksThePairs(t *testing.T) {
 		{Key: "a", PerSec: 300}, {Key: "b", PerSec: 285},
 		{Key: "a-dup", PerSec: 1000}, {Key: "c", PerSec: 500},
 	}}
-	computeRatios(rep, 0.9)
+	computeRatios(rep, 0.9, 0.9)
 	if len(rep.Ratios) != 2 {
 		t.Fatalf("got %d ratios, want 2", len(rep.Ratios))
 	}
@@ -123,7 +123,7 @@ func TestComputeRatiosPicksThePairs(t *testing.T) {
 	}
 	// A run that stopped before (c) cannot pass (c)/(a').
 	rep = &Report{Phases: []Phase{{Key: "a", PerSec: 300}, {Key: "b", PerSec: 290}, {Key: "a-dup", PerSec: 900}}}
-	computeRatios(rep, 0.9)
+	computeRatios(rep, 0.9, 0.9)
 	if r := rep.Ratios[1]; r.Pass || r.Valid {
 		t.Errorf("(c)/(a') without (c) = %+v, want invalid, not passing", r)
 	}
@@ -244,7 +244,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.n != 2000 || o.concurrency != 32 || o.goal != 0.9 || o.apiURL != "" {
+	if o.n != 2000 || o.concurrency != 32 || o.goal != 0.9 || o.goalNew != 0.95 || o.apiURL != "" {
 		t.Fatalf("defaults = n %d concurrency %d goal %v api %q", o.n, o.concurrency, o.goal, o.apiURL)
 	}
 	// Users are raised so that no inbox outgrows one page.

@@ -204,7 +204,9 @@ func TestOpenAPIGetNotification(t *testing.T) {
 		return `{"notification_id":"` + testNotificationID + `","user_id":"u1","template_id":"welcome","status":"delivered",` +
 			`"accepted_at":"2026-05-01T10:00:00Z","updated_at":"2026-05-01T10:00:01Z",` +
 			`"workflow_id":"notification/t_0123456789abcdef/5f2b8e0c1d9a4b7e8f3a6c2d1e0b9a8c",` +
-			`"run_id":"0189f3a2-b4c5-4d6e-8f7a-9b0c1d2e3f40","channels":[` + channels + `]}`
+			`"run_id":"0189f3a2-b4c5-4d6e-8f7a-9b0c1d2e3f40","channels":[` + channels + `],` +
+			`"dedup_key_hash":"5f2b8e0c1d9a4b7e8f3a6c2d1e0b9a8c","dedup_until":null,"duplicates_suppressed":3,` +
+			`"first_seen_at":"2026-05-01T10:00:00Z","last_seen_at":"2026-05-01T10:05:00Z"}`
 	}
 	checkExchanges(t, []exchange{
 		{name: "200", method: "GET", path: path, status: 200, body: view(channel)},
@@ -214,6 +216,8 @@ func TestOpenAPIGetNotification(t *testing.T) {
 			body: view(strings.Replace(channel, `"delivered"`, `"done"`, 1)), wantErr: []string{"status"}},
 		{name: "200 channel without last_error", method: "GET", path: path, status: 200,
 			body: view(strings.Replace(channel, `"last_error":null,`, ``, 1)), wantErr: []string{"last_error"}},
+		{name: "200 without duplicates_suppressed", method: "GET", path: path, status: 200,
+			body: strings.Replace(view(""), `"duplicates_suppressed":3,`, ``, 1), wantErr: []string{"duplicates_suppressed"}},
 		{name: "200 channels null", method: "GET", path: path, status: 200,
 			body: strings.Replace(view(""), `[]`, `null`, 1), wantErr: []string{"channels"}},
 		{name: "404", method: "GET", path: path, status: 404, body: `{"error":{"code":"not_found","message":"notification not found"}}`},
@@ -319,7 +323,8 @@ func TestOpenAPILiveHandlerWithoutServices(t *testing.T) {
 		{"POST", "/v1/dead-letters/redrive", "", 401},
 		{"POST", "/v1/dead-letters/7/redrive", "", 401},
 		{"GET", "/v1/dead-letters/redrive", "", 405},
-		{"GET", "/v1/notifications", "", 405},
+		{"GET", "/v1/notifications", "", 401},
+		{"PATCH", "/v1/notifications", "", 405},
 		{"POST", "/healthz", "", 405},
 		{"GET", "/v1/tenants", "", 404},
 		{"GET", "/", "", 404},

@@ -294,3 +294,48 @@ func utcDay(t time.Time) time.Time {
 }
 
 func dateString(day time.Time) string { return day.Format(time.DateOnly) }
+
+// takeRangeSQL is takeSQL for up to $4 whole tokens at once, and at least $5: it takes
+// least($4, floor(level)) when the refilled level is at least $5 tokens, records
+// that count in granted and returns it; a refused call returns (false, 0, level).
+const takeRangeSQL = `
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+took AS (
+    INSERT INTO rate_limit_buckets AS b (key, tokens, updated_at, granted)
+    SELECT $1, $3 - least($4, floor($3)), clock_timestamp(), least($4, floor($3)) FROM async
+    ON CONFLICT (key) DO UPDATE
+    SET (tokens, updated_at, granted) = (
+        SELECT l.level - least($4, floor(l.level)), greatest(c.now, b.updated_at), least($4, floor(l.level))
+        FROM (SELECT clock_timestamp() AS now) c,
+            LATERAL (SELECT least($3, b.tokens + $2 * extract(epoch FROM greatest(c.now - b.updated_at, interval '0'))::float8) AS level) l)
+    WHERE least($3, b.tokens + $2 * extract(epoch FROM greatest(clock_timestamp() - b.updated_at, interval '0'))::float8) >= $5
+    RETURNING granted, tokens
+)
+SELECT true, granted, tokens FROM took
+UNION ALL
+SELECT false, 0::float8, least($3, cur.tokens + $2 * extract(epoch FROM greatest(clock_timestamp() - cur.updated_at, interval '0'))::float8)
+FROM (SELECT tokens, updated_at FROM rate_limit_buckets WHERE key = $1 FOR SHARE) cur
+WHERE NOT EXISTS (SELECT FROM took)`
+
+// TakeN takes between least and most whole tokens from the bucket key (rate
+// tokens/s, burst deep; see Take) in one statement: as many as there are, at most
+// most, or none while fewer than least have accumulated. level is the tokens left
+// (after a take) or there (after a refusal).
+func (l *Limiter) TakeN(ctx context.Context, key string, rate float64, burst, least, most int) (granted int, level float64, err error) {
+	if err := checkBucket(rate, burst); err != nil {
+		return 0, 0, err
+	}
+	if least < 1 || most < least || least > burst {
+		return 0, 0, fmt.Errorf("rate limit %q: take %d…%d tokens of a bucket of %d", key, least, most, burst)
+	}
+	var ok bool
+	var g float64
+	err = l.db.QueryRow(ctx, takeRangeSQL, key, rate, float64(burst), float64(most), float64(least)).Scan(&ok, &g, &level)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, nil // refused by a row created after the snapshot (see Take)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("rate limit %q: %w", key, err)
+	}
+	return int(g), level, nil
+}

@@ -26,6 +26,9 @@ type Notification struct {
 	// notifications accepted before templates existed); Category is the template's.
 	TemplateVersion int
 	Category        string
+	// Dedup is the notification's dedup ledger row (GetNotification; nil when it
+	// has none).
+	Dedup *Dedup
 }
 
 // InsertNotification records an accepted notification and a pending delivery row per
@@ -61,14 +64,20 @@ func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 // GetNotification returns a notification with its deliveries, in channel order.
 func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notification, error) {
 	var n Notification
+	var dups *int
+	var first, last, until *time.Time
 	err := s.db.QueryRow(ctx, `
-		SELECT tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, updated_at,
-			COALESCE(template_version, 0), COALESCE(category, '')
-		FROM notifications WHERE tenant_id = $1 AND id = $2`, tenantID, id).
+		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, n.workflow_id, n.run_id, n.dedup_key_hash, n.status, n.accepted_at, n.updated_at,
+			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until
+		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
+		WHERE n.tenant_id = $1 AND n.id = $2`, tenantID, id).
 		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt,
-			&n.TemplateVersion, &n.Category)
+			&n.TemplateVersion, &n.Category, &dups, &first, &last, &until)
 	if err != nil {
 		return Notification{}, notFound(err)
+	}
+	if dups != nil && first != nil && last != nil {
+		n.Dedup = &Dedup{NotificationID: n.ID, KeyHash: n.DedupKeyHash, Duplicates: *dups, FirstSeenAt: *first, LastSeenAt: *last, DedupUntil: until}
 	}
 	n.Deliveries, err = s.ListDeliveries(ctx, tenantID, id)
 	return n, err

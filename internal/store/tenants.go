@@ -13,6 +13,9 @@ type Tenant struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
+	// APIKeyID is the public id of the API key the tenant was resolved from
+	// (TenantByAPIKey only): who made a change, for the audit log.
+	APIKeyID string `json:"-"`
 }
 
 // APIKeyPrefix starts every Herald API key, so leaked keys are easy to scan for.
@@ -57,13 +60,13 @@ func (s *Store) TenantByAPIKey(ctx context.Context, key string) (Tenant, error) 
 	var t Tenant
 	err := s.db.QueryRow(ctx, `
 		WITH k AS (
-			SELECT key_hash, tenant_id, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+			SELECT key_hash, id, tenant_id, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
 		), used AS (
 			UPDATE api_keys SET last_used_at = now()
 			WHERE key_hash IN (SELECT key_hash FROM k WHERE last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 		)
-		SELECT t.id, t.name, t.created_at FROM k JOIN tenants t ON t.id = k.tenant_id`, HashAPIKey(key)).
-		Scan(&t.ID, &t.Name, &t.CreatedAt)
+		SELECT t.id, t.name, t.created_at, k.id FROM k JOIN tenants t ON t.id = k.tenant_id`, HashAPIKey(key)).
+		Scan(&t.ID, &t.Name, &t.CreatedAt, &t.APIKeyID)
 	return t, notFound(err)
 }
 

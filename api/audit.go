@@ -1,0 +1,293 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// The audit log: every change a tenant makes through the API is recorded by one
+// middleware, audited(action), set on each mutating route in Handler. After the
+// handler answered with a success it appends {API key id, time, action, target
+// (the path parameters), status, details} to audit_log. details is the request's
+// fields with every secret removed (redact), so "what changed" is answerable
+// without ever storing a credential.
+//
+// The entry is written after the handler's own transaction committed, not inside
+// it: the handlers' store calls each own their transaction, and threading one
+// through every handler would copy the audit into each of them. The price is a
+// window in which a crash after the change and before the entry loses the entry;
+// a failed audit write is logged at error level.
+
+// Audit actions.
+const (
+	AuditTemplatePut           = "template.put"
+	AuditTemplateDelete        = "template.delete"
+	AuditPreferencesPut        = "preferences.put"
+	AuditPreferenceDefaults    = "preference_defaults.put"
+	AuditSettingsPut           = "settings.put"
+	AuditProviderPut           = "provider.put"
+	AuditProviderDelete        = "provider.delete"
+	AuditPushTokenPut          = "push_token.put"
+	AuditPushTokenDelete       = "push_token.delete"
+	AuditNotificationCancel    = "notification.cancel"
+	AuditDeadLetterRedrive     = "dead_letter.redrive"
+	AuditDeadLetterBulkRedrive = "dead_letter.bulk_redrive"
+	AuditAPIKeyCreate          = "api_key.create"
+	AuditAPIKeyRevoke          = "api_key.revoke"
+	AuditUserPut               = "user.put"
+	AuditTenantLimitsPut       = "tenant_limits.put"
+	AuditCampaignCreate        = "campaign.create"
+	AuditCampaignPause         = "campaign.pause"
+	AuditCampaignResume        = "campaign.resume"
+	AuditCampaignCancel        = "campaign.cancel"
+	AuditListCreate            = "list.create"
+	AuditListDelete            = "list.delete"
+	AuditTopicSubscribe        = "topic.subscribe"
+	AuditTopicUnsubscribe      = "topic.unsubscribe"
+)
+
+// AuditOperatorKeyID stands for the operator key in api_key_id.
+const AuditOperatorKeyID = "operator"
+
+// maxAuditBody is how much of a request body the audit reads; a larger body
+// (a big template) is recorded by its field names only.
+const maxAuditBody = 256 << 10
+
+// maxAuditDetails bounds the stored details; over it, the field names only.
+const maxAuditDetails = 16 << 10
+
+// auditMode says how much of the body an action records.
+type auditMode int
+
+const (
+	// auditFields: the body's fields and values, secrets removed.
+	auditFields auditMode = iota
+	// auditFieldNames: only which fields were set (personal data such as a user's
+	// email address stays out of the log).
+	auditFieldNames
+	// auditUpload: an upload (a recipient list): only its size, and the body is
+	// not read by the audit at all.
+	auditUpload
+)
+
+// audited records the request as action once it succeeded (see the top of the file).
+func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		mode := routeMode
+		var body []byte
+		if mode != auditUpload && c.Request.Body != nil && c.Request.ContentLength != 0 {
+			raw, err := io.ReadAll(io.LimitReader(c.Request.Body, maxAuditBody+1))
+			if err != nil {
+				s.abort(c, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
+				return
+			}
+			// The handler reads the same bytes (and applies its own limit).
+			c.Request.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(raw), c.Request.Body), c.Request.Body}
+			if len(raw) <= maxAuditBody {
+				body = raw
+			} else {
+				mode = auditFieldNames // too big to keep; the names are enough
+				body = nil
+			}
+		}
+		c.Next()
+		status := c.Writer.Status()
+		if status < 200 || status > 299 {
+			return
+		}
+		tenantID, keyID := "", ""
+		if t, ok := c.Get(tenantKey); ok {
+			tenantID, keyID = t.(store.Tenant).ID, t.(store.Tenant).APIKeyID
+		} else if id := c.Param("tenant_id"); id != "" { // the operator API
+			tenantID, keyID = id, AuditOperatorKeyID
+		}
+		if tenantID == "" {
+			return
+		}
+		details := auditDetails(body, mode)
+		if mode == auditUpload {
+			details, _ = json.Marshal(map[string]any{"content_type": c.ContentType(), "bytes": c.Request.ContentLength})
+		}
+		e := store.AuditEntry{APIKeyID: keyID, Action: action, Target: auditTarget(c), Status: status, Details: details}
+		if err := s.store.RecordAudit(c.Request.Context(), tenantID, e); err != nil {
+			s.log.Error("writing the audit log failed", "tenant_id", tenantID, "action", action, "error", err)
+		}
+	}
+}
+
+// auditTarget names what was changed: the route's parameters, in route order
+// ("template_id=welcome"); a push token by its hash.
+func auditTarget(c *gin.Context) string {
+	parts := make([]string, 0, len(c.Params))
+	for _, p := range c.Params {
+		if p.Key == "tenant_id" {
+			continue
+		}
+		v := p.Value
+		if p.Key == "token" {
+			v = redactedHash(v)
+		}
+		parts = append(parts, p.Key+"="+v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// auditDetails is {"request": <the body, secrets removed>} (or {"fields": [...]}
+// for auditFieldNames, or a body that does not fit maxAuditDetails).
+func auditDetails(body []byte, mode auditMode) json.RawMessage {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return json.RawMessage(`{}`)
+	}
+	obj, isObj := v.(map[string]any)
+	names := func() json.RawMessage {
+		fields := make([]string, 0, len(obj))
+		for k := range obj {
+			fields = append(fields, k)
+		}
+		sort.Strings(fields)
+		out, _ := json.Marshal(map[string]any{"fields": fields})
+		return out
+	}
+	if mode == auditFieldNames && isObj {
+		return names()
+	}
+	out, err := json.Marshal(map[string]any{"request": redact(v)})
+	if err != nil || len(out) > maxAuditDetails {
+		if isObj {
+			return names()
+		}
+		return json.RawMessage(`{}`)
+	}
+	return out
+}
+
+// secretKey matches the field names whose values are secrets: provider
+// credentials, passwords, tokens, keys.
+var secretKey = regexp.MustCompile(`(?i)(credential|secret|password|passwd|token|private|api_?key|auth|signing)`)
+
+// isSecretKey: a public id ("api_key_id") is not a secret.
+func isSecretKey(k string) bool {
+	return secretKey.MatchString(k) && !strings.HasSuffix(strings.ToLower(k), "_id")
+}
+
+// redact replaces every value under a secret-looking key: a whole credentials
+// object becomes "[redacted]"; a push token (an identifier, not a password) its
+// hash, so the log can still tell two tokens apart.
+func redact(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			switch {
+			case strings.EqualFold(k, "token"):
+				if s, ok := e.(string); ok {
+					out[k] = redactedHash(s)
+					continue
+				}
+				out[k] = "[redacted]"
+			case isSecretKey(k):
+				out[k] = "[redacted]"
+			default:
+				out[k] = redact(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = redact(e)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func redactedHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+// listAuditLog is GET /v1/audit-log: newest first, filtered by action, since and
+// until, keyset paginated.
+func (s *Server) listAuditLog(c *gin.Context) {
+	var f store.AuditFilter
+	f.Action = c.Query("action")
+	if f.Action != "" && !contains(auditActions, f.Action) {
+		s.abort(c, badField("action", "invalid_field", "action must be one of %v", auditActions))
+		return
+	}
+	for _, p := range []struct {
+		name string
+		dst  **time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := c.Query(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				s.abort(c, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name))
+				return
+			}
+			*p.dst = &t
+		}
+	}
+	limit, verr := pageLimit(c)
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	cur, ok, verr := readPageCursor(c, "audit-log")
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	if ok {
+		t := time.UnixMicro(cur.At)
+		f.Before, f.BeforeID = &t, cur.ID
+	}
+	f.Limit = limit + 1
+	items, err := s.store.ListAudit(c.Request.Context(), tenantOf(c).ID, f)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	var next *string
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		next = encodePageCursor(pageCursor{List: "audit-log", At: last.At.UnixMicro(), ID: last.ID})
+	}
+	if items == nil {
+		items = []store.AuditEntry{}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
+}
+
+// auditActions are the actions GET /v1/audit-log filters by.
+var auditActions = []string{
+	AuditTemplatePut, AuditTemplateDelete, AuditPreferencesPut, AuditPreferenceDefaults, AuditSettingsPut,
+	AuditProviderPut, AuditProviderDelete, AuditPushTokenPut, AuditPushTokenDelete, AuditNotificationCancel,
+	AuditDeadLetterRedrive, AuditDeadLetterBulkRedrive, AuditAPIKeyCreate, AuditAPIKeyRevoke, AuditUserPut,
+	AuditTenantLimitsPut, AuditCampaignCreate, AuditCampaignPause, AuditCampaignResume, AuditCampaignCancel,
+	AuditListCreate, AuditListDelete, AuditTopicSubscribe, AuditTopicUnsubscribe,
+}

@@ -1,0 +1,272 @@
+package api
+
+import (
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// The support view answers "why didn't user X get notification Y" without SQL or
+// the Temporal UI: every notification with its dedup key hash, window, duplicate
+// count and every channel's outcome with its reason.
+
+// notificationStatuses are the overall statuses the support view filters by.
+var notificationStatuses = []string{
+	herald.NotificationQueued, herald.NotificationScheduled, herald.NotificationSending, herald.NotificationSent,
+	herald.NotificationDelivered, herald.NotificationPartiallyFailed, herald.NotificationFailed,
+	herald.NotificationSuppressed, herald.NotificationCancelled,
+}
+
+// undelivered are the channel statuses that end without the user getting it.
+var undelivered = []string{herald.DeliverySuppressed, herald.DeliveryCancelled, herald.DeliveryFailed}
+
+// supportItem is one notification of the support view.
+type supportItem struct {
+	NotificationID string           `json:"notification_id"`
+	UserID         string           `json:"user_id"`
+	TemplateID     string           `json:"template_id"`
+	Status         string           `json:"status"`
+	AcceptedAt     time.Time        `json:"accepted_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+	WorkflowID     string           `json:"workflow_id"`
+	RunID          string           `json:"run_id"`
+	Channels       []store.Delivery `json:"channels"`
+	// NotDelivered lists the channels that ended without reaching the user, with
+	// the reason (opted out, quiet hours, cap, no address, cancelled, no provider,
+	// dead-lettered, ...).
+	NotDelivered []notDelivered `json:"not_delivered"`
+	dedupView
+}
+
+type notDelivered struct {
+	Channel string  `json:"channel"`
+	Status  string  `json:"status"`
+	Reason  *string `json:"reason"`
+}
+
+func newSupportItem(n store.SupportNotification) supportItem {
+	it := supportItem{NotificationID: n.ID, UserID: n.UserID, TemplateID: n.TemplateID, Status: n.Status,
+		AcceptedAt: n.AcceptedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), WorkflowID: n.WorkflowID, RunID: n.RunID,
+		Channels: n.Deliveries, NotDelivered: []notDelivered{}, dedupView: newDedupView(n.DedupKeyHash, n.Dedup, n.AcceptedAt)}
+	if it.Channels == nil {
+		it.Channels = []store.Delivery{}
+	}
+	for _, d := range it.Channels {
+		if contains(undelivered, d.Status) {
+			it.NotDelivered = append(it.NotDelivered, notDelivered{Channel: d.Channel, Status: d.Status, Reason: d.Reason})
+		}
+	}
+	return it
+}
+
+// supportFilter reads from, until (RFC 3339), template_id, status, limit and
+// cursor.
+func supportFilter(c *gin.Context, list string) (store.UserNotificationFilter, *Error) {
+	var f store.UserNotificationFilter
+	for _, p := range []struct {
+		name string
+		dst  **time.Time
+	}{{"since", &f.From}, {"until", &f.To}} {
+		if v := c.Query(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return f, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name)
+			}
+			*p.dst = &t
+		}
+	}
+	if v := c.Query("template_id"); v != "" {
+		if err := validTemplateID(v); err != nil {
+			return f, err
+		}
+		f.TemplateID = v
+	}
+	if v := c.Query("status"); v != "" {
+		if !contains(notificationStatuses, v) {
+			return f, badField("status", "invalid_field", "status must be one of %v", notificationStatuses)
+		}
+		f.Status = v
+	}
+	limit, err := pageLimit(c)
+	if err != nil {
+		return f, err
+	}
+	f.Limit = limit
+	cur, ok, err := readPageCursor(c, list)
+	if err != nil {
+		return f, err
+	}
+	if ok {
+		t := time.UnixMicro(cur.At)
+		f.Before, f.BeforeID = &t, cur.Key
+	}
+	return f, nil
+}
+
+// listSupport answers one page of f, newest first.
+func (s *Server) listSupport(c *gin.Context, list string, f store.UserNotificationFilter) {
+	limit := f.Limit
+	f.Limit++ // one more says whether another page follows
+	rows, err := s.store.ListUserNotifications(c.Request.Context(), tenantOf(c).ID, f)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	var next *string
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodePageCursor(pageCursor{List: list, At: last.AcceptedAt.UnixMicro(), Key: last.ID})
+	}
+	items := make([]supportItem, 0, len(rows))
+	for _, n := range rows {
+		items = append(items, newSupportItem(n))
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
+}
+
+// listUserNotifications is GET /v1/users/{user_id}/notifications: the user's
+// notifications, newest first.
+func (s *Server) listUserNotifications(c *gin.Context) {
+	userID := c.Param("user_id")
+	if err := validID("user_id", userID); err != nil {
+		s.abort(c, err)
+		return
+	}
+	f, verr := supportFilter(c, "user-notifications")
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	_, exists, err := s.userLocale(c, tenantOf(c).ID, userID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if !exists {
+		s.abort(c, notFound("user"))
+		return
+	}
+	f.UserID = userID
+	s.listSupport(c, "user-notifications", f)
+}
+
+// findNotifications is GET /v1/notifications?dedup_key=K (a client's idempotency
+// key) or ?dedup_key_hash=H (the hash the views show, also for content-derived
+// keys): the notifications accepted with that key, one per dedup window, newest
+// first. A notification whose workflow has not recorded it yet is answered from
+// the workflow, as GET /v1/notifications/{id} does.
+func (s *Server) findNotifications(c *gin.Context) {
+	rawKey, byKey := c.GetQuery("dedup_key")
+	rawHash, byHash := c.GetQuery("dedup_key_hash")
+	var key ids.KeyHash
+	switch {
+	case byKey && byHash:
+		s.abort(c, badField("dedup_key_hash", "invalid_field", "give dedup_key or dedup_key_hash, not both"))
+		return
+	case byKey:
+		if err := validID("dedup_key", rawKey); err != nil {
+			s.abort(c, err)
+			return
+		}
+		key = ids.IdempotencyKeyHash(rawKey)
+	case byHash:
+		raw, err := hex.DecodeString(rawHash)
+		if err != nil || len(raw) != ids.KeyHashLen || hex.EncodeToString(raw) != rawHash {
+			s.abort(c, badField("dedup_key_hash", "invalid_field", "dedup_key_hash must be %d lowercase hex digits", 2*ids.KeyHashLen))
+			return
+		}
+		copy(key[:], raw)
+	default:
+		s.abort(c, badField("dedup_key", "missing_field", "dedup_key (a client idempotency key) or dedup_key_hash is required"))
+		return
+	}
+	f, verr := supportFilter(c, "key-notifications")
+	if verr != nil {
+		s.abort(c, verr)
+		return
+	}
+	f.KeyHash = key.String()
+	if _, paging := c.GetQuery("cursor"); paging || f.From != nil || f.To != nil || f.TemplateID != "" || f.Status != "" {
+		s.listSupport(c, "key-notifications", f)
+		return
+	}
+	// First page, no filter: a run that is only a workflow start so far is
+	// listed too.
+	tenantID := tenantOf(c).ID
+	limit := f.Limit
+	f.Limit++
+	rows, err := s.store.ListUserNotifications(c.Request.Context(), tenantID, f)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	items := make([]supportItem, 0, len(rows)+1)
+	workflowID := ids.NotificationWorkflowID(tenantID, key)
+	desc, derr := s.temporal.DescribeWorkflow(c.Request.Context(), workflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(derr, &nf):
+	case derr != nil:
+		s.abort(c, temporalError(c, derr))
+		return
+	default:
+		runID := desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		id := ids.NotificationID(key, runID)
+		if !hasID(rows, id) {
+			v, err := s.viewFromWorkflow(c.Request.Context(), workflowID, runID, id)
+			if err != nil {
+				s.abort(c, temporalError(c, err))
+				return
+			}
+			it := supportItem{NotificationID: id, UserID: v.UserID, TemplateID: v.TemplateID, Status: v.Status,
+				AcceptedAt: v.AcceptedAt, UpdatedAt: v.UpdatedAt, WorkflowID: workflowID, RunID: runID,
+				Channels: []store.Delivery{}, NotDelivered: []notDelivered{}}
+			for _, ch := range v.Channels {
+				it.Channels = append(it.Channels, ch.Delivery)
+			}
+			d, gerr := s.store.GetDedup(c.Request.Context(), tenantID, id)
+			switch {
+			case gerr == nil:
+				it.dedupView = newDedupView(key.String(), &d, v.AcceptedAt)
+			case errors.Is(gerr, herald.ErrNotFound):
+				it.dedupView = newDedupView(key.String(), nil, v.AcceptedAt)
+			default:
+				s.abort(c, gerr)
+				return
+			}
+			items = append(items, it)
+		}
+	}
+	var next *string
+	if room := limit - len(items); len(rows) > room {
+		rows = rows[:room]
+		if room > 0 {
+			last := rows[room-1]
+			next = encodePageCursor(pageCursor{List: "key-notifications", At: last.AcceptedAt.UnixMicro(), Key: last.ID})
+		} else { // the page is the unrecorded run alone; it is newer than every row
+			next = encodePageCursor(pageCursor{List: "key-notifications", At: items[0].AcceptedAt.UnixMicro(), Key: items[0].NotificationID})
+		}
+	}
+	for _, n := range rows {
+		items = append(items, newSupportItem(n))
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
+}
+
+func hasID(rows []store.SupportNotification, id string) bool {
+	for _, r := range rows {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AuditEntry is one change a tenant (or the operator, for a tenant) made.
+type AuditEntry struct {
+	ID int64     `json:"id"`
+	At time.Time `json:"at"`
+	// APIKeyID is the public id of the key that made the change ("operator" for
+	// the operator API); never the key.
+	APIKeyID string `json:"api_key_id"`
+	Action   string `json:"action"`
+	Target   string `json:"target"`
+	// Status is the HTTP status the change was answered with.
+	Status int `json:"status"`
+	// Details is what changed: the request's fields with secrets removed.
+	Details json.RawMessage `json:"details"`
+}
+
+// RecordAudit appends an entry to the tenant's audit log (in the caller's
+// transaction when the Store wraps one).
+func (s *Store) RecordAudit(ctx context.Context, tenantID string, e AuditEntry) error {
+	details := e.Details
+	if len(details) == 0 {
+		details = json.RawMessage(`{}`)
+	}
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO audit_log (tenant_id, api_key_id, action, target, status, details) VALUES ($1, $2, $3, $4, $5, $6)`,
+		tenantID, e.APIKeyID, e.Action, e.Target, e.Status, details)
+	return err
+}
+
+// AuditFilter narrows ListAudit: Action exact, Since inclusive, Until exclusive;
+// Before/BeforeID is the keyset cursor (the last entry of the previous page).
+type AuditFilter struct {
+	Action       string
+	Since, Until *time.Time
+	Before       *time.Time
+	BeforeID     int64
+	Limit        int
+}
+
+// ListAudit pages the tenant's audit log newest first by (at, id).
+func (s *Store) ListAudit(ctx context.Context, tenantID string, f AuditFilter) ([]AuditEntry, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT id, at, api_key_id, action, target, status, details FROM audit_log
+		WHERE tenant_id = $1 AND ($2 = '' OR action = $2)
+			AND ($3::timestamptz IS NULL OR at >= $3) AND ($4::timestamptz IS NULL OR at < $4)
+			AND ($5::timestamptz IS NULL OR (at, id) < ($5, $6))
+		ORDER BY at DESC, id DESC LIMIT $7`,
+		tenantID, f.Action, f.Since, f.Until, f.Before, f.BeforeID, f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEntry, error) {
+		var e AuditEntry
+		err := row.Scan(&e.ID, &e.At, &e.APIKeyID, &e.Action, &e.Target, &e.Status, &e.Details)
+		e.At = e.At.UTC()
+		return e, err
+	})
+}

@@ -1,0 +1,239 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Dedup is a notification's row in the dedup ledger (notification_dedup): what
+// Layer 1 saw of its key during its window.
+type Dedup struct {
+	NotificationID string
+	KeyHash        string
+	// BodyHash is the canonical hash of the body first accepted with the key; nil
+	// while only a duplicate has written the row.
+	BodyHash []byte
+	// Duplicates is how many submissions the window suppressed.
+	Duplicates  int
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+	// DedupUntil is when the window ends (nil: not known yet).
+	DedupUntil *time.Time
+}
+
+// RecordAccept writes the ledger row of a notification whose workflow start just
+// succeeded: the body hash it was accepted with, when the submission arrived and
+// when its window ends. A duplicate that got here first left a row with its count
+// and no body hash; the original fills the hash in and keeps the count. One
+// statement, one round trip, committed asynchronously like duplicateSQL: the
+// workflow's memo holds the same hash durably (the start is the acceptance), so a
+// row lost in a database crash only sends later duplicates to the memo.
+func (s *Store) RecordAccept(ctx context.Context, tenantID string, d Dedup) error {
+	_, err := s.db.Exec(ctx, `
+		WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
+		SELECT $1, $2, $3, $4, $5, $5, 0, $6 FROM async
+		ON CONFLICT (tenant_id, notification_id) DO UPDATE
+		SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
+			first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)`,
+		tenantID, d.NotificationID, d.KeyHash, d.BodyHash, d.FirstSeenAt, d.DedupUntil)
+	return err
+}
+
+// DuplicateOutcome is what RecordDuplicate found.
+type DuplicateOutcome struct {
+	// Counted: the submission was counted as a duplicate (its body matched the
+	// original's, or the original's hash is not recorded yet: see BodyKnown).
+	Counted bool
+	// BodyKnown: the original's body hash was recorded. Counted && !BodyKnown means
+	// the caller must still compare against the workflow's memo, and call
+	// SettleDuplicate with the answer.
+	BodyKnown bool
+	Dedup     Dedup
+	// Status and AcceptedAt are the original's, once its workflow recorded it
+	// (Status "" before).
+	Status     string
+	AcceptedAt time.Time
+}
+
+// duplicateSQL counts one duplicate submission of notification $2 (key $3) whose
+// body hashes to $4, seen at $5, in one statement:
+//
+//   - The ledger row exists and its body hash matches (or is not recorded yet):
+//     duplicates + 1 and last_seen_at, returned with the original's status and
+//     accepted_at from notifications (when the workflow recorded it already).
+//   - The row does not exist (the original's write is still in flight, or its API
+//     died between the start and the write): a row with this one duplicate and no
+//     body hash is inserted; the original's RecordAccept fills the hash in.
+//   - The body hash differs: nothing changes (a reused key is not a duplicate), and
+//     the second branch returns the row as it is, uncounted.
+//
+// The update is a HOT update of one row (no indexed column changes); row locks
+// serialise concurrent duplicates of one notification, so 200 of them count 200.
+// Like the rate limiter, the statement commits asynchronously (set_config with
+// is_local): a database crash may forget the last few hundred milliseconds of
+// counts, never invent one.
+const duplicateSQL = `
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+counted AS (
+    INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, first_seen_at, last_seen_at, duplicates)
+    SELECT $1, $2, $3, $5, $5, 1 FROM async
+    ON CONFLICT (tenant_id, notification_id) DO UPDATE
+    SET duplicates = d.duplicates + 1, last_seen_at = greatest(d.last_seen_at, EXCLUDED.last_seen_at)
+    WHERE d.body_hash IS NULL OR d.body_hash = $4
+    RETURNING d.body_hash, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until
+)
+SELECT true, c.body_hash, c.duplicates, c.first_seen_at, c.last_seen_at, c.dedup_until, n.status, n.accepted_at
+FROM counted c LEFT JOIN notifications n ON n.tenant_id = $1 AND n.id = $2
+UNION ALL
+SELECT false, d.body_hash, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, NULL::text, NULL::timestamptz
+FROM notification_dedup d
+WHERE d.tenant_id = $1 AND d.notification_id = $2 AND NOT EXISTS (SELECT FROM counted)`
+
+// RecordDuplicate counts a duplicate submission of a notification, or finds that
+// its body differs from the original's, in one round trip (see duplicateSQL).
+func (s *Store) RecordDuplicate(ctx context.Context, tenantID, notificationID, keyHash string, bodyHash []byte, seenAt time.Time) (DuplicateOutcome, error) {
+	for range 2 {
+		var o DuplicateOutcome
+		var status *string
+		var acceptedAt *time.Time
+		d := &o.Dedup
+		err := s.db.QueryRow(ctx, duplicateSQL, tenantID, notificationID, keyHash, bodyHash, seenAt).
+			Scan(&o.Counted, &d.BodyHash, &d.Duplicates, &d.FirstSeenAt, &d.LastSeenAt, &d.DedupUntil, &status, &acceptedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Refused by a row committed after this statement's snapshot (only in the
+			// first instant of the row's life): the second branch could not see it.
+			// Once more sees it.
+			continue
+		}
+		if err != nil {
+			return o, err
+		}
+		d.NotificationID, d.KeyHash = notificationID, keyHash
+		o.BodyKnown = d.BodyHash != nil
+		if status != nil && acceptedAt != nil {
+			o.Status, o.AcceptedAt = *status, *acceptedAt
+		}
+		return o, nil
+	}
+	return DuplicateOutcome{}, errors.New("record duplicate: the dedup row stayed invisible")
+}
+
+// SettleDuplicate finishes a duplicate that RecordDuplicate counted before the
+// original's body hash was recorded, once the caller has compared its body with
+// the hash in the workflow's memo: the hash is recorded (if still missing), and a
+// submission whose body differed is uncounted again.
+func (s *Store) SettleDuplicate(ctx context.Context, tenantID, notificationID string, originalBodyHash []byte, bodyHash []byte) error {
+	uncount := 0
+	if !bytes.Equal(originalBodyHash, bodyHash) {
+		uncount = 1
+	}
+	_, err := s.db.Exec(ctx, `
+		UPDATE notification_dedup SET body_hash = coalesce(body_hash, $3), duplicates = greatest(duplicates - $4::int, 0)
+		WHERE tenant_id = $1 AND notification_id = $2`, tenantID, notificationID, originalBodyHash, uncount)
+	return err
+}
+
+// GetDedup returns a notification's ledger row (herald.ErrNotFound when it has none:
+// started by a redrive, or accepted before the ledger existed).
+func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (Dedup, error) {
+	d := Dedup{NotificationID: notificationID}
+	err := s.db.QueryRow(ctx, `
+		SELECT key_hash, body_hash, duplicates, first_seen_at, last_seen_at, dedup_until
+		FROM notification_dedup WHERE tenant_id = $1 AND notification_id = $2`, tenantID, notificationID).
+		Scan(&d.KeyHash, &d.BodyHash, &d.Duplicates, &d.FirstSeenAt, &d.LastSeenAt, &d.DedupUntil)
+	return d, notFound(err)
+}
+
+// NotificationsByKey returns the ids of the notifications accepted with dedup key
+// hash keyHash (one per window), newest first, at most limit.
+func (s *Store) NotificationsByKey(ctx context.Context, tenantID, keyHash string, limit int) ([]string, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT notification_id FROM notification_dedup WHERE tenant_id = $1 AND key_hash = $2
+		ORDER BY first_seen_at DESC, notification_id DESC LIMIT $3`, tenantID, keyHash, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// SupportNotification is one row of the support view: a notification with its
+// ledger row and every channel's outcome.
+type SupportNotification struct {
+	ID           string
+	UserID       string
+	TemplateID   string
+	Status       string
+	AcceptedAt   time.Time
+	UpdatedAt    time.Time
+	WorkflowID   string
+	RunID        string
+	DedupKeyHash string
+	// Dedup is nil for a notification without a ledger row.
+	Dedup      *Dedup
+	Deliveries []Delivery
+}
+
+// UserNotificationFilter narrows ListUserNotifications. Zero fields filter nothing;
+// From is inclusive, To exclusive. Before/BeforeID is the keyset cursor (the last
+// item of the previous page).
+type UserNotificationFilter struct {
+	// UserID: one user's notifications; KeyHash: one dedup key's (one per window).
+	UserID     string
+	KeyHash    string
+	From, To   *time.Time
+	TemplateID string
+	Status     string
+	Before     *time.Time
+	BeforeID   string
+	Limit      int
+}
+
+// ListUserNotifications pages a user's (or a dedup key's) notifications newest
+// first by (accepted_at, id), each with its ledger row and deliveries (one query;
+// the deliveries come as one JSON array per notification).
+func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f UserNotificationFilter) ([]SupportNotification, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT n.id, n.user_id, n.template_id, n.status, n.accepted_at, n.updated_at, n.workflow_id, n.run_id, n.dedup_key_hash,
+			d.notification_id IS NOT NULL, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until,
+			coalesce((SELECT json_agg(json_build_object(
+					'channel', x.channel, 'status', x.status, 'provider', x.provider, 'provider_message_id', x.provider_message_id,
+					'attempts', x.attempts, 'last_error', x.last_error, 'reason', x.reason, 'sent_at', x.sent_at,
+					'delivered_at', x.delivered_at, 'updated_at', x.updated_at) ORDER BY x.channel)
+				FROM deliveries x WHERE x.tenant_id = n.tenant_id AND x.notification_id = n.id), '[]'::json)
+		FROM notifications n
+		LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
+		WHERE n.tenant_id = $1 AND ($2 = '' OR n.user_id = $2) AND ($10 = '' OR n.dedup_key_hash = $10)
+			AND ($3::timestamptz IS NULL OR n.accepted_at >= $3)
+			AND ($4::timestamptz IS NULL OR n.accepted_at < $4)
+			AND ($5 = '' OR n.template_id = $5)
+			AND ($6 = '' OR n.status = $6)
+			AND ($7::timestamptz IS NULL OR (n.accepted_at, n.id) < ($7, $8))
+		ORDER BY n.accepted_at DESC, n.id DESC
+		LIMIT $9`,
+		tenantID, f.UserID, f.From, f.To, f.TemplateID, f.Status, f.Before, f.BeforeID, f.Limit, f.KeyHash)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SupportNotification
+	for rows.Next() {
+		var n SupportNotification
+		var hasDedup bool
+		var dups *int
+		var first, last, until *time.Time
+		if err := rows.Scan(&n.ID, &n.UserID, &n.TemplateID, &n.Status, &n.AcceptedAt, &n.UpdatedAt, &n.WorkflowID, &n.RunID, &n.DedupKeyHash,
+			&hasDedup, &dups, &first, &last, &until, &n.Deliveries); err != nil {
+			return nil, err
+		}
+		if hasDedup && dups != nil && first != nil && last != nil {
+			n.Dedup = &Dedup{NotificationID: n.ID, KeyHash: n.DedupKeyHash, Duplicates: *dups, FirstSeenAt: *first, LastSeenAt: *last, DedupUntil: until}
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}

@@ -554,13 +554,15 @@ func (b *campaignBatch) failed(ctx context.Context, s providerSend, err error) e
 	if pe, ok := providers.AsError(err); ok && pe.RetryAfter > time.Duration(delay) {
 		delay = float64(pe.RetryAfter)
 	}
+	// Due from the batch's start, so a batch's retries fall due together and
+	// go out in one batch again.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.res.Retrying++
 	b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: s.channel, Status: herald.DeliverySending,
 		Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 	b.owed = append(b.owed, store.PendingItem{UserID: s.w.member.UserID, Channel: s.channel, NotificationID: s.w.id,
-		DueAt: time.Now().Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
+		DueAt: b.now.Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -61,7 +62,21 @@ func (a *Activities) CampaignSetStatus(ctx context.Context, in contract.Campaign
 			return err
 		}
 	}
-	return a.Store.SetCampaignStatus(ctx, in.TenantID, in.CampaignID, in.Status)
+	if err := a.Store.SetCampaignStatus(ctx, in.TenantID, in.CampaignID, in.Status); err != nil {
+		return err
+	}
+	if herald.CampaignFinal(in.Status) {
+		a.Metrics.CampaignFinished(in.Status)
+	}
+	if in.Status == herald.CampaignCompleted {
+		data := webhooks.CampaignData{CampaignID: in.CampaignID, Status: in.Status}
+		if c, err := a.Store.GetCampaign(ctx, in.TenantID, in.CampaignID); err == nil && c.AudienceSize != nil {
+			data.AudienceSize = *c.AudienceSize
+		}
+		a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.CampaignID, Type: herald.EventCampaignCompleted,
+			Status: in.Status, Data: data})
+	}
+	return nil
 }
 
 // CampaignNextDue is when the campaign's earliest owed work is due.
@@ -90,7 +105,11 @@ func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatc
 	for i, m := range members {
 		work[i] = recipientWork{member: m, id: ids.CampaignNotificationID(c.TenantID, c.CampaignID, m.UserID), channels: c.Channels, attempt: 1}
 	}
-	return a.deliverCampaign(ctx, c, work, true)
+	res, err := a.deliverCampaign(ctx, c, work, true)
+	if err == nil {
+		a.Metrics.CampaignBatch(res.Recipients, res.Delivered, res.Suppressed, res.Deferred, res.Retrying, res.Failed, res.Duplicates)
+	}
+	return res, err
 }
 
 // CampaignPendingBatch handles up to Limit owed items that are due: deferred

@@ -208,3 +208,47 @@ func TestKeyReuseDetectedFromTheMemo(t *testing.T) {
 		t.Fatalf("dedup_key=memo-1 while only a start: %v", found)
 	}
 }
+
+// Once the original is recorded, the ledger answers duplicates and reused keys by
+// itself (no Temporal call): shown by terminating the original's run in Temporal,
+// after which a start alone would accept the key anew. Inside the window the
+// ledger still answers with the original (counted) or 422; a window shorter than
+// api.LedgerMargin is left to the start, which then accepts anew.
+func TestLedgerAnswersInsideTheWindow(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.TenantWith("shop", e2eTemplates...)
+	createUser(h, key, "ada")
+	ctx := context.Background()
+	body := func(idem string, n int, ttl int) map[string]any {
+		b := map[string]any{"user_id": "ada", "template_id": "t", "channels": []string{"in_app"}, "data": map[string]any{"n": n}, "idempotency_key": idem}
+		if ttl > 0 {
+			b["dedup_ttl_sec"] = ttl
+		}
+		return b
+	}
+	terminate := func(id string) {
+		t.Helper()
+		r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil)
+		if err := h.Temporal.TerminateWorkflow(ctx, r.Str("workflow_id"), r.Str("run_id"), "test: the run is gone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	id := h.Accept(key, body("ledger-1", 1, 0))
+	waitDelivered(h, key, id)
+	terminate(id)
+	if r := h.Submit(key, body("ledger-1", 1, 0)); r.Status != http.StatusOK || r.Str("notification_id") != id || r.Str("status") != "delivered" {
+		t.Fatalf("duplicate answered by the ledger: %d %s", r.Status, r.Body)
+	}
+	apitest.WantError(t, h.Submit(key, body("ledger-1", 2, 0)), http.StatusUnprocessableEntity, "idempotency_key_reused", "idempotency_key")
+	if got, _, _ := dupCount(t, h, key, id); got != 1 {
+		t.Fatalf("duplicates_suppressed = %d, want 1", got)
+	}
+
+	short := h.Accept(key, body("ledger-2", 1, 4)) // a 4 s window: under the margin
+	waitDelivered(h, key, short)
+	terminate(short)
+	if r := h.Submit(key, body("ledger-2", 1, 4)); r.Status != http.StatusAccepted || r.Str("notification_id") == short {
+		t.Fatalf("a window under the margin is the start's to decide: %d %s", r.Status, r.Body)
+	}
+}

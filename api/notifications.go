@@ -196,6 +196,9 @@ func (s *Server) createNotification(c *gin.Context) {
 		return
 	}
 	in := acc.input
+	if s.answerFromLedger(c, acc, seenAt) {
+		return
+	}
 	userLocale, exists, err := s.userLocale(c, in.TenantID, in.UserID)
 	if err != nil {
 		s.abort(c, err)
@@ -228,6 +231,7 @@ func (s *Server) createNotification(c *gin.Context) {
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
+		c.Set(acceptLaneKey, lane)
 		id := ids.NotificationID(acc.key, run.GetRunID())
 		// The start is the acceptance; the ledger row only makes later duplicates
 		// cheap to answer and to count. If it cannot be written the memo still has
@@ -334,6 +338,33 @@ func (s *Server) latestTemplate(ctx context.Context, tenantID, templateID string
 	return rec, err
 }
 
+// Context keys through which the accept path tells countSubmission what
+// became of the submission: the outcome (answerAccept) and a new one's lane.
+const (
+	acceptOutcomeKey = "herald.accept_outcome"
+	acceptLaneKey    = "herald.accept_lane"
+)
+
+// countSubmission records what became of a submission: accepted (by lane), a
+// duplicate, or rejected by its error code (validation, rate limits,
+// idempotency_key_reused, temporarily_unavailable).
+func (s *Server) countSubmission(c *gin.Context) {
+	c.Next()
+	tenant := tenantOf(c).ID
+	switch outcome := c.GetString(acceptOutcomeKey); {
+	case outcome == AcceptNew:
+		s.cfg.Metrics.Accepted(tenant, c.GetString(acceptLaneKey))
+	case outcome == AcceptDuplicate:
+		s.cfg.Metrics.Duplicate(tenant)
+	case c.Writer.Status() >= http.StatusBadRequest:
+		code := c.GetString(errorCodeKey)
+		if code == "" {
+			code = "unknown"
+		}
+		s.cfg.Metrics.Rejected(tenant, code)
+	}
+}
+
 // StartOptions are the start options of a notification workflow. The ID conflict
 // policy FAIL (with the error surfaced) is the duplicate check while a run is open;
 // the reuse policy ALLOW_DUPLICATE makes the same key a new notification once the
@@ -368,6 +399,7 @@ const (
 
 // answerAccept writes the accept path's answer for outcome.
 func (s *Server) answerAccept(c *gin.Context, outcome string, status int, body any) {
+	c.Set(acceptOutcomeKey, outcome) // countSubmission turns it into the metrics
 	if e, ok := body.(*Error); ok {
 		s.abort(c, e)
 		return
@@ -434,6 +466,49 @@ func (s *Server) duplicate(c *gin.Context, acc acceptedNotification, workflowID,
 		"dedup":                "duplicate",
 		"original_accepted_at": acceptedAt.UTC(),
 	})
+}
+
+// LedgerMargin: the ledger answers a duplicate by itself only while its window
+// ends more than this far ahead (clock skew between API hosts, the database and
+// Temporal); closer to the end, and for windows shorter than this, the workflow
+// start decides.
+const LedgerMargin = 5 * time.Second
+
+// answerFromLedger answers a submission from the dedup ledger alone — one
+// PostgreSQL round trip, no Temporal call, nothing rendered — when the ledger
+// proves its key's window is open: the original's row has its body hash, its
+// workflow has recorded it, and the window ends more than LedgerMargin from now.
+// An identical body is a duplicate (counted in that round trip), another body
+// 422. It reports whether it answered; when not (a new key, a window about to
+// end, the original not recorded yet, or the ledger unreachable) the workflow
+// start decides, as before. The start remains the acceptance: a ledger row is
+// only written after a start succeeded, so no answer from it can stand for work
+// that is not durable. What it changes: within a window, a run an operator
+// terminated in Temporal still answers its duplicates (the window is the
+// client's contract, counted from acceptance), where the start alone would
+// accept the key anew.
+func (s *Server) answerFromLedger(c *gin.Context, acc acceptedNotification, seenAt time.Time) bool {
+	a, err := s.store.AnswerFromLedger(c.Request.Context(), acc.input.TenantID, acc.key.String(), acc.bodyHash, seenAt, LedgerMargin)
+	if err != nil {
+		if c.Request.Context().Err() == nil {
+			s.log.Warn("the dedup ledger could not answer; the workflow start decides", "error", err)
+		}
+		return false
+	}
+	switch a.Outcome {
+	case store.LedgerDuplicate:
+		s.answerAccept(c, AcceptDuplicate, http.StatusOK, gin.H{
+			"notification_id":      a.NotificationID,
+			"status":               a.Status,
+			"dedup":                "duplicate",
+			"original_accepted_at": a.AcceptedAt.UTC(),
+		})
+		return true
+	case store.LedgerReused:
+		s.keyReused(c, acc, a.NotificationID)
+		return true
+	}
+	return false
 }
 
 // keyReused answers 422 idempotency_key_reused: the key was accepted with another

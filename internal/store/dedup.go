@@ -237,3 +237,63 @@ func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f Us
 	}
 	return out, rows.Err()
 }
+
+// ledgerSQL answers a submission from the ledger alone when it proves an open
+// window for the key: a row for key $2 whose body hash is recorded, whose
+// workflow has recorded the notification (so the run is real and running), and
+// whose window ends more than $5 seconds from now (the margin covers clock skew
+// between the API host that wrote dedup_until and the database). Then, in this one
+// statement:
+//
+//   - same body ($3): the duplicate is counted (duplicates + 1, last_seen_at $4)
+//     and the original's id, status and accepted_at are returned ('duplicate');
+//   - another body: the original's id is returned, nothing counted ('reused').
+//
+// No row: the caller goes on to the workflow start, which decides.
+const ledgerSQL = `
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+open AS (
+    SELECT d.notification_id, d.body_hash, n.status, n.accepted_at
+    FROM notification_dedup d JOIN notifications n ON n.tenant_id = d.tenant_id AND n.id = d.notification_id
+    WHERE d.tenant_id = $1 AND d.key_hash = $2 AND d.body_hash IS NOT NULL
+        AND d.dedup_until > now() + make_interval(secs => $5)
+    ORDER BY d.first_seen_at DESC
+    LIMIT 1
+),
+counted AS (
+    UPDATE notification_dedup d SET duplicates = d.duplicates + 1, last_seen_at = greatest(d.last_seen_at, $4)
+    FROM open, async
+    WHERE d.tenant_id = $1 AND d.notification_id = open.notification_id AND d.body_hash = $3
+    RETURNING d.notification_id
+)
+SELECT 'duplicate', o.notification_id, o.status, o.accepted_at FROM open o JOIN counted c ON c.notification_id = o.notification_id
+UNION ALL
+SELECT 'reused', o.notification_id, o.status, o.accepted_at FROM open o WHERE o.body_hash <> $3`
+
+// LedgerAnswer is what the ledger alone could answer for a submission.
+type LedgerAnswer struct {
+	// Outcome is "duplicate" (counted) or "reused" (another body); "" when the
+	// ledger cannot answer and the workflow start must.
+	Outcome        string
+	NotificationID string
+	Status         string
+	AcceptedAt     time.Time
+}
+
+// Ledger outcomes.
+const (
+	LedgerDuplicate = "duplicate"
+	LedgerReused    = "reused"
+)
+
+// AnswerFromLedger answers a submission of key keyHash with body bodyHash from the
+// dedup ledger when it proves an open window (see ledgerSQL), in one round trip.
+func (s *Store) AnswerFromLedger(ctx context.Context, tenantID, keyHash string, bodyHash []byte, seenAt time.Time, margin time.Duration) (LedgerAnswer, error) {
+	var a LedgerAnswer
+	err := s.db.QueryRow(ctx, ledgerSQL, tenantID, keyHash, bodyHash, seenAt, margin.Seconds()).
+		Scan(&a.Outcome, &a.NotificationID, &a.Status, &a.AcceptedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return LedgerAnswer{}, nil
+	}
+	return a, err
+}

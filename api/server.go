@@ -82,6 +82,8 @@ type Config struct {
 	// workflow's defaults).
 	CampaignPageSize int
 	CampaignWindow   int
+	// CampaignInDoubtWait: see contract.CampaignSpec.InDoubtWait.
+	CampaignInDoubtWait time.Duration
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the

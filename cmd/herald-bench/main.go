@@ -237,6 +237,9 @@ func main() {
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "-campaign" || args[0] == "--campaign") {
+		return campaignMain(args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

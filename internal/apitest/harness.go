@@ -85,6 +85,8 @@ type Options struct {
 	InboxStreams   inboxlive.Limits
 	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
 	CampaignPageSize, CampaignWindow int
+	// CampaignInDoubtWait replaces the 30 s receipt wait of in-doubt sends (0: keep it).
+	CampaignInDoubtWait time.Duration
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -137,7 +139,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		WebhookRetryInitial:     or(opts.WebhookRetry.Initial, 100*time.Millisecond),
 		WebhookRetryMaxInterval: or(opts.WebhookRetry.MaxInterval, time.Second),
 		WebhookRetryFor:         or(opts.WebhookRetry.For, time.Minute), WebhookTimeout: 5 * time.Second,
-		CampaignPageSize: opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow,
+		CampaignPageSize: opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow, CampaignInDoubtWait: opts.CampaignInDoubtWait,
 		InboxHeartbeat:      opts.InboxHeartbeat,
 		InboxStreamsPerUser: opts.InboxStreams.PerUser, InboxStreamsPerTenant: opts.InboxStreams.PerTenant,
 		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,

@@ -190,6 +190,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Webhooks:    api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
 		OperatorKey: cfg.OperatorKey, CampaignPageSize: cfg.CampaignPageSize, CampaignWindow: cfg.CampaignWindow,
 		UserTokenKey: tokenKey, InboxSecrets: keys, InboxHeartbeat: cfg.InboxHeartbeat,
+		CampaignInDoubtWait: cfg.CampaignInDoubtWait,
 	}
 	a.hub = inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{PerUser: cfg.InboxStreamsPerUser,
 		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess}, logger)

@@ -109,6 +109,10 @@ type Config struct {
 	// default 4, at most 32).
 	CampaignPageSize int
 	CampaignWindow   int
+	// HERALD_CAMPAIGN_IN_DOUBT_WAIT: how long a campaign email or SMS found
+	// "sending" by a re-run batch waits for the provider's receipt before it is
+	// sent again (default 30s).
+	CampaignInDoubtWait time.Duration
 }
 
 // DefaultMetricsAddr is HERALD_METRICS_ADDR's default.
@@ -158,6 +162,7 @@ const (
 	DefaultTenantBurst         = 400
 	DefaultCampaignPageSize    = 500
 	DefaultCampaignWindow      = 4
+	DefaultCampaignInDoubtWait = 30 * time.Second
 )
 
 // FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
@@ -265,6 +270,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	if c.CampaignWindow, err = integer("HERALD_CAMPAIGN_WINDOW", DefaultCampaignWindow); err != nil {
+		return c, err
+	}
+	if c.CampaignInDoubtWait, err = duration("HERALD_CAMPAIGN_IN_DOUBT_WAIT", DefaultCampaignInDoubtWait); err != nil {
 		return c, err
 	}
 	if c.CampaignPageSize < 1 || c.CampaignPageSize > 1000 || c.CampaignWindow < 1 || c.CampaignWindow > 32 {

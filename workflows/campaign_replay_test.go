@@ -43,7 +43,9 @@ func TestRecordCampaignHistories(t *testing.T) {
 	}
 	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "recorded", "template_id": "promo",
 		"channels": []string{"in_app", "email"}, "rate_per_second": 40, "audience": map[string]any{"user_ids": ids}})
-	get := func() apitest.Response { return h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/recorded", key, nil) }
+	get := func() apitest.Response {
+		return h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/recorded", key, nil)
+	}
 	h.Eventually(30*time.Second, "40 processed", func() bool { return get().JSON["recipients_processed"].(float64) >= 40 })
 	h.MustDo(http.StatusOK, http.MethodPost, "/v1/campaigns/recorded/pause", key, nil)
 	time.Sleep(time.Second)

@@ -11,9 +11,11 @@ import (
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -29,7 +31,17 @@ type Activities struct {
 	PublicBaseURL string
 	// Limiter enforces provider accounts' send rates; nil enforces none.
 	Limiter *ratelimit.Limiter
+	// Metrics records delivery outcomes, provider latency, retries, dead
+	// letters and suppressions; nil records nothing.
+	Metrics *metrics.Metrics
+	// Webhooks queues tenant status webhook events; WebhookSender sends them
+	// (nil: none).
+	Webhooks      *webhooks.Emitter
+	WebhookSender *webhooks.Sender
 }
+
+// ProviderInbox is the provider label of in-app deliveries (the inbox table).
+const ProviderInbox = "inbox"
 
 // RecordAccepted writes the notification row, now being worked on ("sending"), and
 // one pending delivery row per channel.
@@ -66,6 +78,13 @@ func (a *Activities) DeliverInApp(ctx context.Context, in contract.DeliverInAppI
 	if err != nil {
 		return contract.DeliverResult{}, err
 	}
+	outcome := metrics.OutcomeDelivered
+	if !inserted {
+		outcome = metrics.OutcomeDuplicate
+	}
+	a.Metrics.Delivery(in.TenantID, herald.ChannelInApp, ProviderInbox, outcome)
+	a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelInApp,
+		Status: herald.DeliveryDelivered, Provider: ProviderInbox})
 	return contract.DeliverResult{Status: herald.DeliveryDelivered, Duplicate: !inserted}, nil
 }
 
@@ -79,7 +98,14 @@ func (a *Activities) RecordChannelStatus(ctx context.Context, in contract.Record
 	if in.Reason != "" {
 		u.Reason = &in.Reason
 	}
-	_, err := a.Store.UpdateDelivery(ctx, in.TenantID, in.NotificationID, in.Channel, u)
+	changed, err := a.Store.UpdateDelivery(ctx, in.TenantID, in.NotificationID, in.Channel, u)
+	if err == nil && changed && in.Status == herald.DeliverySuppressed {
+		a.Metrics.Suppression(in.TenantID, in.Channel, in.Reason)
+	}
+	if err == nil {
+		a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: in.Channel,
+			Status: in.Status, Reason: in.Reason, Error: in.Error})
+	}
 	return err
 }
 

@@ -98,6 +98,7 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 		"HERALD_TASK_QUEUE="+h.TaskQueue,
 		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
 		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fakes' address: internal, refused by default
+		"HERALD_METRICS_ADDR=off",       // tests run side by side: no fixed port
 		"HERALD_SECRETS_KEY="+h.SecretsKey,
 	)}
 	w.start()

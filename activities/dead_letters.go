@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/webhooks"
 )
 
 // DeadLetter stores the dead letter and marks the channel failed (dead_lettered).
@@ -29,6 +32,10 @@ func (a *Activities) DeadLetter(ctx context.Context, in contract.DeadLetterInput
 	if _, err := a.Store.RecomputeNotificationStatus(ctx, in.TenantID, in.NotificationID); err != nil {
 		return 0, err
 	}
+	a.Metrics.DeadLetter(in.Channel)
+	a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: in.Channel,
+		Status: herald.DeliveryFailed, Type: herald.EventDeliveryDeadLettered, Reason: herald.ReasonDeadLettered,
+		Error: errorText(in.LastError), KeyExtra: strconv.FormatInt(d.ID, 10)})
 	return d.ID, nil
 }
 

@@ -13,7 +13,9 @@ import (
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 )
@@ -135,11 +137,19 @@ func orFirst(cur, id string) string {
 // The residual window is a crash between 3 and 4 with no receipt yet: the retry calls
 // the provider again. Providers without idempotency keys (all three) may then send twice.
 func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *progress, send func(context.Context, providers.Sender) (providers.Result, error)) (contract.DeliverResult, error) {
+	if activity.GetInfo(ctx).Attempt > 1 {
+		a.Metrics.Retry(tags.Channel)
+	}
 	d, err := a.Store.GetDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel)
 	if err != nil {
 		return contract.DeliverResult{}, fmt.Errorf("read delivery guard: %w", err)
 	}
 	if d.Status == herald.DeliverySent || d.Status == herald.DeliveryDelivered {
+		a.Metrics.Delivery(tags.TenantID, tags.Channel, deref(d.Provider), metrics.OutcomeDuplicate)
+		// Again, in case the attempt that recorded it stopped before queueing it
+		// (a repeat queues nothing).
+		a.emit(ctx, webhooks.Event{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
+			Status: herald.DeliverySent, Provider: deref(d.Provider)})
 		return contract.DeliverResult{Status: d.Status, Duplicate: true}, nil
 	}
 	if r, ok, err := a.Providers.LatestReceipt(ctx, tags.TenantID, tags.NotificationID, tags.Channel); err != nil {
@@ -152,6 +162,9 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 		if err := a.recordSent(ctx, tags, r.Provider, r.ProviderMessageID, status); err != nil {
 			return contract.DeliverResult{}, err
 		}
+		a.Metrics.Delivery(tags.TenantID, tags.Channel, r.Provider, metrics.OutcomeDuplicate)
+		a.emit(ctx, webhooks.Event{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
+			Status: herald.DeliverySent, Provider: r.Provider})
 		return contract.DeliverResult{Status: status, Duplicate: true}, nil
 	}
 
@@ -180,10 +193,13 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 				return contract.DeliverResult{}, err
 			}
 		}
+		started := time.Now()
 		res, sendErr := send(ctx, sender)
+		took := time.Since(started)
 		stop()
 		if sendErr != nil {
 			err := a.sendFailed(ctx, tags, sendErr)
+			a.Metrics.ProviderCall(tags.TenantID, tags.Channel, provider, failureOutcome(err), took)
 			a.recordAttempt(ctx, tags, provider, err)
 			if breaker.IsOpen(sendErr) && idx+1 < len(chain) {
 				idx++
@@ -191,12 +207,24 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 			}
 			return contract.DeliverResult{}, err
 		}
+		a.Metrics.ProviderCall(tags.TenantID, tags.Channel, provider, metrics.OutcomeSent, took)
 		if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, herald.DeliverySent); err != nil {
 			return contract.DeliverResult{}, err
 		}
 		a.recordAttempt(ctx, tags, provider, nil)
+		a.emit(ctx, webhooks.Event{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
+			Status: herald.DeliverySent, Provider: provider})
 		return contract.DeliverResult{Status: herald.DeliverySent}, nil
 	}
+}
+
+// failureOutcome is a failed provider call's metrics outcome.
+func failureOutcome(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() {
+		return metrics.OutcomePermanent
+	}
+	return metrics.OutcomeRetryable
 }
 
 // recordAttempt appends the attempt to the channel's history (best effort: the

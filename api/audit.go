@@ -56,6 +56,11 @@ const (
 	AuditListDelete            = "list.delete"
 	AuditTopicSubscribe        = "topic.subscribe"
 	AuditTopicUnsubscribe      = "topic.unsubscribe"
+	AuditWebhookEndpointCreate = "webhook_endpoint.create"
+	AuditWebhookEndpointUpdate = "webhook_endpoint.update"
+	AuditWebhookEndpointDelete = "webhook_endpoint.delete"
+	AuditWebhookSecretRotate   = "webhook_endpoint.rotate_secret"
+	AuditWebhookReplay         = "webhook_endpoint.replay"
 )
 
 // AuditOperatorKeyID stands for the operator key in api_key_id.
@@ -290,4 +295,5 @@ var auditActions = []string{
 	AuditDeadLetterRedrive, AuditDeadLetterBulkRedrive, AuditAPIKeyCreate, AuditAPIKeyRevoke, AuditUserPut,
 	AuditTenantLimitsPut, AuditCampaignCreate, AuditCampaignPause, AuditCampaignResume, AuditCampaignCancel,
 	AuditListCreate, AuditListDelete, AuditTopicSubscribe, AuditTopicUnsubscribe,
+	AuditWebhookEndpointCreate, AuditWebhookEndpointUpdate, AuditWebhookEndpointDelete, AuditWebhookSecretRotate, AuditWebhookReplay,
 }

@@ -47,8 +47,12 @@ func (s *Server) abort(c *gin.Context, err error) {
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
 		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"}
 	}
+	c.Set(errorCodeKey, e.Code)
 	c.AbortWithStatusJSON(e.Status, gin.H{"error": e})
 }
+
+// errorCodeKey holds the error code of an aborted request (metrics read it).
+const errorCodeKey = "herald.error_code"
 
 // decodeJSON reads a bounded JSON object body into dst, rejecting unknown fields,
 // wrong types, trailing data, oversized bodies and strings no channel or column

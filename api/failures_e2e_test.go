@@ -380,6 +380,13 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	if ch["provider_message_id"] == nil || ch["reason"] != nil {
 		t.Errorf("redriven channel: %v", ch)
 	}
+	// The attempt is appended to the history right after the guard records
+	// "sent": wait for it rather than race it.
+	e.h.Eventually(5*time.Second, "the redrive's attempt in the history", func() bool {
+		_, chans := e.h.Channels(e.key, id)
+		ch = chans["email"]
+		return len(history(ch)) >= 3
+	})
 	if hist := history(ch); len(hist) != 3 || hist[2]["outcome"] != "accepted" {
 		t.Errorf("history after the redrive: %v", hist)
 	}

@@ -231,6 +231,7 @@ func (s *Server) createNotification(c *gin.Context) {
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
+		c.Set(acceptLaneKey, lane)
 		id := ids.NotificationID(acc.key, run.GetRunID())
 		// The start is the acceptance; the ledger row only makes later duplicates
 		// cheap to answer and to count. If it cannot be written the memo still has
@@ -337,6 +338,33 @@ func (s *Server) latestTemplate(ctx context.Context, tenantID, templateID string
 	return rec, err
 }
 
+// Context keys through which the accept path tells countSubmission what
+// became of the submission: the outcome (answerAccept) and a new one's lane.
+const (
+	acceptOutcomeKey = "herald.accept_outcome"
+	acceptLaneKey    = "herald.accept_lane"
+)
+
+// countSubmission records what became of a submission: accepted (by lane), a
+// duplicate, or rejected by its error code (validation, rate limits,
+// idempotency_key_reused, temporarily_unavailable).
+func (s *Server) countSubmission(c *gin.Context) {
+	c.Next()
+	tenant := tenantOf(c).ID
+	switch outcome := c.GetString(acceptOutcomeKey); {
+	case outcome == AcceptNew:
+		s.cfg.Metrics.Accepted(tenant, c.GetString(acceptLaneKey))
+	case outcome == AcceptDuplicate:
+		s.cfg.Metrics.Duplicate(tenant)
+	case c.Writer.Status() >= http.StatusBadRequest:
+		code := c.GetString(errorCodeKey)
+		if code == "" {
+			code = "unknown"
+		}
+		s.cfg.Metrics.Rejected(tenant, code)
+	}
+}
+
 // StartOptions are the start options of a notification workflow. The ID conflict
 // policy FAIL (with the error surfaced) is the duplicate check while a run is open;
 // the reuse policy ALLOW_DUPLICATE makes the same key a new notification once the
@@ -374,6 +402,7 @@ const (
 // counter of accept outcomes hooks in; the tenant limits' 429 is answered by the
 // limitTenant middleware before).
 func (s *Server) answerAccept(c *gin.Context, outcome string, status int, body any) {
+	c.Set(acceptOutcomeKey, outcome) // countSubmission turns it into the metrics
 	if e, ok := body.(error); ok {
 		s.abort(c, e)
 		return

@@ -11,8 +11,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
@@ -57,10 +60,17 @@ type Config struct {
 	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
 	// (/v1/operator/...); "" turns it off (404).
 	OperatorKey string
+	// Metrics records requests and submissions and is served at GET /metrics;
+	// nil records nothing and serves no /metrics.
+	Metrics *metrics.Metrics
+	// Webhooks serves /v1/webhook-endpoints.
+	Webhooks WebhookConfig
 	// CampaignPageSize and CampaignWindow size every campaign's batches (0: the
 	// workflow's defaults).
 	CampaignPageSize int
 	CampaignWindow   int
+	// CampaignInDoubtWait: see contract.CampaignSpec.InDoubtWait.
+	CampaignInDoubtWait time.Duration
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -118,9 +128,10 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/openapi.yaml", serveOpenAPI)
+	r.GET("/metrics", gin.WrapH(s.cfg.Metrics.Handler()))
 
 	v1 := r.Group("/v1", s.authenticate)
-	v1.POST("/notifications", s.limitTenant, s.createNotification)
+	v1.POST("/notifications", s.countSubmission, s.limitTenant, s.createNotification)
 	v1.GET("/notifications", s.findNotifications)
 	v1.GET("/notifications/:notification_id", s.getNotification)
 	v1.DELETE("/notifications/:notification_id", s.audited(AuditNotificationCancel, auditFields), s.cancelNotification)
@@ -150,6 +161,17 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/users/:user_id/preferences", s.getUserPreferences)
 	v1.PUT("/preferences/defaults", s.audited(AuditPreferenceDefaults, auditFields), s.putPreferenceDefaults)
 	v1.GET("/preferences/defaults", s.getPreferenceDefaults)
+	v1.POST("/webhook-endpoints", s.audited(AuditWebhookEndpointCreate, auditFields), s.createWebhookEndpoint)
+	v1.GET("/webhook-endpoints", s.listWebhookEndpoints)
+	v1.GET("/webhook-endpoints/:endpoint_id", s.getWebhookEndpoint)
+	v1.PATCH("/webhook-endpoints/:endpoint_id", s.audited(AuditWebhookEndpointUpdate, auditFields), s.updateWebhookEndpoint)
+	v1.DELETE("/webhook-endpoints/:endpoint_id", s.audited(AuditWebhookEndpointDelete, auditFields), s.deleteWebhookEndpoint)
+	v1.POST("/webhook-endpoints/:endpoint_id/rotate-secret", s.audited(AuditWebhookSecretRotate, auditFields), s.rotateWebhookSecret)
+	v1.GET("/webhook-endpoints/:endpoint_id/attempts", s.listWebhookAttempts)
+	v1.POST("/webhook-endpoints/:endpoint_id/replay", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "replays"),
+		s.audited(AuditWebhookReplay, auditFields), s.replayWebhookMessages)
+	v1.POST("/webhook-endpoints/:endpoint_id/messages/:message_id/replay", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "replays"),
+		s.audited(AuditWebhookReplay, auditFields), s.replayWebhookMessage)
 	v1.PUT("/settings", s.audited(AuditSettingsPut, auditFields), s.putSettings)
 	v1.GET("/settings", s.getSettings)
 	v1.GET("/audit-log", s.listAuditLog)
@@ -185,23 +207,35 @@ const RequestIDHeader = "X-Request-Id"
 // matched pattern, so ids and keys in paths stay out), status, duration, bytes
 // written, the request id when one was sent and the tenant once authenticated.
 // Never a header value such as Authorization, a query string or a body.
+//
+// It also records the request's metrics (by route template and status) and
+// names the request's trace span after the route template.
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	ctx := c.Request.Context()
-	if !s.log.Enabled(ctx, slog.LevelInfo) {
-		return
-	}
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
+	}
+	status, took := c.Writer.Status(), time.Since(start)
+	s.cfg.Metrics.HTTPRequest(c.Request.Method, route, status, took)
+	if status == http.StatusTooManyRequests {
+		s.cfg.Metrics.RateLimit(route, c.GetString(errorCodeKey))
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetName(c.Request.Method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+	}
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return
 	}
 	attrs := make([]slog.Attr, 0, 7)
 	attrs = append(attrs,
 		slog.String("method", c.Request.Method),
 		slog.String("route", route),
-		slog.Int("status", c.Writer.Status()),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 		slog.Int("bytes", max(c.Writer.Size(), 0)))
 	if id := c.GetHeader(RequestIDHeader); id != "" {
 		attrs = append(attrs, slog.String("request_id", truncateID(id)))

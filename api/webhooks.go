@@ -14,6 +14,7 @@ import (
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -242,6 +243,16 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 		}
 		if applied {
 			res.Applied++
+			// The tenant's status webhooks hear of it (queued; best effort
+			// here: the provider's retry of this request would queue it again).
+			reason := ""
+			if u.Reason != nil {
+				reason = *u.Reason
+			}
+			if err := s.cfg.Webhooks.Emitter.Emit(ctx, webhooks.Event{TenantID: tenantID, NotificationID: r.NotificationID,
+				Channel: r.Channel, Status: u.Status, Provider: r.Provider, Reason: reason}); err != nil {
+				s.log.Warn("queueing the webhook event of a receipt failed", "error", err)
+			}
 		}
 		if applied || recorded {
 			touched[r.NotificationID] = true

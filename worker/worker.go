@@ -36,7 +36,18 @@ func NewLanes(c client.Client, baseTaskQueue string, acts *activities.Activities
 		opts.WorkerStopTimeout = stopTimeout
 		out = append(out, New(c, workflows.LaneTaskQueue(baseTaskQueue, lane), acts, opts))
 	}
-	return out
+	// Tenant webhooks on a lane of their own: slow endpoints wait in these
+	// bounded slots, never in the notification lanes'.
+	opts := WebhookLaneOptions()
+	opts.WorkerStopTimeout = stopTimeout
+	return append(out, New(c, workflows.WebhookTaskQueue(baseTaskQueue), acts, opts))
+}
+
+// WebhookLaneOptions sizes the webhook lane: a webhook attempt waits at most
+// the HTTP timeout, so 50 slots send at least 5 attempts a second even when
+// every endpoint hangs.
+func WebhookLaneOptions() sdkworker.Options {
+	return sdkworker.Options{MaxConcurrentActivityExecutionSize: 50, MaxConcurrentWorkflowTaskExecutionSize: 50}
 }
 
 // Run runs every worker until ctx is done, then stops them all (each draining its
@@ -97,6 +108,7 @@ func Register(r interface {
 }, acts *activities.Activities) {
 	r.RegisterWorkflow(workflows.NotificationWorkflow)
 	r.RegisterWorkflow(workflows.RedriveWorkflow)
+	r.RegisterWorkflow(workflows.WebhookEndpointWorkflow)
 	r.RegisterWorkflow(workflows.CampaignWorkflow)
 	r.RegisterActivity(acts)
 }

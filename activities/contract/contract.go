@@ -33,6 +33,9 @@ const (
 	BeginRedrive        = "BeginRedrive"
 	FinishRedrive       = "FinishRedrive"
 	ReopenRedrive       = "ReopenRedrive"
+	ListPendingWebhooks = "ListPendingWebhooks"
+	DeliverWebhook      = "DeliverWebhook"
+	DeadLetterWebhook   = "DeadLetterWebhook"
 	// Campaigns (see CampaignWorkflow).
 	CampaignStart        = "CampaignStart"
 	CampaignPages        = "CampaignPages"
@@ -44,6 +47,7 @@ const (
 
 // Names lists every activity name.
 var Names = []string{RecordAccepted, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive, ReopenRedrive,
+	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook,
 	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus}
 
 // RecordAcceptedInput describes the accepted notification.
@@ -301,6 +305,67 @@ func CheckRendered(r templates.Rendered) error {
 	return nil
 }
 
+// ListPendingWebhooksInput names the endpoint whose queue to read.
+type ListPendingWebhooksInput struct {
+	TenantID   string
+	EndpointID string
+	Limit      int
+}
+
+// PendingWebhook is one queued message: its row id and notification.
+type PendingWebhook struct {
+	ID             int64
+	NotificationID string
+}
+
+// WebhookMessageInput names one queued message of an endpoint.
+type WebhookMessageInput struct {
+	TenantID   string
+	EndpointID string
+	MessageID  int64
+}
+
+// The tenant webhook endpoint workflow (workflows.WebhookEndpointWorkflow),
+// named here so internal/webhooks can start it without importing workflows.
+const (
+	WebhookEndpointWorkflow = "WebhookEndpointWorkflow"
+	// SignalWebhookWake tells an endpoint's workflow its queue has new messages.
+	SignalWebhookWake = "wake"
+)
+
+// WebhookRetry is the backoff of one webhook message.
+type WebhookRetry struct {
+	// Initial is the first retry's delay (default 5 s); each next one doubles,
+	// up to MaxInterval (default 1 h).
+	Initial     time.Duration
+	MaxInterval time.Duration
+	// For is how long a message is retried before it is dead-lettered (default
+	// 25 h: every endpoint gets at least a day to recover).
+	For time.Duration
+}
+
+// Default webhook retry settings.
+const (
+	DefaultWebhookRetryInitial     = 5 * time.Second
+	DefaultWebhookRetryMaxInterval = time.Hour
+	DefaultWebhookRetryFor         = 25 * time.Hour
+)
+
+// WebhookEndpointInput names the endpoint.
+type WebhookEndpointInput struct {
+	TenantID   string
+	EndpointID string
+	Retry      WebhookRetry
+}
+
+// WebhookEndpointWorkflowID is the endpoint's workflow ID.
+func WebhookEndpointWorkflowID(tenantID, endpointID string) string {
+	return "webhook-endpoint/" + tenantID + "/" + endpointID
+}
+
+// WebhookTaskQueue is the webhook lane's task queue.
+func WebhookTaskQueue(base string) string { return base + "-webhooks" }
+
 // CampaignSpec is what every campaign activity needs to know about the campaign.
 type CampaignSpec struct {
 	TenantID        string
@@ -316,6 +381,10 @@ type CampaignSpec struct {
 	Data         templates.Data
 	AudienceKind string
 	AudienceRef  string
+	// InDoubtWait is how long a provider channel found "sending" by a re-run
+	// batch waits for the provider's receipt before it is sent again (0: the
+	// default, activities.DefaultInDoubtWait).
+	InDoubtWait time.Duration
 }
 
 // CampaignStartResult is the audience as the campaign starts.

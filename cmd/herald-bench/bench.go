@@ -274,6 +274,18 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	cfg := b.cfg
 	cfg.TaskQueue, cfg.DefaultDedupWindow, cfg.SandboxAPI = taskQueue, selfHostDedupWindow, false
 	opts := app.Options{Logger: logger, SecretsKey: secretsKey}
+	switch b.o.signals {
+	case "off":
+		opts.NoSignals = true
+	case "all":
+		tr, shutdown, err := benchTracing(ctx)
+		if err != nil {
+			return err
+		}
+		opts.Tracing = tr
+		b.closers = append(b.closers, func() { _ = shutdown(context.Background()) })
+	}
+	rep.Notes = append(rep.Notes, "-signals "+b.o.signals+": "+signalsNote[b.o.signals])
 	if b.o.breakdown { // the API's queries and Temporal calls timed; the worker keeps the plain ones
 		b.rec = &recorder{}
 		opts.APIDB, opts.APITemporal = timedDB{DBTX: pool, rec: b.rec}, timedClient{Client: b.tc, rec: b.rec}
@@ -282,6 +294,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	if err != nil {
 		return err
 	}
+	b.closers = append(b.closers, a.Close)
 	b.addWorker("herald", func() []sdkworker.Worker { return a.Workers(nil) })
 
 	handler := a.Handler()

@@ -55,6 +55,7 @@ type options struct {
 	workersAfterB          bool
 	chunks                 int
 	temporalGzip           bool
+	signals                string
 }
 
 // inboxPage is the inbox page the bench reads; it keeps every bench user's inbox
@@ -98,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.failOnMiss, "fail-on-miss", false, "exit 3 when a ratio misses its goal")
 	fs.BoolVar(&o.quiet, "q", false, "no progress lines on stderr")
 	fs.BoolVar(&o.temporalGzip, "temporal-gzip", true, "what-if: false sends the Temporal client's gRPC requests uncompressed (the SDK, and so cmd/herald, gzips them by default)")
+	fs.StringVar(&o.signals, "signals", "metrics", "self-host: off (no metrics, no tracing), metrics (what herald runs with by default: Prometheus metrics, SDK metrics, tracing off) or all (metrics + tracing with every span sampled and batched to a discarding exporter, or OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
 	fs.BoolVar(&o.workersAfterB, "workers-after-b", false, "self-host diagnostic: start the Herald worker and the empty workflow's worker only after (b), so (a) and (b) measure starts with no delivery work running beside them")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -131,6 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-api-url needs -api-key (or HERALD_BENCH_API_KEY)")
 	case o.apiURL != "" && o.workersAfterB:
 		return o, errors.New("-workers-after-b needs self-host mode (no -api-url)")
+	case o.signals != "off" && o.signals != "metrics" && o.signals != "all":
+		return o, errors.New("-signals must be off, metrics or all")
 	case o.apiURL == "" && o.apiKey != "":
 		return o, errors.New("-api-key is only used with -api-url")
 	case o.dedupTTL != 0 && (o.dedupTTL < time.Second || o.dedupTTL > 7*24*time.Hour):
@@ -226,6 +230,9 @@ func main() {
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "-campaign" || args[0] == "--campaign") {
+		return campaignMain(args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -15,6 +15,7 @@ import (
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/tracing"
 	"github.com/herald-notify/herald/schema"
 )
 
@@ -34,10 +35,29 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
-	a, err := app.New(cfg, pool, tc, app.Options{Logger: logger})
+	service := "herald"
+	switch {
+	case withAPI && !withWorker:
+		service = "herald-api"
+	case withWorker && !withAPI:
+		service = "herald-worker"
+	}
+	tr, shutdownTracing, err := tracing.FromEnv(ctx, service)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			logger.Warn("flushing traces failed", "error", err)
+		}
+	}()
+	a, err := app.New(cfg, pool, tc, app.Options{Logger: logger, Tracing: tr})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
 	return a.Run(ctx, app.Services{API: withAPI, Worker: withWorker})
 }
 

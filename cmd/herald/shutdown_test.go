@@ -138,6 +138,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 		"HERALD_TASK_QUEUE="+h.TaskQueue,
 		"HERALD_SENDGRID_BASE_URL="+sg.URL,
 		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fake's address: internal, refused by default
+		"HERALD_METRICS_ADDR=off",       // tests run side by side: no fixed port
 		"HERALD_SECRETS_KEY="+h.SecretsKey,
 	)
 	submit := func(n int) string {
@@ -266,13 +267,15 @@ func TestWorkerExitsOnFatalError(t *testing.T) {
 		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
 		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 		"HERALD_TEMPORAL_NAMESPACE="+ns,
+		"HERALD_METRICS_ADDR=off",
 		"HERALD_TASK_QUEUE="+testenv.UniqueName(t, "tq"),
 		"HERALD_SECRETS_KEY="+key,
 	)
 	// A namespace just registered may not be visible to the frontend yet; start the
-	// worker until all three lanes are polling.
+	// worker until all four lanes (three for notifications, one for tenant
+	// webhooks) are polling.
 	var w *proc
-	started := func() bool { return strings.Count(w.out.String(), `msg="Started Worker"`) == 3 }
+	started := func() bool { return strings.Count(w.out.String(), `msg="Started Worker"`) == 4 }
 	for attempt := 0; ; attempt++ {
 		w = startHerald(t, bin, env, "worker")
 		deadline := time.Now().Add(30 * time.Second)

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/internal/tracing"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
@@ -77,9 +79,16 @@ type Options struct {
 	NoOperatorAPI bool
 	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
 	CampaignPageSize, CampaignWindow int
+	// CampaignInDoubtWait replaces the 30 s receipt wait of in-doubt sends (0: keep it).
+	CampaignInDoubtWait time.Duration
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
+	// Tracing makes spans (tests give it an in-memory exporter); nil: off.
+	Tracing *tracing.Tracing
+	// WebhookRetry is the tenant webhooks' backoff (zero fields: 100 ms
+	// doubling to 1 s, for a minute, so tests see retries quickly).
+	WebhookRetry contract.WebhookRetry
 }
 
 // Start brings up API + worker against the test services, wired by internal/app as
@@ -120,14 +129,19 @@ func Start(t testing.TB, opts Options) *Harness {
 		OperatorKey: h.OperatorKey, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
 		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
-		WorkerStopTimeout: 0,
-		CampaignPageSize:  opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow,
+		WorkerStopTimeout:       0,
+		WebhookRetryInitial:     or(opts.WebhookRetry.Initial, 100*time.Millisecond),
+		WebhookRetryMaxInterval: or(opts.WebhookRetry.MaxInterval, time.Second),
+		WebhookRetryFor:         or(opts.WebhookRetry.For, time.Minute), WebhookTimeout: 5 * time.Second,
+		CampaignPageSize: opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow, CampaignInDoubtWait: opts.CampaignInDoubtWait,
 	}
 	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
-		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL})
+		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
+		Tracing: opts.Tracing})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.app.Close)
 	h.Store, h.Providers, h.Sandbox = h.app.Store, h.app.Providers, h.app.Sandbox
 	if !opts.NoWorker {
 		h.StartWorkers(1)
@@ -136,6 +150,13 @@ func Start(t testing.TB, opts Options) *Harness {
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
+}
+
+func or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // searchAttrsOnce registers Herald's search attributes once per test binary, so a

@@ -13,26 +13,33 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/tracing"
 	"github.com/herald-notify/herald/internal/unsubscribe"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 	"github.com/herald-notify/herald/providers/registry"
 	"github.com/herald-notify/herald/providers/resolver"
 	"github.com/herald-notify/herald/providers/sandbox"
 	"github.com/herald-notify/herald/worker"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // AuthCacheTTL bounds how long one API process keeps honouring a key revoked
@@ -66,6 +73,16 @@ type Options struct {
 	// AuthCacheTTL replaces the AuthCacheTTL constant (0: the constant); tests
 	// shorten it to watch a revoked key be refused.
 	AuthCacheTTL time.Duration
+	// Metrics receives every metric (nil: a new registry per App, with the
+	// config's tenant-label setting); App.Metrics serves it.
+	Metrics *metrics.Metrics
+	// Tracing makes the spans (nil or its zero value: tracing off);
+	// tracing.FromEnv reads OTEL_EXPORTER_OTLP_ENDPOINT.
+	Tracing *tracing.Tracing
+	// NoSignals turns metrics off (nothing recorded, GET /metrics 404) and
+	// leaves the Temporal clients as given: no SDK metrics handler, no tracing
+	// interceptor (the bench's -signals off).
+	NoSignals bool
 }
 
 // App is one wired Herald.
@@ -77,10 +94,18 @@ type App struct {
 	// Activities is what every worker lane registers.
 	Activities *activities.Activities
 
+	// Metrics is this Herald's registry (GET /metrics).
+	Metrics *metrics.Metrics
+
 	cfg      config.Config
 	temporal client.Client
 	handler  http.Handler
 	log      *slog.Logger
+	tracing  *tracing.Tracing
+	noSig    bool
+	// derived are the clients made by withSignals, closed by Close.
+	mu      sync.Mutex
+	derived []client.Client
 }
 
 // New wires Herald. Nothing runs until Run (or the caller starts Handler and
@@ -98,20 +123,43 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	if hc == nil {
 		hc = &http.Client{Timeout: ProviderHTTPTimeout}
 	}
+	m := opts.Metrics
+	if m == nil && !opts.NoSignals {
+		m = metrics.New(metrics.Options{TenantLabels: cfg.MetricsTenantLabels})
+	}
 	a := &App{Store: store.New(pool), Providers: providers.NewStore(pool, keys), Sandbox: sandbox.NewPGRecorder(pool),
-		cfg: cfg, temporal: tc, log: logger}
+		Metrics: m, cfg: cfg, log: logger, tracing: opts.Tracing, noSig: opts.NoSignals}
+	a.temporal = a.withSignals(tc)
+	m.RegisterDeadLettersOpen(func(ctx context.Context) (float64, error) {
+		n, err := a.Store.CountOpenDeadLetters(ctx)
+		return float64(n), err
+	}, 10*time.Second)
 	limiter := ratelimit.New(pool)
 	reg := registry.New()
+	policy := cfg.Egress
+	if policy == nil {
+		policy = egress.Default()
+	}
+	emitter := &webhooks.Emitter{Store: a.Store, Temporal: a.temporal, Log: logger, Settings: webhooks.Settings{
+		TaskQueue: cfg.TaskQueue, Retry: workflows.WebhookRetry{Initial: cfg.WebhookRetryInitial,
+			MaxInterval: cfg.WebhookRetryMaxInterval, For: cfg.WebhookRetryFor}}}
+	webhookTimeout := cfg.WebhookTimeout
+	if webhookTimeout <= 0 {
+		webhookTimeout = config.DefaultWebhookTimeout
+	}
+	webhookClient := policy.Client(webhookTimeout)
+	webhookClient.Transport = a.tracing.Transport(webhookClient.Transport)
 	a.Activities = &activities.Activities{Store: a.Store, Providers: a.Providers,
 		Senders: resolver.New(a.Providers, resolver.Process{
 			SendGridBaseURL: cfg.SendGridBaseURL, TwilioBaseURL: cfg.TwilioBaseURL, FCMBaseURL: cfg.FCMBaseURL,
 			FCMTokenURL: cfg.FCMTokenURL, Egress: cfg.Egress,
 			PublicBaseURL: cfg.PublicBaseURL, HTTPClient: hc, Breaker: opts.Breaker, Registry: reg,
-			SandboxFallback: cfg.SandboxFallback,
+			SandboxFallback: cfg.SandboxFallback, WrapTransport: a.tracing.Transport,
 		}, a.Sandbox),
-		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter}
+		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter, Metrics: m,
+		Webhooks: emitter, WebhookSender: &webhooks.Sender{Store: a.Store, Keys: keys, Client: webhookClient}}
 
-	apiStore, apiLimiter, apiTemporal := a.Store, limiter, tc
+	apiStore, apiLimiter, apiTemporal := a.Store, limiter, a.temporal
 	if opts.APIDB != nil {
 		apiStore, apiLimiter = store.New(opts.APIDB), ratelimit.New(opts.APIDB)
 	}
@@ -129,13 +177,55 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 		CostLimits: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
 			Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
+		Metrics:     m,
+		Webhooks:    api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
 		OperatorKey: cfg.OperatorKey, CampaignPageSize: cfg.CampaignPageSize, CampaignWindow: cfg.CampaignWindow,
+		CampaignInDoubtWait: cfg.CampaignInDoubtWait,
 	}
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox
 	}
-	a.handler = api.New(apiStore, apiTemporal, apiCfg, logger).Handler()
+	a.handler = a.tracing.Handler(api.New(apiStore, apiTemporal, apiCfg, logger).Handler())
 	return a, nil
+}
+
+// withSignals returns a client on tc's connection that reports the SDK's
+// metrics into the App's registry and, with tracing on, carries the trace
+// through workflow starts, workflows and activities. A client that is not the
+// SDK's own (a test or bench wrapper) is returned as it is.
+func (a *App) withSignals(tc client.Client) client.Client {
+	if a.noSig || tc == nil {
+		return tc
+	}
+	ints, err := a.tracing.TemporalInterceptors()
+	if err != nil {
+		a.log.Warn("tracing interceptor unavailable; workflows are not traced", "error", err)
+	}
+	ns := a.cfg.TemporalNamespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	c, err := client.NewClientFromExisting(tc, client.Options{Namespace: ns, MetricsHandler: a.Metrics.TemporalHandler(),
+		Interceptors: ints, Logger: sdklog.NewStructuredLogger(a.log.With("component", "temporal"))})
+	if err != nil {
+		a.log.Warn("Temporal client kept without metrics and tracing", "error", err)
+		return tc
+	}
+	a.mu.Lock()
+	a.derived = append(a.derived, c)
+	a.mu.Unlock()
+	return c
+}
+
+// Close closes the Temporal clients the App derived (the connections stay
+// open while the caller's own clients are).
+func (a *App) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.derived {
+		c.Close()
+	}
+	a.derived = nil
 }
 
 func bucket(b config.Bucket) api.Bucket { return api.Bucket{RatePerSecond: b.Rate, Burst: b.Burst} }
@@ -170,6 +260,8 @@ func (a *App) Handler() http.Handler { return a.handler }
 func (a *App) Workers(tc client.Client) []sdkworker.Worker {
 	if tc == nil {
 		tc = a.temporal
+	} else {
+		tc = a.withSignals(tc)
 	}
 	return worker.NewLanes(tc, a.cfg.TaskQueue, a.Activities, a.cfg.WorkerStopTimeout)
 }
@@ -239,6 +331,17 @@ func (a *App) Run(ctx context.Context, s Services) error {
 	if ln != nil {
 		a.log.Info("API listening", "addr", "http://"+ln.Addr().String())
 		g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, a.handler, a.log), ln, a.cfg.ShutdownTimeout) })
+	} else if a.cfg.MetricsAddr != "" && a.cfg.MetricsAddr != "off" {
+		// A worker-only process serves its metrics on a listener of its own.
+		// Metrics are not worth stopping delivery for: a taken address is logged.
+		if mln, err := net.Listen("tcp", a.cfg.MetricsAddr); err != nil {
+			a.log.Error("metrics not served: cannot listen (HERALD_METRICS_ADDR)", "addr", a.cfg.MetricsAddr, "error", err)
+		} else {
+			a.log.Info("metrics listening", "addr", "http://"+mln.Addr().String()+"/metrics")
+			mux := http.NewServeMux()
+			mux.Handle("GET /metrics", a.Metrics.Handler())
+			g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, mux, a.log), mln, a.cfg.ShutdownTimeout) })
+		}
 	}
 	return g.Wait()
 }

@@ -81,12 +81,35 @@ type Config struct {
 	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
 	// off (404) and only `herald tenant limits` sets them.
 	OperatorKey string
+	// HERALD_METRICS_ADDR: where a worker-only process (`herald worker`) serves
+	// GET /metrics; "off" serves none. A process that serves the API serves
+	// /metrics on the API's listener instead (`herald dev`, `herald api`: the
+	// API's and, in dev, the worker's metrics on one endpoint).
+	MetricsAddr string
+	// HERALD_METRICS_TENANT_LABELS: add a tenant label to the notification and
+	// delivery counters (false by default: tenants can number in the thousands,
+	// and every label value is a time series).
+	MetricsTenantLabels bool
+	// HERALD_WEBHOOK_RETRY_INITIAL, HERALD_WEBHOOK_RETRY_MAX_INTERVAL,
+	// HERALD_WEBHOOK_RETRY_FOR: a tenant webhook message's backoff (first
+	// delay, doubling up to the max interval) and how long it is retried
+	// before it is dead-lettered (defaults 5s, 1h, 25h).
+	WebhookRetryInitial, WebhookRetryMaxInterval, WebhookRetryFor time.Duration
+	// HERALD_WEBHOOK_TIMEOUT: one webhook request's timeout (default 10s).
+	WebhookTimeout time.Duration
 	// HERALD_CAMPAIGN_PAGE_SIZE (recipients per campaign batch, default 500, at
 	// most 1000) and HERALD_CAMPAIGN_WINDOW (batches of one campaign in flight,
 	// default 4, at most 32).
 	CampaignPageSize int
 	CampaignWindow   int
+	// HERALD_CAMPAIGN_IN_DOUBT_WAIT: how long a campaign email or SMS found
+	// "sending" by a re-run batch waits for the provider's receipt before it is
+	// sent again (default 30s).
+	CampaignInDoubtWait time.Duration
 }
+
+// DefaultMetricsAddr is HERALD_METRICS_ADDR's default.
+const DefaultMetricsAddr = "127.0.0.1:9464"
 
 // Bucket is a token bucket: Rate tokens a second, Burst deep.
 type Bucket struct {
@@ -127,10 +150,12 @@ const (
 	DefaultWriteTimeout        = 60 * time.Second
 	DefaultIdleTimeout         = 120 * time.Second
 	DefaultWebhookTolerance    = 5 * time.Minute
+	DefaultWebhookTimeout      = 10 * time.Second
 	DefaultTenantRatePerSecond = 200
 	DefaultTenantBurst         = 400
 	DefaultCampaignPageSize    = 500
 	DefaultCampaignWindow      = 4
+	DefaultCampaignInDoubtWait = 30 * time.Second
 )
 
 // FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
@@ -146,6 +171,7 @@ func FromEnv() (Config, error) {
 		TwilioBaseURL:     os.Getenv("HERALD_TWILIO_BASE_URL"),
 		FCMBaseURL:        os.Getenv("HERALD_FCM_BASE_URL"),
 		FCMTokenURL:       os.Getenv("HERALD_FCM_TOKEN_URL"),
+		MetricsAddr:       env("HERALD_METRICS_ADDR", DefaultMetricsAddr),
 	}
 	switch v := os.Getenv("HERALD_SANDBOX_API"); v {
 	case "", "false", "0":
@@ -156,6 +182,9 @@ func FromEnv() (Config, error) {
 	}
 	var err error
 	if c.SandboxFallback, err = boolean(EnvSandboxFallback, false); err != nil {
+		return c, err
+	}
+	if c.MetricsTenantLabels, err = boolean("HERALD_METRICS_TENANT_LABELS", false); err != nil {
 		return c, err
 	}
 	for _, d := range []struct {
@@ -170,6 +199,10 @@ func FromEnv() (Config, error) {
 		{"HERALD_HTTP_WRITE_TIMEOUT", DefaultWriteTimeout, &c.HTTPWriteTimeout},
 		{"HERALD_HTTP_IDLE_TIMEOUT", DefaultIdleTimeout, &c.HTTPIdleTimeout},
 		{"HERALD_WEBHOOK_TOLERANCE", DefaultWebhookTolerance, &c.WebhookTolerance},
+		{"HERALD_WEBHOOK_RETRY_INITIAL", 5 * time.Second, &c.WebhookRetryInitial},
+		{"HERALD_WEBHOOK_RETRY_MAX_INTERVAL", time.Hour, &c.WebhookRetryMaxInterval},
+		{"HERALD_WEBHOOK_RETRY_FOR", 25 * time.Hour, &c.WebhookRetryFor},
+		{"HERALD_WEBHOOK_TIMEOUT", DefaultWebhookTimeout, &c.WebhookTimeout},
 	} {
 		if *d.dst, err = duration(d.name, d.def); err != nil {
 			return c, err
@@ -214,6 +247,9 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	if c.CampaignWindow, err = integer("HERALD_CAMPAIGN_WINDOW", DefaultCampaignWindow); err != nil {
+		return c, err
+	}
+	if c.CampaignInDoubtWait, err = duration("HERALD_CAMPAIGN_IN_DOUBT_WAIT", DefaultCampaignInDoubtWait); err != nil {
 		return c, err
 	}
 	if c.CampaignPageSize < 1 || c.CampaignPageSize > 1000 || c.CampaignWindow < 1 || c.CampaignWindow > 32 {

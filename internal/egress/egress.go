@@ -364,3 +364,40 @@ func OrDefault(hc *http.Client, timeout time.Duration) *http.Client {
 	}
 	return &c
 }
+
+// CheckHost reports whether host (a name or an address, as in a URL) on port
+// is a destination the policy allows, resolving a name now: for a clear error
+// when a tenant registers a URL. A name that does not resolve now passes. It is advice, not the guard: the dial-time
+// check still decides every connection (a name may resolve elsewhere later).
+func (p *Policy) CheckHost(ctx context.Context, host string, port uint16) error {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if p.allowsName(host, port) {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			return &RefusedError{Host: host, Addr: host, Why: "an address with a zone is not a permitted destination"}
+		}
+		if err := p.Check(ip, port); err != nil {
+			return &RefusedError{Host: host, Addr: host, Why: strings.TrimPrefix(err.Error(), ErrRefused.Error()+": ")}
+		}
+		return nil
+	}
+	r := p.resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(rctx, "ip", host)
+	if err != nil {
+		// Not resolvable now (it may be later): the dial-time check decides.
+		return nil
+	}
+	for _, a := range addrs {
+		if err := p.Check(a, port); err != nil {
+			return &RefusedError{Host: host, Addr: a.String(), Why: strings.TrimPrefix(err.Error(), ErrRefused.Error()+": ")}
+		}
+	}
+	return nil
+}

@@ -275,3 +275,12 @@ func nullTime(t time.Time) *time.Time {
 	}
 	return &t
 }
+
+// CountOpenDeadLetters counts the dead letters of every tenant not yet
+// redriven (the herald_dead_letters_open gauge; partial index
+// dead_letters_open_idx keeps it an index-only count of the open ones).
+func (s *Store) CountOpenDeadLetters(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE status = 'open'`).Scan(&n)
+	return n, err
+}

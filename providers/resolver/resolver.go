@@ -56,6 +56,9 @@ type Process struct {
 	// SMTP alike (nil: egress.Default(), which refuses loopback, private,
 	// link-local and metadata addresses; HERALD_EGRESS_ALLOW).
 	Egress *egress.Policy
+	// WrapTransport, when set, wraps the provider HTTP clients' transport (the
+	// egress policy's), for tracing; the wrapped transport still dials.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// Breaker tunes the per-account circuit breakers (zero: 5 failures, 30 s cool-down).
 	Breaker breaker.Config
 	// Registry lists the providers senders are built with (nil: registry.New()).
@@ -137,9 +140,13 @@ func New(store Configs, proc Process, sandboxRecorder sandbox.Recorder) *Resolve
 	if proc.HTTPClient != nil && proc.HTTPClient.Timeout > 0 {
 		timeout = proc.HTTPClient.Timeout
 	}
+	hc := policy.Client(timeout)
+	if proc.WrapTransport != nil {
+		hc.Transport = proc.WrapTransport(hc.Transport)
+	}
 	return &Resolver{
 		configs: store, reg: reg,
-		env: providers.Env{PublicBaseURL: proc.PublicBaseURL, HTTPClient: policy.Client(timeout), Egress: policy,
+		env: providers.Env{PublicBaseURL: proc.PublicBaseURL, HTTPClient: hc, Egress: policy,
 			Sandbox: sandboxRecorder},
 		tokenURLs: map[string]string{fcm.Name: proc.FCMTokenURL},
 		baseURLs: map[string]string{

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS dead_letters_open_idx;

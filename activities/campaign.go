@@ -310,7 +310,7 @@ func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpe
 			switch {
 			case ch == herald.ChannelInApp && r.InApp != nil:
 				inbox = append(inbox, store.InboxBatchItem{UserID: w.member.UserID, NotificationID: w.id,
-					Title: r.InApp.Title, Body: r.InApp.Body, ActionURL: r.InApp.ActionURL})
+					Title: r.InApp.Title, Body: r.InApp.Body, ActionURL: r.InApp.ActionURL, Category: c.Category})
 			case ch == herald.ChannelEmail && r.Email != nil:
 				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{Email: &contract.DeliverEmailInput{
 					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Email, Subject: r.Email.Subject, Text: r.Email.Text,

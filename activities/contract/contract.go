@@ -92,7 +92,9 @@ type DeliverInAppInput struct {
 	Title          string
 	Body           string
 	ActionURL      string
-	AcceptedAt     time.Time
+	// Category is the template's (the inbox filters by it).
+	Category   string
+	AcceptedAt time.Time
 }
 
 // DeliverResult reports a channel's outcome.

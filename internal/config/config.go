@@ -81,6 +81,13 @@ type Config struct {
 	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
 	// off (404) and only `herald tenant limits` sets them.
 	OperatorKey string
+
+	// HERALD_INBOX_STREAMS_PER_USER, HERALD_INBOX_STREAMS_PER_TENANT,
+	// HERALD_INBOX_STREAMS_PER_PROCESS: how many inbox streams (SSE) one user, one
+	// tenant and this API process may hold open at once (defaults 5, 2000, 10000).
+	InboxStreamsPerUser, InboxStreamsPerTenant, InboxStreamsPerProcess int
+	// HERALD_INBOX_HEARTBEAT: the inbox streams' heartbeat (default 15s).
+	InboxHeartbeat time.Duration
 	// HERALD_METRICS_ADDR: where a worker-only process (`herald worker`) serves
 	// GET /metrics; "off" serves none. A process that serves the API serves
 	// /metrics on the API's listener instead (`herald dev`, `herald api`: the
@@ -242,6 +249,22 @@ func FromEnv() (Config, error) {
 		if b.dst.Burst, err = integer("HERALD_"+b.name+"_BURST", b.def.Burst); err != nil {
 			return c, err
 		}
+	}
+	for _, n := range []struct {
+		name string
+		def  int
+		dst  *int
+	}{
+		{"HERALD_INBOX_STREAMS_PER_USER", 5, &c.InboxStreamsPerUser},
+		{"HERALD_INBOX_STREAMS_PER_TENANT", 2000, &c.InboxStreamsPerTenant},
+		{"HERALD_INBOX_STREAMS_PER_PROCESS", 10000, &c.InboxStreamsPerProcess},
+	} {
+		if *n.dst, err = integer(n.name, n.def); err != nil {
+			return c, err
+		}
+	}
+	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", 15*time.Second); err != nil {
+		return c, err
 	}
 	if c.CampaignPageSize, err = integer("HERALD_CAMPAIGN_PAGE_SIZE", DefaultCampaignPageSize); err != nil {
 		return c, err

@@ -58,6 +58,7 @@ const (
 	AuditTopicUnsubscribe      = "topic.unsubscribe"
 	AuditInboxSettingsPut      = "inbox_settings.put"
 	AuditInboxSecretRotate     = "inbox_secret.rotate"
+	AuditUserTokensRevoke      = "user_tokens.revoke"
 	AuditWebhookEndpointCreate = "webhook_endpoint.create"
 	AuditWebhookEndpointUpdate = "webhook_endpoint.update"
 	AuditWebhookEndpointDelete = "webhook_endpoint.delete"
@@ -297,6 +298,6 @@ var auditActions = []string{
 	AuditDeadLetterRedrive, AuditDeadLetterBulkRedrive, AuditAPIKeyCreate, AuditAPIKeyRevoke, AuditUserPut,
 	AuditTenantLimitsPut, AuditCampaignCreate, AuditCampaignPause, AuditCampaignResume, AuditCampaignCancel,
 	AuditListCreate, AuditListDelete, AuditTopicSubscribe, AuditTopicUnsubscribe,
-	AuditInboxSettingsPut, AuditInboxSecretRotate,
+	AuditInboxSettingsPut, AuditInboxSecretRotate, AuditUserTokensRevoke,
 	AuditWebhookEndpointCreate, AuditWebhookEndpointUpdate, AuditWebhookEndpointDelete, AuditWebhookSecretRotate, AuditWebhookReplay,
 }

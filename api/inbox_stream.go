@@ -191,6 +191,9 @@ func (s *Server) inboxStream(c *gin.Context) {
 			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil || flush() != nil {
 				return
 			}
+			if s.tokenRevoked(c, tenantID, userID) {
+				return
+			}
 			if pump() != nil {
 				return
 			}

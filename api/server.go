@@ -109,6 +109,8 @@ type Server struct {
 	// hub is Config.InboxHub; inboxSettings caches the tenants' allowed origins.
 	hub           *inboxlive.Hub
 	inboxSettings *expirable.LRU[string, []string]
+	// revocations caches the users' token revocation instants (RevocationCacheTTL).
+	revocations *expirable.LRU[string, time.Time]
 	// closing ends every open stream (CloseStreams, on shutdown).
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -130,6 +132,7 @@ func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Serve
 		public:        newPublicLimiter(cfg.PublicLimits),
 		hub:           cfg.InboxHub,
 		closing:       make(chan struct{}),
+		revocations:   expirable.NewLRU[string, time.Time](100_000, nil, RevocationCacheTTL),
 		inboxSettings: expirable.NewLRU[string, []string](10_000, nil, 5*time.Second)}
 	if cfg.Limiter != nil {
 		s.leases = ratelimit.NewLeases(cfg.Limiter, cfg.LeaseWindow, 0)
@@ -168,6 +171,7 @@ func (s *Server) Handler() http.Handler {
 	v1.PUT("/users/:user_id", s.audited(AuditUserPut, auditFieldNames), s.putUser)
 	v1.GET("/users/:user_id", s.getUser)
 	v1.POST("/users/:user_id/token", s.mintUserToken)
+	v1.DELETE("/users/:user_id/tokens", s.audited(AuditUserTokensRevoke, auditFields), s.revokeUserTokens)
 	v1.GET("/users/:user_id/inbox", s.inboxCORS, s.listInbox)
 	v1.GET("/users/:user_id/inbox/counts", s.inboxCORS, s.getInboxCounts)
 	v1.GET("/users/:user_id/inbox/stream", s.inboxCORS, s.inboxStream)

@@ -49,13 +49,17 @@ const (
 // UserClaims are a user token's claims.
 type UserClaims struct {
 	TenantID string `json:"tid"`
+	// IssuedAtMs is iat in milliseconds: a revocation (DELETE
+	// /v1/users/{user_id}/tokens) refuses what was issued before it, and a
+	// token minted just after it must not share its second.
+	IssuedAtMs int64 `json:"iat_ms"`
 	jwt.RegisteredClaims
 }
 
 // MintUserToken signs a token for one user, valid from now for ttl.
 func MintUserToken(key []byte, tenantID, userID string, now time.Time, ttl time.Duration) (string, time.Time, error) {
 	exp := now.Add(ttl).Truncate(time.Second)
-	claims := UserClaims{TenantID: tenantID, RegisteredClaims: jwt.RegisteredClaims{
+	claims := UserClaims{TenantID: tenantID, IssuedAtMs: now.UnixMilli(), RegisteredClaims: jwt.RegisteredClaims{
 		Issuer: userTokenIssuer, Subject: userID, Audience: jwt.ClaimStrings{userTokenAudience},
 		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now.Add(-time.Minute)), ExpiresAt: jwt.NewNumericDate(exp),
 	}}
@@ -117,9 +121,67 @@ func (s *Server) authenticateUserToken(c *gin.Context, raw string) {
 		s.abort(c, err)
 		return
 	}
+	notBefore, err := s.userTokensNotBefore(c, t.ID, claims.Subject)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if !notBefore.IsZero() && claims.IssuedAtMs <= notBefore.UnixMilli() {
+		s.abortInvalidToken(c, "the user token was revoked; get a new one")
+		return
+	}
 	c.Set(tenantKey, t)
 	c.Set(userKey, claims.Subject)
 	c.Set(userTokenExpiryKey, claims.ExpiresAt.Time)
+	c.Set(userTokenIssuedKey, claims.IssuedAtMs)
+}
+
+const userTokenIssuedKey = "herald.user_token_issued_ms"
+
+// tokenRevoked reports whether the request's user token has been revoked since
+// it was checked (the stream asks at every heartbeat).
+func (s *Server) tokenRevoked(c *gin.Context, tenantID, userID string) bool {
+	issued, ok := c.Get(userTokenIssuedKey)
+	if !ok {
+		return false
+	}
+	nb, err := s.userTokensNotBefore(c, tenantID, userID)
+	return err == nil && !nb.IsZero() && issued.(int64) <= nb.UnixMilli()
+}
+
+// userTokensNotBefore is the user's token revocation instant, cached a few
+// seconds (the process that revokes evicts at once; others within
+// RevocationCacheTTL).
+func (s *Server) userTokensNotBefore(c *gin.Context, tenantID, userID string) (time.Time, error) {
+	key := tenantID + "/" + userID
+	if at, ok := s.revocations.Get(key); ok {
+		return at, nil
+	}
+	at, err := s.store.UserTokensNotBefore(c.Request.Context(), tenantID, userID)
+	if err == nil {
+		s.revocations.Add(key, at)
+	}
+	return at, err
+}
+
+// RevocationCacheTTL bounds how long another API process may still accept a
+// user token revoked through this one.
+const RevocationCacheTTL = 5 * time.Second
+
+// revokeUserTokens is DELETE /v1/users/{user_id}/tokens (tenant key): every
+// user token of the user issued so far is refused, and the streams opened with
+// one end at their next heartbeat.
+func (s *Server) revokeUserTokens(c *gin.Context) {
+	tenantID, userID, ok := s.knownUser(c)
+	if !ok {
+		return
+	}
+	if _, err := s.store.RevokeUserTokens(c.Request.Context(), tenantID, userID); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.revocations.Remove(tenantID + "/" + userID)
+	c.Status(http.StatusNoContent)
 }
 
 const userTokenExpiryKey = "herald.user_token_expiry"

@@ -228,3 +228,30 @@ func TestInboxCORSPerTenant(t *testing.T) {
 		t.Fatalf("tenant key answer has ACAO")
 	}
 }
+
+func TestUserTokensRevoked(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{InboxHeartbeat: 200 * time.Millisecond})
+	_, key, token := inboxUser(t, h, "ada")
+	createUser(h, key, "bob")
+	bobToken := h.UserToken(key, "bob")
+	st := h.OpenStream("", "/v1/users/ada/inbox/stream", token)
+	st.NextOf("ready", streamWithin)
+
+	h.MustDo(http.StatusNoContent, http.MethodDelete, "/v1/users/ada/tokens", key, nil)
+	apitest.WantError(t, h.Do(http.MethodGet, "/v1/users/ada/inbox", token, nil), 401, "invalid_user_token", "Authorization")
+	// The open stream ends at its next heartbeat.
+	deadline := time.After(streamWithin)
+	for ended := false; !ended; {
+		select {
+		case _, ok := <-st.Events:
+			ended = !ok
+		case <-deadline:
+			t.Fatal("the revoked token's stream did not end")
+		}
+	}
+	// A token minted afterwards works; bob's tokens were not touched.
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", h.UserToken(key, "ada"), nil)
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/bob/inbox", bobToken, nil)
+	apitest.WantError(t, h.Do(http.MethodDelete, "/v1/users/nobody/tokens", key, nil), 404, "not_found", "")
+	apitest.WantError(t, h.Do(http.MethodDelete, "/v1/users/ada/tokens", bobToken, nil), 401, "user_token_not_allowed", "Authorization")
+}

@@ -57,3 +57,26 @@ func (s *Store) TenantByID(ctx context.Context, id string) (Tenant, error) {
 	err := s.db.QueryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE id = $1`, id).Scan(&t.ID, &t.Name, &t.CreatedAt)
 	return t, notFound(err)
 }
+
+// RevokeUserTokens refuses from now on every user token of the user issued
+// before now, and returns that instant.
+func (s *Store) RevokeUserTokens(ctx context.Context, tenantID, userID string) (time.Time, error) {
+	var at time.Time
+	err := s.db.QueryRow(ctx, `
+		INSERT INTO inbox_token_revocations (tenant_id, user_id, not_before) VALUES ($1, $2, clock_timestamp())
+		ON CONFLICT (tenant_id, user_id) DO UPDATE SET not_before = EXCLUDED.not_before
+		RETURNING not_before`, tenantID, userID).Scan(&at)
+	return at, err
+}
+
+// UserTokensNotBefore is the instant before which the user's tokens are
+// refused (the zero time: none are).
+func (s *Store) UserTokensNotBefore(ctx context.Context, tenantID, userID string) (time.Time, error) {
+	var at time.Time
+	err := s.db.QueryRow(ctx, `SELECT not_before FROM inbox_token_revocations WHERE tenant_id = $1 AND user_id = $2`,
+		tenantID, userID).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	return at, err
+}

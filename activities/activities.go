@@ -74,7 +74,8 @@ func (a *Activities) LoadRecipient(ctx context.Context, in contract.LoadRecipien
 // DeliverInApp stores the inbox row. The inbox's primary key is the delivery guard:
 // a retry after a crash inserts nothing and still reports delivered.
 func (a *Activities) DeliverInApp(ctx context.Context, in contract.DeliverInAppInput) (contract.DeliverResult, error) {
-	inserted, err := a.Store.DeliverToInbox(ctx, in.TenantID, in.UserID, in.NotificationID, in.Title, in.Body, in.ActionURL, in.AcceptedAt)
+	inserted, err := a.Store.DeliverToInbox(ctx, store.NewInboxItem{TenantID: in.TenantID, UserID: in.UserID,
+		NotificationID: in.NotificationID, Title: in.Title, Body: in.Body, ActionURL: in.ActionURL, Category: in.Category, CreatedAt: in.AcceptedAt})
 	if err != nil {
 		return contract.DeliverResult{}, err
 	}

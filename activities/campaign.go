@@ -28,6 +28,11 @@ import (
 // CampaignSendConcurrency bounds the provider calls one batch makes at once.
 const CampaignSendConcurrency = 16
 
+// DefaultInDoubtWait is how long an in-doubt provider channel (see
+// herald.ReasonInDoubt) waits for a receipt: SendGrid's "processed" event and
+// Twilio's status callback come within seconds of the accept.
+const DefaultInDoubtWait = 30 * time.Second
+
 // CampaignStart counts the audience and records the campaign running.
 func (a *Activities) CampaignStart(ctx context.Context, c contract.CampaignSpec) (contract.CampaignStartResult, error) {
 	known, unknown, err := a.Store.CountAudience(ctx, c.TenantID, c.AudienceKind, c.AudienceRef)
@@ -88,6 +93,9 @@ func (a *Activities) CampaignNextDue(ctx context.Context, c contract.CampaignSpe
 // channel) guard. Re-running a batch (a retry, a worker killed mid-way) sends
 // nothing twice: the guard rows say what was sent.
 func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatchInput) (contract.CampaignBatchResult, error) {
+	// Heartbeats all along (a rate-limit wait, a slow provider), so a worker that
+	// dies mid-batch is noticed within the heartbeat timeout.
+	defer keepHeartbeating(ctx, nil)()
 	c := in.Campaign
 	members, err := a.Store.AudiencePage(ctx, c.TenantID, c.AudienceKind, c.AudienceRef, in.After, in.Through, nil, max(in.Limit, 1))
 	if err != nil {
@@ -107,6 +115,7 @@ func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatc
 // CampaignPendingBatch handles up to Limit owed items that are due: deferred
 // channels (re-evaluated with the preferences as they are now) and retries.
 func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.CampaignPendingInput) (contract.CampaignPendingResult, error) {
+	defer keepHeartbeating(ctx, nil)()
 	c := in.Campaign
 	items, err := a.Store.DuePending(ctx, c.TenantID, c.CampaignID, time.Now(), max(in.Limit, 1))
 	if err != nil {
@@ -120,12 +129,13 @@ func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.Campa
 	for _, it := range items {
 		w := byUser[it.UserID]
 		if w == nil {
-			w = &recipientWork{id: it.NotificationID, attempt: it.Attempt, attempts: map[string]int{}}
+			w = &recipientWork{id: it.NotificationID, attempt: it.Attempt, attempts: map[string]int{}, doubtOver: map[string]bool{}}
 			byUser[it.UserID] = w
 			users = append(users, it.UserID)
 		}
 		w.channels = append(w.channels, it.Channel)
 		w.attempts[it.Channel] = it.Attempt
+		w.doubtOver[it.Channel] = it.Reason == herald.ReasonInDoubt
 	}
 	members, err := a.Store.AudiencePage(ctx, c.TenantID, c.AudienceKind, c.AudienceRef, "", "", users, len(users))
 	if err != nil {
@@ -178,6 +188,8 @@ type recipientWork struct {
 	// attempt is the delivery round of every channel (attempts, when set, per channel).
 	attempt  int
 	attempts map[string]int
+	// doubtOver: channels whose in-doubt wait is over (the guard decides now).
+	doubtOver map[string]bool
 }
 
 func (w recipientWork) attemptOf(ch string) int {
@@ -260,10 +272,26 @@ func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpe
 	for _, w := range work {
 		todo := make([]string, 0, len(w.channels))
 		for _, ch := range w.channels {
-			switch guard[w.id][ch] {
-			case herald.DeliverySent, herald.DeliveryDelivered, herald.DeliverySuppressed, herald.DeliveryCancelled, herald.DeliveryFailed:
+			g := guard[w.id][ch]
+			switch {
+			case g.Status == herald.DeliverySent || g.Status == herald.DeliveryDelivered || g.Status == herald.DeliverySuppressed ||
+				g.Status == herald.DeliveryCancelled || g.Status == herald.DeliveryFailed:
 				b.res.Duplicates++ // already decided, by an earlier run of this batch
+			case g.Status == herald.DeliverySending && herald.IsProviderChannel(ch) && g.Reason != herald.ReasonRetrying && !w.doubtOver[ch]:
+				// An earlier run marked it sending and never recorded the answer: the
+				// provider may have accepted. Wait for the receipt window first.
+				wait := c.InDoubtWait
+				if wait <= 0 {
+					wait = DefaultInDoubtWait
+				}
+				b.res.Retrying++
+				b.owed = append(b.owed, store.PendingItem{UserID: w.member.UserID, Channel: ch, NotificationID: w.id,
+					DueAt: b.now.Add(wait), Attempt: w.attemptOf(ch), Reason: herald.ReasonInDoubt})
 			default:
+				if g.Reason == herald.ReasonRetrying || g.Reason == herald.ReasonQuietHours {
+					// Its wait is over: from here on "sending" means a send in flight.
+					b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: w.id, Channel: ch, Status: g.Status, Reason: store.ClearReason})
+				}
 				todo = append(todo, ch)
 			}
 		}
@@ -282,7 +310,7 @@ func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpe
 			switch {
 			case ch == herald.ChannelInApp && r.InApp != nil:
 				inbox = append(inbox, store.InboxBatchItem{UserID: w.member.UserID, NotificationID: w.id,
-					Title: r.InApp.Title, Body: r.InApp.Body, ActionURL: r.InApp.ActionURL})
+					Title: r.InApp.Title, Body: r.InApp.Body, ActionURL: r.InApp.ActionURL, Category: c.Category})
 			case ch == herald.ChannelEmail && r.Email != nil:
 				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{Email: &contract.DeliverEmailInput{
 					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Email, Subject: r.Email.Subject, Text: r.Email.Text,
@@ -545,13 +573,15 @@ func (b *campaignBatch) failed(ctx context.Context, s providerSend, err error) e
 	if pe, ok := providers.AsError(err); ok && pe.RetryAfter > time.Duration(delay) {
 		delay = float64(pe.RetryAfter)
 	}
+	// Due from the batch's start, so a batch's retries fall due together and
+	// go out in one batch again.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.res.Retrying++
 	b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: s.channel, Status: herald.DeliverySending,
 		Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 	b.owed = append(b.owed, store.PendingItem{UserID: s.w.member.UserID, Channel: s.channel, NotificationID: s.w.id,
-		DueAt: time.Now().Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
+		DueAt: b.now.Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 	return nil
 }
 

@@ -56,6 +56,8 @@ const (
 	AuditListDelete            = "list.delete"
 	AuditTopicSubscribe        = "topic.subscribe"
 	AuditTopicUnsubscribe      = "topic.unsubscribe"
+	AuditInboxSettingsPut      = "inbox_settings.put"
+	AuditInboxSecretRotate     = "inbox_secret.rotate"
 	AuditWebhookEndpointCreate = "webhook_endpoint.create"
 	AuditWebhookEndpointUpdate = "webhook_endpoint.update"
 	AuditWebhookEndpointDelete = "webhook_endpoint.delete"
@@ -295,5 +297,6 @@ var auditActions = []string{
 	AuditDeadLetterRedrive, AuditDeadLetterBulkRedrive, AuditAPIKeyCreate, AuditAPIKeyRevoke, AuditUserPut,
 	AuditTenantLimitsPut, AuditCampaignCreate, AuditCampaignPause, AuditCampaignResume, AuditCampaignCancel,
 	AuditListCreate, AuditListDelete, AuditTopicSubscribe, AuditTopicUnsubscribe,
+	AuditInboxSettingsPut, AuditInboxSecretRotate,
 	AuditWebhookEndpointCreate, AuditWebhookEndpointUpdate, AuditWebhookEndpointDelete, AuditWebhookSecretRotate, AuditWebhookReplay,
 }

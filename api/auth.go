@@ -14,9 +14,29 @@ import (
 
 const tenantKey = "herald.tenant"
 
+const inboxStreamRoute = "/v1/users/:user_id/inbox/stream"
+
+// userTokenRoutes are the routes a user token opens (the user's inbox).
+var userTokenRoutes = map[string]bool{
+	"/v1/users/:user_id/inbox":                          true,
+	"/v1/users/:user_id/inbox/counts":                   true,
+	inboxStreamRoute:                                    true,
+	"/v1/users/:user_id/inbox/read-all":                 true,
+	"/v1/users/:user_id/inbox/seen-all":                 true,
+	"/v1/users/:user_id/inbox/:notification_id/:action": true,
+}
+
 // authenticate resolves "Authorization: Bearer <key>" to a tenant.
 func (s *Server) authenticate(c *gin.Context) {
 	h := c.GetHeader("Authorization")
+	if h == "" && c.FullPath() == inboxStreamRoute {
+		// EventSource cannot send headers: the stream takes the user token
+		// from ?access_token= too.
+		if tok := c.Query("access_token"); tok != "" {
+			s.authenticateUserToken(c, tok)
+			return
+		}
+	}
 	scheme, key, ok := strings.Cut(h, " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="herald"`)
@@ -25,6 +45,10 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	key = strings.TrimSpace(key)
+	if looksLikeJWT(key) {
+		s.authenticateUserToken(c, key)
+		return
+	}
 	cacheKey := hex.EncodeToString(store.HashAPIKey(key))
 	if s.tenants != nil {
 		if t, ok := s.tenants.Get(cacheKey); ok {

@@ -349,7 +349,7 @@ func (s *Server) startCampaign(c *gin.Context, cp store.Campaign, created bool) 
 		s.abort(c, err)
 		return
 	}
-	in.PageSize, in.Window = s.cfg.CampaignPageSize, s.cfg.CampaignWindow
+	in.PageSize, in.Window, in.Spec.InDoubtWait = s.cfg.CampaignPageSize, s.cfg.CampaignWindow, s.cfg.CampaignInDoubtWait
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
 	_, err = s.temporal.ExecuteWorkflow(ctx, CampaignStartOptions(cp, s.cfg.TaskQueue), workflows.CampaignWorkflow, in)

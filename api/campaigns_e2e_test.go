@@ -85,17 +85,17 @@ func sandboxPerNotification(t *testing.T, tenantID string) map[string]int {
 	return out
 }
 
-// TestCampaignInlineAudienceDeliversOnce: a 600-recipient inline campaign (in
-// batches of 50, four at once) gives every recipient exactly one inbox row and
+// TestCampaignInlineAudienceDeliversOnce: a 5,000-recipient inline campaign (in
+// batches of 250, four at once) gives every recipient exactly one inbox row and
 // one email; an opted-out user's email is suppressed with its reason, a user in
 // quiet hours gets the inbox now and the email deferred (not dropped); each
 // recipient's notification is visible by its derived id; running a batch again
 // sends nothing (the delivery guard); the same campaign key answers the same
 // campaign; another tenant can neither see nor control it.
 func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
-	h := apitest.Start(t, apitest.Options{CampaignPageSize: 50, CampaignWindow: 4})
+	h := apitest.Start(t, apitest.Options{CampaignPageSize: 250, CampaignWindow: 4})
 	tenantID, key := h.TenantWith("campaigns", "promo")
-	users := campaignUsers(t, h, tenantID, "u", 600)
+	users := campaignUsers(t, h, tenantID, "u", 5000)
 	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/u00007/preferences", key, map[string]any{"channels": map[string]any{"email": false}})
 	now := time.Now().UTC()
 	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/u00011/preferences", key, map[string]any{"quiet_hours": map[string]any{
@@ -116,29 +116,34 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	h.Eventually(90*time.Second, "every recipient handled", func() bool {
 		done = h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/spring-sale", key, nil)
 		e := counts(t, done, "email")
-		return num(e, "sent")+num(e, "deferred") == 599
+		return num(e, "sent")+num(e, "deferred") == 4999
 	})
 	if done.Str("status") != herald.CampaignRunning {
 		t.Fatalf("a campaign owing a deferred email is still running: %s", done.Body)
 	}
 	inApp, email := counts(t, done, "in_app"), counts(t, done, "email")
-	if num(inApp, "delivered") != 600 || num(email, "sent") != 598 || num(email, "deferred") != 1 ||
-		int(email["suppressed"].(map[string]any)[herald.ReasonOptedOutChannel].(float64)) != 1 || num(done.JSON, "recipients_processed") != 600 {
+	if num(inApp, "delivered") != 5000 || num(email, "sent") != 4998 || num(email, "deferred") != 1 ||
+		int(email["suppressed"].(map[string]any)[herald.ReasonOptedOutChannel].(float64)) != 1 || num(done.JSON, "recipients_processed") != 5000 {
 		t.Fatalf("counts: %s", done.Body)
 	}
-	if a := done.JSON["audience"].(map[string]any); a["size"].(float64) != 600 {
+	if a := done.JSON["audience"].(map[string]any); a["size"].(float64) != 5000 {
 		t.Fatalf("audience: %s", done.Body)
 	}
 
 	// Exactly one email per recipient that got one, none for the opted-out user.
 	sent := sandboxPerNotification(t, tenantID)
-	if len(sent) != 598 {
-		t.Fatalf("%d recipients got an email, want 598", len(sent))
+	if len(sent) != 4998 {
+		t.Fatalf("%d recipients got an email, want 4998", len(sent))
 	}
 	for id, n := range sent {
 		if n != 1 {
 			t.Fatalf("notification %s: %d emails", id, n)
 		}
+	}
+	var inboxRows, inboxUsers int
+	if err := testenv.Pool(t).QueryRow(context.Background(), `SELECT count(*), count(DISTINCT user_id) FROM inbox WHERE tenant_id = $1`,
+		tenantID).Scan(&inboxRows, &inboxUsers); err != nil || inboxRows != 5000 || inboxUsers != 5000 {
+		t.Fatalf("inbox rows %d of %d users (%v), want one each for 5000", inboxRows, inboxUsers, err)
 	}
 	opted := ids.CampaignNotificationID(tenantID, "spring-sale", "u00007")
 	if sent[opted] != 0 {
@@ -171,7 +176,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	var env testsuite.WorkflowTestSuite
 	aenv := env.NewTestActivityEnvironment()
 	aenv.RegisterActivity(h.Activities())
-	val, err := aenv.ExecuteActivity(contract.CampaignBatch, contract.CampaignBatchInput{Campaign: in.Spec, After: "", Through: "u00049", Limit: 50})
+	val, err := aenv.ExecuteActivity(contract.CampaignBatch, contract.CampaignBatchInput{Campaign: in.Spec, After: "", Through: "u00249", Limit: 250})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,13 +184,36 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	if err := val.Get(&res); err != nil {
 		t.Fatal(err)
 	}
-	// 50 inbox rows and 49 emails already decided (48 sent, 1 suppressed); the
-	// quiet-hours email is deferred again, not sent.
-	if res.Recipients != 50 || res.Delivered != 0 || res.Duplicates != 99 || res.Deferred != 1 {
+	// 250 inbox rows and 249 emails already decided (248 sent, 1 suppressed);
+	// the quiet-hours email is deferred again, not sent.
+	if res.Recipients != 250 || res.Delivered != 0 || res.Duplicates != 499 || res.Deferred != 1 {
 		t.Fatalf("re-run batch: %+v", res)
 	}
-	if after := sandboxPerNotification(t, tenantID); len(after) != 598 || after[ids.CampaignNotificationID(tenantID, "spring-sale", "u00000")] != 1 {
+	if after := sandboxPerNotification(t, tenantID); len(after) != 4998 || after[ids.CampaignNotificationID(tenantID, "spring-sale", "u00000")] != 1 {
 		t.Fatalf("re-run batch sent again: %d recipients", len(after))
+	}
+	// An email left "sending" (the worker died after the provider accepted and
+	// before "sent" was recorded) is in doubt: a re-run does not send it but owes
+	// it, after the receipt window, to the guard.
+	doubt := ids.CampaignNotificationID(tenantID, "spring-sale", "u00001")
+	pool := testenv.Pool(t)
+	if _, err := pool.Exec(context.Background(), `UPDATE deliveries SET status = 'sending', reason = NULL WHERE notification_id = $1 AND channel = 'email'`, doubt); err != nil {
+		t.Fatal(err)
+	}
+	val, err = aenv.ExecuteActivity(contract.CampaignBatch, contract.CampaignBatchInput{Campaign: in.Spec, After: "", Through: "u00249", Limit: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = contract.CampaignBatchResult{}
+	if err := val.Get(&res); err != nil || res.Retrying != 1 || res.Delivered != 0 {
+		t.Fatalf("re-run with an in-doubt email: %+v %v", res, err)
+	}
+	var reason string
+	if err := pool.QueryRow(context.Background(), `SELECT reason FROM campaign_pending WHERE notification_id = $1 AND channel = 'email'`, doubt).Scan(&reason); err != nil || reason != herald.ReasonInDoubt {
+		t.Fatalf("in-doubt email owed as %q (%v)", reason, err)
+	}
+	if after := sandboxPerNotification(t, tenantID); after[doubt] != 1 {
+		t.Fatalf("the in-doubt email was sent again")
 	}
 
 	// Tenant isolation.
@@ -206,7 +234,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	}
 	ended := awaitCampaign(h, key, "spring-sale", herald.CampaignCancelled, 30*time.Second)
 	h.AwaitChannel(key, quiet, "email", herald.DeliveryCancelled, herald.ReasonCancelled, 10*time.Second)
-	if e := counts(t, ended, "email"); num(e, "sent") != 598 || num(e, "deferred") != 0 {
+	if e := counts(t, ended, "email"); num(e, "sent") != 4997 || num(e, "deferred") != 0 || num(e, "cancelled") != 2 {
 		t.Fatalf("after cancel: %s", ended.Body)
 	}
 	// A finished campaign cannot be controlled.
@@ -453,5 +481,46 @@ func TestCampaignProviderBatchesAndRetries(t *testing.T) {
 	}
 	if f.Twilio.Calls() < n+n/10 {
 		t.Fatalf("twilio saw %d calls; the failed tenth was not retried?", f.Twilio.Calls())
+	}
+}
+
+// TestCampaignDeadLettersAndRedrive: with the tenant's email policy at 2
+// attempts and SendGrid down, every recipient's email is retried once, then
+// dead-lettered; the campaign completes with them counted, and a redrive after
+// the provider recovered sends one exactly once.
+func TestCampaignDeadLettersAndRedrive(t *testing.T) {
+	e := startFailEnv(t, 10*time.Second)
+	e.retries(t, map[string]any{"email": map[string]any{"initial_interval": "100ms", "backoff_coefficient": 2,
+		"maximum_interval": "1s", "maximum_attempts": 2, "expiration": "1m"}})
+	e.h.Template(e.key, apitest.SimpleTemplate("promo"))
+	campaignUsers(t, e.h, e.tenantID, "dl", 20)
+	users := make([]string, 20)
+	for i := range users {
+		users[i] = fmt.Sprintf("dl%05d", i)
+	}
+	e.sg.Always(providertest.Fail500())
+	e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", e.key, map[string]any{"campaign_id": "outage", "template_id": "promo",
+		"channels": []string{"in_app", "email"}, "audience": map[string]any{"user_ids": users}})
+	done := awaitCampaign(e.h, e.key, "outage", herald.CampaignCompleted, 60*time.Second)
+	if em := counts(t, done, "email"); num(em, "dead_lettered") != 20 || num(em, "sent") != 0 || num(counts(t, done, "in_app"), "delivered") != 20 {
+		t.Fatalf("counts: %s", done.Body)
+	}
+	if calls := e.sg.Calls(); calls != 2 {
+		t.Fatalf("SendGrid saw %d mail sends, want 2 (one batch, retried once)", calls)
+	}
+	id := ids.CampaignNotificationID(e.tenantID, "outage", users[0])
+	d := deadLetterOf(deadLetters(t, e.h, e.key, ""), id, "email")
+	if d == nil || len(deadLetters(t, e.h, e.key, "")) != 20 {
+		t.Fatalf("dead letters: %v", deadLetters(t, e.h, e.key, ""))
+	}
+	e.sg.Recover()
+	e.h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/"+dlID(d)+"/redrive", e.key, nil)
+	e.h.AwaitChannel(e.key, id, "email", herald.DeliverySent, "", 20*time.Second)
+	if got := len(apitest.MailsFor(t, e.sg, id)); got != 1 {
+		t.Fatalf("redrive: %d emails accepted for %s", got, id)
+	}
+	after := e.h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/outage", e.key, nil)
+	if em := counts(t, after, "email"); num(em, "sent") != 1 || num(em, "dead_lettered") != 19 {
+		t.Fatalf("after the redrive: %s", after.Body)
 	}
 }

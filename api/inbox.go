@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,9 @@ const (
 	MaxInboxLimit     = 100
 )
 
-// listInbox pages a user's inbox newest first with an opaque keyset cursor.
+// listInbox pages a user's inbox newest first with an opaque keyset cursor, with
+// the user's counts. Filters: read, seen, archived (default false: the feed;
+// true: the archive) and category.
 func (s *Server) listInbox(c *gin.Context) {
 	tenantID, userID, ok := s.knownUser(c)
 	if !ok {
@@ -36,13 +39,35 @@ func (s *Server) listInbox(c *gin.Context) {
 		}
 		q.Limit = n
 	}
-	if v := c.Query("unread"); v != "" {
+	for _, f := range []struct {
+		name string
+		dst  **bool
+		not  bool
+	}{{"read", &q.Read, false}, {"unread", &q.Read, true}, {"seen", &q.Seen, false}, {"archived", &q.Archived, false}} {
+		v := c.Query(f.name)
+		if v == "" {
+			continue
+		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			s.abort(c, badField("unread", "invalid_field", "unread must be true or false"))
+			s.abort(c, badField(f.name, "invalid_field", "%s must be true or false", f.name))
 			return
 		}
-		q.UnreadOnly = b
+		if f.not {
+			b = !b
+		}
+		if *f.dst != nil && **f.dst != b {
+			s.abort(c, badField(f.name, "invalid_field", "read and unread contradict each other"))
+			return
+		}
+		*f.dst = &b
+	}
+	if v, ok := c.GetQuery("category"); ok {
+		if len(v) > 128 {
+			s.abort(c, badField("category", "invalid_field", "category must be at most 128 bytes"))
+			return
+		}
+		q.Category = &v
 	}
 	if v := c.Query("cursor"); v != "" {
 		cur, err := decodeCursor(v)
@@ -57,6 +82,11 @@ func (s *Server) listInbox(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
+	counts, _, err := s.store.GetInboxCounts(c.Request.Context(), tenantID, userID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
 	if items == nil {
 		items = []store.InboxItem{}
 	}
@@ -66,12 +96,34 @@ func (s *Server) listInbox(c *gin.Context) {
 		cur := encodeCursor(store.InboxCursor{CreatedAt: last.CreatedAt, NotificationID: last.NotificationID})
 		next = &cur
 	}
-	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next, "counts": counts})
 }
 
-func (s *Server) markRead(c *gin.Context) {
+// getInboxCounts is GET /v1/users/{user_id}/inbox/counts.
+func (s *Server) getInboxCounts(c *gin.Context) {
 	tenantID, userID, ok := s.knownUser(c)
 	if !ok {
+		return
+	}
+	counts, _, err := s.store.GetInboxCounts(c.Request.Context(), tenantID, userID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"counts": counts})
+}
+
+// inboxAction is POST /v1/users/{user_id}/inbox/{notification_id}/{action}
+// (herald.InboxActions): the item as it now is. The read answer keeps its
+// original shape (the item's fields at the top level) and adds counts.
+func (s *Server) inboxAction(c *gin.Context) {
+	tenantID, userID, ok := s.knownUser(c)
+	if !ok {
+		return
+	}
+	action := c.Param("action")
+	if !slices.Contains(herald.InboxActions, action) {
+		s.abort(c, notFound("route"))
 		return
 	}
 	id := c.Param("notification_id")
@@ -79,7 +131,7 @@ func (s *Server) markRead(c *gin.Context) {
 		s.abort(c, badField("notification_id", "invalid_field", "notification_id is not a Herald notification id"))
 		return
 	}
-	it, err := s.store.MarkInboxRead(c.Request.Context(), tenantID, userID, id)
+	it, counts, err := s.store.UpdateInboxItem(c.Request.Context(), tenantID, userID, id, action)
 	if errors.Is(err, herald.ErrNotFound) {
 		s.abort(c, notFound("inbox item"))
 		return
@@ -88,7 +140,26 @@ func (s *Server) markRead(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, it)
+	c.JSON(http.StatusOK, struct {
+		store.InboxItem
+		Counts store.InboxCounts `json:"counts"`
+	}{it, counts})
+}
+
+// markAll is POST /v1/users/{user_id}/inbox/read-all and .../seen-all.
+func (s *Server) markAll(read bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		tenantID, userID, ok := s.knownUser(c)
+		if !ok {
+			return
+		}
+		counts, changed, err := s.store.MarkAllInbox(c.Request.Context(), tenantID, userID, read)
+		if err != nil {
+			s.abort(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"changed": changed, "counts": counts})
+	}
 }
 
 // knownUser validates the path's user_id and answers 404 for a user the tenant does
@@ -100,6 +171,12 @@ func (s *Server) knownUser(c *gin.Context) (tenantID, userID string, ok bool) {
 		return "", "", false
 	}
 	tenantID = tenantOf(c).ID
+	if sub, ok := tokenUser(c); ok && sub != userID {
+		// A user token opens its own user's inbox only; another user's looks
+		// exactly like a missing one.
+		s.abort(c, notFound("user"))
+		return "", "", false
+	}
 	exists, err := s.userExists(c, tenantID, userID)
 	if err != nil {
 		s.abort(c, err)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,8 +16,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
+	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
@@ -60,6 +63,16 @@ type Config struct {
 	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
 	// (/v1/operator/...); "" turns it off (404).
 	OperatorKey string
+
+	// UserTokenKey signs and verifies user tokens (empty: user tokens off);
+	// InboxSecrets seals the tenants' inbox HMAC secrets (nil: off). See
+	// user_tokens.go.
+	UserTokenKey []byte
+	InboxSecrets *secrets.Keyring
+	// InboxHub wakes the inbox streams of this process (nil: streams off);
+	// InboxHeartbeat is the streams' heartbeat (0: DefaultInboxHeartbeat).
+	InboxHub       *inboxlive.Hub
+	InboxHeartbeat time.Duration
 	// Metrics records requests and submissions and is served at GET /metrics;
 	// nil records nothing and serves no /metrics.
 	Metrics *metrics.Metrics
@@ -69,6 +82,8 @@ type Config struct {
 	// workflow's defaults).
 	CampaignPageSize int
 	CampaignWindow   int
+	// CampaignInDoubtWait: see contract.CampaignSpec.InDoubtWait.
+	CampaignInDoubtWait time.Duration
 }
 
 // TemplateCacheTTL bounds how long another API replica may keep accepting with the
@@ -91,17 +106,31 @@ type Server struct {
 	templates *expirable.LRU[string, store.TemplateRecord]
 	// public holds the buckets of Config.PublicLimits.
 	public *publicLimiter
+	// hub is Config.InboxHub; inboxSettings caches the tenants' allowed origins.
+	hub           *inboxlive.Hub
+	inboxSettings *expirable.LRU[string, []string]
+	// closing ends every open stream (CloseStreams, on shutdown).
+	closing   chan struct{}
+	closeOnce sync.Once
 	// leases hands out Config.Limiter's bucket tokens in leases (nil without a
 	// Limiter).
 	leases *ratelimit.Leases
 }
 
+// CloseStreams ends every open inbox stream (their clients reconnect, with
+// Last-Event-ID, to another replica): http.Server.Shutdown waits for requests
+// to finish, and a stream never would. Register it with RegisterOnShutdown.
+func (s *Server) CloseStreams() { s.closeOnce.Do(func() { close(s.closing) }) }
+
 // New builds the API server.
 func New(st *store.Store, tc client.Client, cfg Config, log *slog.Logger) *Server {
 	s := &Server{store: st, temporal: tc, cfg: cfg, log: log,
-		settings:  expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second),
-		templates: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL),
-		public:    newPublicLimiter(cfg.PublicLimits)}
+		settings:      expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second),
+		templates:     expirable.NewLRU[string, store.TemplateRecord](10_000, nil, TemplateCacheTTL),
+		public:        newPublicLimiter(cfg.PublicLimits),
+		hub:           cfg.InboxHub,
+		closing:       make(chan struct{}),
+		inboxSettings: expirable.NewLRU[string, []string](10_000, nil, 5*time.Second)}
 	if cfg.Limiter != nil {
 		s.leases = ratelimit.NewLeases(cfg.Limiter, cfg.LeaseWindow, 0)
 	}
@@ -117,7 +146,7 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.accessLog, s.recoverJSON)
+	r.Use(s.accessLog, s.recoverJSON, s.preflight)
 	r.NoRoute(func(c *gin.Context) { s.abort(c, notFound("route")) })
 	r.NoMethod(func(c *gin.Context) {
 		s.abort(c, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: c.Request.Method + " is not allowed here"})
@@ -138,9 +167,17 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/dead-letters/:dead_letter_id/redrive", s.limitCost("tenant-redrive:", s.cfg.CostLimits.Redrive, "redrives"), s.audited(AuditDeadLetterRedrive, auditFields), s.redriveDeadLetter)
 	v1.PUT("/users/:user_id", s.audited(AuditUserPut, auditFieldNames), s.putUser)
 	v1.GET("/users/:user_id", s.getUser)
-	v1.GET("/users/:user_id/inbox", s.listInbox)
+	v1.POST("/users/:user_id/token", s.mintUserToken)
+	v1.GET("/users/:user_id/inbox", s.inboxCORS, s.listInbox)
+	v1.GET("/users/:user_id/inbox/counts", s.inboxCORS, s.getInboxCounts)
+	v1.GET("/users/:user_id/inbox/stream", s.inboxCORS, s.inboxStream)
+	v1.POST("/users/:user_id/inbox/read-all", s.inboxCORS, s.markAll(true))
+	v1.POST("/users/:user_id/inbox/seen-all", s.inboxCORS, s.markAll(false))
+	v1.POST("/users/:user_id/inbox/:notification_id/:action", s.inboxCORS, s.inboxAction)
+	v1.GET("/inbox/settings", s.getInboxSettings)
+	v1.PUT("/inbox/settings", s.audited(AuditInboxSettingsPut, auditFields), s.putInboxSettings)
+	v1.POST("/inbox/secret", s.audited(AuditInboxSecretRotate, auditFields), s.rotateInboxSecret)
 	v1.GET("/users/:user_id/notifications", s.listUserNotifications)
-	v1.POST("/users/:user_id/inbox/:notification_id/read", s.markRead)
 	v1.GET("/api-keys", s.listAPIKeys)
 	v1.POST("/api-keys", s.audited(AuditAPIKeyCreate, auditFields), s.createAPIKey)
 	v1.DELETE("/api-keys/:api_key_id", s.audited(AuditAPIKeyRevoke, auditFields), s.revokeAPIKey)
@@ -187,6 +224,9 @@ func (s *Server) Handler() http.Handler {
 	v1.DELETE("/topics/:topic/subscribers/:user_id", s.audited(AuditTopicUnsubscribe, auditFields), s.removeTopicSubscriber)
 	r.GET(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.getUnsubscribe)
 	r.POST(unsubscribe.Path, s.limitPublic("unsubscribe", MaxBodyBytes, false), s.postUnsubscribe)
+	r.POST("/v1/inbox/session", s.limitPublic("inbox-session", MaxBodyBytes, false), s.inboxSession)
+	r.GET(InboxComponentPath, serveInboxComponent)
+	r.GET(InboxDemoPath, s.serveInboxDemo)
 	r.GET("/v1/sandbox/messages", s.sandboxOn, s.authenticate, s.listSandboxMessages)
 	op := r.Group("/v1/operator", s.operatorAuth)
 	op.GET("/tenants/:tenant_id/limits", s.getTenantLimits)

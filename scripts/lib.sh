@@ -161,6 +161,36 @@ ensure_staticcheck() {
 	fi
 }
 
+# chromium_bin: the headless browser the inbox component's browser test drives
+# (HERALD_CHROMIUM overrides).
+chromium_bin() {
+	local c
+	for c in "${HERALD_CHROMIUM:-}" chromium chromium-browser; do
+		[[ -n "$c" ]] || continue
+		if command -v "$c" >/dev/null 2>&1; then
+			command -v "$c"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# ensure_chromium: Debian's chromium for the browser test (`make test` only),
+# installed like PostgreSQL when missing. In CI a failure is fatal (the browser
+# test must run there); elsewhere it is a warning and the test skips.
+ensure_chromium() {
+	if chromium_bin >/dev/null; then
+		return 0
+	fi
+	if (apt_install chromium) && chromium_bin >/dev/null; then
+		return 0
+	fi
+	if [[ -n "${CI:-}" ]]; then
+		die "could not install chromium, which the inbox browser test needs in CI"
+	fi
+	warn "chromium is not installed and could not be installed: the inbox browser test will be skipped"
+}
+
 ensure_tools() {
 	ensure_go
 	ensure_temporal_cli

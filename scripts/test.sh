@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: everything CI checks, from a fresh machine.
 #
-#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck, bin/staticcheck (scripts/ensure-tools.sh)
+#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck, bin/staticcheck (scripts/ensure-tools.sh),
+#      and Debian's chromium for the inbox component's browser test (installed when missing)
 #   2. throwaway services, wiped first: PostgreSQL 127.0.0.1:55433 (database herald_test,
 #      data .herald/test/pg) and an in-memory headless Temporal dev server 127.0.0.1:7243
 #      (log .herald/test/temporal.log); always stopped on exit
@@ -32,6 +33,11 @@ trap 'exit 129' HUP
 
 started_at=$SECONDS
 ensure_tools
+ensure_chromium
+if chromium_bin >/dev/null; then
+	HERALD_CHROMIUM="$(chromium_bin)"
+	export HERALD_CHROMIUM
+fi
 test_services_start
 export HERALD_TEST_DATABASE_URL="$TEST_DATABASE_URL"
 export HERALD_TEST_TEMPORAL_ADDRESS="$TEST_TEMPORAL_ADDRESS"

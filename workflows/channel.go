@@ -150,7 +150,7 @@ func (w *notification) deliverChannel(ctx workflow.Context, channel string, r co
 	case channel == herald.ChannelInApp && c.InApp != nil:
 		w.finishDelivery(ctx, channel, w.db(ctx, contract.DeliverInApp, contract.DeliverInAppInput{
 			TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.InApp.Title, Body: c.InApp.Body,
-			ActionURL: c.InApp.ActionURL, AcceptedAt: w.state.AcceptedAt}), p)
+			ActionURL: c.InApp.ActionURL, Category: w.in.Category, AcceptedAt: w.state.AcceptedAt}), p)
 		return
 	case channel == herald.ChannelEmail && c.Email != nil:
 		if w.recipient.Email == "" {

@@ -92,7 +92,9 @@ type DeliverInAppInput struct {
 	Title          string
 	Body           string
 	ActionURL      string
-	AcceptedAt     time.Time
+	// Category is the template's (the inbox filters by it).
+	Category   string
+	AcceptedAt time.Time
 }
 
 // DeliverResult reports a channel's outcome.
@@ -381,6 +383,10 @@ type CampaignSpec struct {
 	Data         templates.Data
 	AudienceKind string
 	AudienceRef  string
+	// InDoubtWait is how long a provider channel found "sending" by a re-run
+	// batch waits for the provider's receipt before it is sent again (0: the
+	// default, activities.DefaultInDoubtWait).
+	InDoubtWait time.Duration
 }
 
 // CampaignStartResult is the audience as the campaign starts.

@@ -56,6 +56,10 @@ type options struct {
 	chunks                 int
 	temporalGzip           bool
 	signals                string
+	// inboxStreams runs the inbox stream bench instead (inbox_streams.go);
+	// inboxAPIChild is that bench's child process.
+	inboxStreams, inboxAPIChild bool
+	stream                      inboxStreamOptions
 }
 
 // inboxPage is the inbox page the bench reads; it keeps every bench user's inbox
@@ -101,6 +105,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.temporalGzip, "temporal-gzip", true, "what-if: false sends the Temporal client's gRPC requests uncompressed (the SDK, and so cmd/herald, gzips them by default)")
 	fs.StringVar(&o.signals, "signals", "metrics", "self-host: off (no metrics, no tracing), metrics (what herald runs with by default: Prometheus metrics, SDK metrics, tracing off) or all (metrics + tracing with every span sampled and batched to a discarding exporter, or OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set)")
 	fs.BoolVar(&o.workersAfterB, "workers-after-b", false, "self-host diagnostic: start the Herald worker and the empty workflow's worker only after (b), so (a) and (b) measure starts with no delivery work running beside them")
+	fs.BoolVar(&o.inboxStreams, "inbox-streams", false, "run the inbox stream bench instead: accept → stream event latency at the client, at the max rate and half of it, and the cost of idle streams (see inbox_streams.go)")
+	fs.BoolVar(&o.inboxAPIChild, "inbox-api-child", false, "internal: the -inbox-streams bench's Herald process")
+	addInboxStreamFlags(fs, &o.stream)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -230,6 +237,9 @@ func main() {
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "-campaign" || args[0] == "--campaign") {
+		return campaignMain(args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -237,6 +247,12 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "herald-bench:", err)
 		return 2
+	}
+	switch {
+	case o.inboxAPIChild:
+		return runInboxAPIChild(stdout, stderr)
+	case o.inboxStreams:
+		return runInboxStreamBench(args, o.stream, o.reqTimeout, o.jsonOut, stdout, stderr)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

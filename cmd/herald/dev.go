@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/herald-notify/herald/api"
+	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/secrets"
@@ -58,17 +61,26 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	if err == nil {
 		err = ensureDemoTemplate(ctx, st, t.ID)
 	}
+	if err == nil {
+		err = ensureDemoUser(ctx, st, t.ID)
+	}
 	pool.Close()
 	if err != nil {
 		return err
 	}
 	base := "http://" + strings.Replace(cfg.HTTPAddr, "0.0.0.0", "127.0.0.1", 1)
+	demo, err := inboxDemoURL(base, t.ID)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, `
 Herald dev stack
   tenant:      %s (%s)
   API key:     %s   (%s)
   API:         %s   (OpenAPI: %s/openapi.yaml)
   Temporal UI: http://127.0.0.1:8233/namespaces/%s/workflows
+  Inbox demo:  %s
+               (<herald-inbox> for user ada, live; the link's token is valid for 24 hours)
 
 Try it:
   export HERALD_KEY=%s
@@ -78,8 +90,32 @@ Try it:
   curl -s %s/v1/sandbox/messages -H "Authorization: Bearer $HERALD_KEY"   # the email and SMS the sandbox provider "sent"
   curl -s %s/v1/templates/welcome -H "Authorization: Bearer $HERALD_KEY"  # the demo template
 
-`, t.Name, t.ID, key, keyNote, base, base, cfg.TemporalNamespace, key, base, base, base, base, base)
+`, t.Name, t.ID, key, keyNote, base, base, cfg.TemporalNamespace, demo, key, base, base, base, base, base)
 	return runServices(ctx, cfg, logger, true, true)
+}
+
+// demoUser is the user the demo page shows the inbox of.
+const demoUser = "ada"
+
+// ensureDemoUser creates ada (without addresses) unless she exists, so the
+// inbox demo works before the first curl.
+func ensureDemoUser(ctx context.Context, st *store.Store, tenantID string) error {
+	ok, err := st.UserExists(ctx, tenantID, demoUser)
+	if err != nil || ok {
+		return err
+	}
+	_, _, err = st.UpsertUser(ctx, store.User{TenantID: tenantID, UserID: demoUser})
+	return err
+}
+
+// inboxDemoURL is the demo page with a fresh 24-hour user token for ada in its
+// fragment (which the browser never sends to a server).
+func inboxDemoURL(base, tenantID string) (string, error) {
+	tok, _, err := api.MintUserToken(app.UserTokenKey(os.Getenv(secrets.EnvKey)), tenantID, demoUser, time.Now(), api.MaxUserTokenTTL)
+	if err != nil {
+		return "", err
+	}
+	return base + api.InboxDemoPath + "#user=" + demoUser + "&token=" + tok, nil
 }
 
 // devSecretsKeyFile keeps the dev stack's provider-secrets key across restarts

@@ -24,6 +24,9 @@ import (
 func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, withAPI, withWorker bool) error {
 	pool, err := store.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped (SIGTERM) while connecting: nothing ran, nothing to drain
+		}
 		return err
 	}
 	defer pool.Close()

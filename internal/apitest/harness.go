@@ -25,6 +25,7 @@ import (
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -50,6 +51,7 @@ type Harness struct {
 	OperatorKey string
 
 	app       *app.App
+	newApp    func() (*app.App, error) // another API process on the same services
 	Temporal  client.Client
 	TaskQueue string
 	HTTP      *http.Client
@@ -77,8 +79,14 @@ type Options struct {
 	// NoOperatorAPI runs without HERALD_OPERATOR_KEY: the operator API answers
 	// 404. Otherwise the harness makes a key (Harness.OperatorKey).
 	NoOperatorAPI bool
+	// InboxHeartbeat is the inbox streams' heartbeat (0: the default, 15 s);
+	// InboxStreams their limits (zero fields: the defaults).
+	InboxHeartbeat time.Duration
+	InboxStreams   inboxlive.Limits
 	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
 	CampaignPageSize, CampaignWindow int
+	// CampaignInDoubtWait replaces the 30 s receipt wait of in-doubt sends (0: keep it).
+	CampaignInDoubtWait time.Duration
 	// Logger receives the API's logs (access log included); nil: warnings and
 	// errors on stderr.
 	Logger *slog.Logger
@@ -131,11 +139,17 @@ func Start(t testing.TB, opts Options) *Harness {
 		WebhookRetryInitial:     or(opts.WebhookRetry.Initial, 100*time.Millisecond),
 		WebhookRetryMaxInterval: or(opts.WebhookRetry.MaxInterval, time.Second),
 		WebhookRetryFor:         or(opts.WebhookRetry.For, time.Minute), WebhookTimeout: 5 * time.Second,
-		CampaignPageSize: opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow,
+		CampaignPageSize: opts.CampaignPageSize, CampaignWindow: opts.CampaignWindow, CampaignInDoubtWait: opts.CampaignInDoubtWait,
+		InboxHeartbeat:      opts.InboxHeartbeat,
+		InboxStreamsPerUser: opts.InboxStreams.PerUser, InboxStreamsPerTenant: opts.InboxStreams.PerTenant,
+		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
 	}
-	h.app, err = app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
-		ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
-		Tracing: opts.Tracing})
+	h.newApp = func() (*app.App, error) {
+		return app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
+			ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
+			Tracing: opts.Tracing})
+	}
+	h.app, err = h.newApp()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +163,38 @@ func Start(t testing.TB, opts Options) *Harness {
 	h.URL = srv.URL
 	return h
 }
+
+// Replica serves another API process (its own handler, caches and inbox
+// listener) on the same database and Temporal, like a second replica behind a
+// load balancer, and returns its base URL.
+func (h *Harness) Replica() string {
+	h.T.Helper()
+	a, err := h.newApp()
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	h.T.Cleanup(a.Close)
+	srv := httptest.NewServer(a.Handler())
+	h.T.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Handler is the harness API's HTTP handler (to serve it under other server settings).
+func (h *Harness) Handler() http.Handler { return h.app.Handler() }
+
+// InboxStreamsOpen is how many inbox streams the harness's API process holds open.
+func (h *Harness) InboxStreamsOpen() int { return h.app.InboxHub().Open() }
+
+// UserToken mints a user token for userID with the tenant key (POST
+// /v1/users/{user_id}/token, which must answer 201).
+func (h *Harness) UserToken(key, userID string) string {
+	h.T.Helper()
+	return h.MustDo(http.StatusCreated, http.MethodPost, "/v1/users/"+userID+"/token", key, nil).Str("token")
+}
+
+// UserTokenKey is the key this harness's API signs user tokens with (tests
+// forge expired tokens with it).
+func (h *Harness) UserTokenKey() []byte { return app.UserTokenKey(h.SecretsKey) }
 
 func or(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -226,6 +272,12 @@ func (r Response) ErrorField() (field, code string) {
 // and checks the response against the OpenAPI document.
 func (h *Harness) Do(method, path, key string, body any, headers ...string) Response {
 	h.T.Helper()
+	return h.DoAt(h.URL, method, path, key, body, headers...)
+}
+
+// DoAt is Do against another API process (base: a Replica's URL).
+func (h *Harness) DoAt(base, method, path, key string, body any, headers ...string) Response {
+	h.T.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -240,7 +292,7 @@ func (h *Harness) Do(method, path, key string, body any, headers ...string) Resp
 		}
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, h.URL+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		h.T.Fatalf("new request: %v", err)
 	}

@@ -32,6 +32,10 @@ var (
 // loadOpenAPI parses and validates the embedded document and builds a router over it.
 func loadOpenAPI() (*openAPISpec, error) {
 	specOnce.Do(func() {
+		// The non-JSON answers: the inbox stream, the component and its demo page.
+		for _, ct := range []string{"text/event-stream", "text/javascript", "text/html"} {
+			openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
+		}
 		loader := openapi3.NewLoader()
 		doc, err := loader.LoadFromData(api.OpenAPIDocument)
 		if err != nil {

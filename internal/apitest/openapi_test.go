@@ -233,8 +233,10 @@ func TestOpenAPIGetNotification(t *testing.T) {
 func TestOpenAPIUsersAndInbox(t *testing.T) {
 	user := `{"user_id":"u1","name":null,"email":"ada@example.com","phone":null,"locale":"en-US","timezone":null,` +
 		`"created_at":"2026-05-01T10:00:00Z","updated_at":"2026-05-01T10:00:00Z"}`
-	item := `{"notification_id":"` + testNotificationID + `","title":"Hi","body":"Hello","action_url":null,"created_at":"2026-05-01T10:00:00Z",` +
-		`"read_at":null,"seen_at":null,"archived_at":null}`
+	item := `{"notification_id":"` + testNotificationID + `","title":"Hi","body":"Hello","action_url":null,"category":"",` +
+		`"created_at":"2026-05-01T10:00:00Z","read_at":null,"seen_at":null,"archived_at":null}`
+	counts := `"counts":{"total":1,"unread":1,"unseen":1}`
+	itemWithCounts := strings.TrimSuffix(item, "}") + "," + counts + "}"
 	read := "/v1/users/u1/inbox/" + testNotificationID + "/read"
 	checkExchanges(t, []exchange{
 		{name: "PUT 201", method: "PUT", path: "/v1/users/u1", status: 201, body: user},
@@ -247,9 +249,11 @@ func TestOpenAPIUsersAndInbox(t *testing.T) {
 		{name: "GET user with tenant_id", method: "GET", path: "/v1/users/u1", status: 200,
 			body: strings.Replace(user, `{`, `{"tenant_id":"t_1",`, 1), wantErr: []string{"tenant_id"}},
 		{name: "inbox last page", method: "GET", path: "/v1/users/u1/inbox?limit=5&unread=true", status: 200,
-			body: `{"items":[` + item + `],"next_cursor":null}`},
+			body: `{"items":[` + item + `],"next_cursor":null,` + counts + `}`},
+		{name: "inbox without counts", method: "GET", path: "/v1/users/u1/inbox", status: 200,
+			body: `{"items":[` + item + `],"next_cursor":null}`, wantErr: []string{"counts"}},
 		{name: "inbox with cursor", method: "GET", path: "/v1/users/u1/inbox", status: 200,
-			body: `{"items":[` + item + `],"next_cursor":"MTc0NjA5MzYwMDAwMDAwMDpuXzE"}`},
+			body: `{"items":[` + item + `],"next_cursor":"MTc0NjA5MzYwMDAwMDAwMDpuXzE",` + counts + `}`},
 		{name: "inbox without next_cursor", method: "GET", path: "/v1/users/u1/inbox", status: 200,
 			body: `{"items":[]}`, wantErr: []string{"next_cursor"}},
 		{name: "inbox items null", method: "GET", path: "/v1/users/u1/inbox", status: 200,
@@ -259,9 +263,9 @@ func TestOpenAPIUsersAndInbox(t *testing.T) {
 		{name: "inbox 400 naming another field", method: "GET", path: "/v1/users/u1/inbox", status: 400,
 			body: `{"error":{"code":"invalid_field","message":"x","field":"offset"}}`, wantErr: []string{"field"}},
 		{name: "read 200", method: "POST", path: read, status: 200,
-			body: strings.Replace(item, `"read_at":null,"seen_at":null`, `"read_at":"2026-05-01T10:01:00Z","seen_at":"2026-05-01T10:01:00Z"`, 1)},
+			body: strings.Replace(itemWithCounts, `"read_at":null,"seen_at":null`, `"read_at":"2026-05-01T10:01:00Z","seen_at":"2026-05-01T10:01:00Z"`, 1)},
 		{name: "read 200 with a bad read_at", method: "POST", path: read, status: 200,
-			body: strings.Replace(item, `"read_at":null`, `"read_at":"now"`, 1), wantErr: []string{"read_at"}},
+			body: strings.Replace(itemWithCounts, `"read_at":null`, `"read_at":"now"`, 1), wantErr: []string{"read_at"}},
 		{name: "read 404", method: "POST", path: read, status: 404, body: `{"error":{"code":"not_found","message":"inbox item not found"}}`},
 	})
 }

@@ -7,12 +7,16 @@ package app
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +30,7 @@ import (
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/secrets"
@@ -101,8 +106,12 @@ type App struct {
 	temporal client.Client
 	handler  http.Handler
 	log      *slog.Logger
-	tracing  *tracing.Tracing
-	noSig    bool
+	// hub is the API's inbox stream listener (one LISTEN connection, opened on
+	// the first stream).
+	hub     *inboxlive.Hub
+	api     *api.Server
+	tracing *tracing.Tracing
+	noSig   bool
 	// derived are the clients made by withSignals, closed by Close.
 	mu      sync.Mutex
 	derived []client.Client
@@ -111,7 +120,7 @@ type App struct {
 // New wires Herald. Nothing runs until Run (or the caller starts Handler and
 // Workers itself).
 func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) (*App, error) {
-	keys, signer, err := openSecrets(opts.SecretsKey)
+	keys, signer, tokenKey, err := openSecrets(opts.SecretsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -180,11 +189,18 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Metrics:     m,
 		Webhooks:    api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
 		OperatorKey: cfg.OperatorKey, CampaignPageSize: cfg.CampaignPageSize, CampaignWindow: cfg.CampaignWindow,
+		UserTokenKey: tokenKey, InboxSecrets: keys, InboxHeartbeat: cfg.InboxHeartbeat,
+		CampaignInDoubtWait: cfg.CampaignInDoubtWait,
 	}
+	a.hub = inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{PerUser: cfg.InboxStreamsPerUser,
+		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess}, logger)
+	apiCfg.InboxHub = a.hub
+	m.RegisterInboxStreamsOpen(a.hub.Open)
 	if cfg.SandboxAPI {
 		apiCfg.Sandbox = a.Sandbox
 	}
-	a.handler = a.tracing.Handler(api.New(apiStore, apiTemporal, apiCfg, logger).Handler())
+	a.api = api.New(apiStore, apiTemporal, apiCfg, logger)
+	a.handler = a.tracing.Handler(a.api.Handler())
 	return a, nil
 }
 
@@ -216,9 +232,10 @@ func (a *App) withSignals(tc client.Client) client.Client {
 	return c
 }
 
-// Close closes the Temporal clients the App derived (the connections stay
-// open while the caller's own clients are).
+// Close stops the inbox listener and closes the Temporal clients the App
+// derived (the connections stay open while the caller's own clients are).
 func (a *App) Close() {
+	a.hub.Close()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, c := range a.derived {
@@ -229,26 +246,42 @@ func (a *App) Close() {
 
 func bucket(b config.Bucket) api.Bucket { return api.Bucket{RatePerSecond: b.Rate, Burst: b.Burst} }
 
-// openSecrets opens the secrets keyring and the unsubscribe signer from key, or
-// from the environment when key is "".
-func openSecrets(key string) (*secrets.Keyring, *unsubscribe.Signer, error) {
+// openSecrets opens the secrets keyring, the unsubscribe signer and the user
+// token key from key, or from the environment when key is "".
+func openSecrets(key string) (*secrets.Keyring, *unsubscribe.Signer, []byte, error) {
 	if key == "" {
 		k, err := secrets.FromEnv()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return k, unsubscribe.FromEnv(), nil
+		return k, unsubscribe.FromEnv(), UserTokenKey(os.Getenv(secrets.EnvKey)), nil
 	}
 	raw, err := base64.StdEncoding.DecodeString(key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("secrets key: %w", err)
+		return nil, nil, nil, fmt.Errorf("secrets key: %w", err)
 	}
 	k, err := secrets.New(raw)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return k, unsubscribe.NewSigner([]byte(key)), nil
+	return k, unsubscribe.NewSigner([]byte(key)), UserTokenKey(key), nil
 }
+
+// UserTokenKey derives the key user tokens are signed with from a
+// HERALD_SECRETS_KEY value: every process with the same secrets key verifies the
+// tokens any of them minted, and the key itself never signs anything else.
+func UserTokenKey(secretsKey string) []byte {
+	m := hmac.New(sha256.New, []byte(strings.TrimSpace(secretsKey)))
+	m.Write([]byte("herald inbox user tokens v1"))
+	return m.Sum(nil)
+}
+
+// InboxHub is the API's inbox stream hub (tests and the bench read its gauge).
+func (a *App) InboxHub() *inboxlive.Hub { return a.hub }
+
+// CloseStreams ends the API's open inbox streams (register it with the
+// http.Server's RegisterOnShutdown, as Run does).
+func (a *App) CloseStreams() { a.api.CloseStreams() }
 
 // Handler is the API's HTTP handler.
 func (a *App) Handler() http.Handler { return a.handler }
@@ -329,7 +362,9 @@ func (a *App) Run(ctx context.Context, s Services) error {
 	}
 	if ln != nil {
 		a.log.Info("API listening", "addr", "http://"+ln.Addr().String())
-		g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, a.handler, a.log), ln, a.cfg.ShutdownTimeout) })
+		srv := HTTPServer(a.cfg, a.handler, a.log)
+		srv.RegisterOnShutdown(a.CloseStreams)
+		g.Go(func() error { return Serve(ctx, srv, ln, a.cfg.ShutdownTimeout) })
 	} else if a.cfg.MetricsAddr != "" && a.cfg.MetricsAddr != "off" {
 		// A worker-only process serves its metrics on a listener of its own.
 		// Metrics are not worth stopping delivery for: a taken address is logged.
@@ -342,5 +377,7 @@ func (a *App) Run(ctx context.Context, s Services) error {
 			g.Go(func() error { return Serve(ctx, HTTPServer(a.cfg, mux, a.log), mln, a.cfg.ShutdownTimeout) })
 		}
 	}
-	return g.Wait()
+	err := g.Wait()
+	a.hub.Close()
+	return err
 }

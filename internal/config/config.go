@@ -81,6 +81,13 @@ type Config struct {
 	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
 	// off (404) and only `herald tenant limits` sets them.
 	OperatorKey string
+
+	// HERALD_INBOX_STREAMS_PER_USER, HERALD_INBOX_STREAMS_PER_TENANT,
+	// HERALD_INBOX_STREAMS_PER_PROCESS: how many inbox streams (SSE) one user, one
+	// tenant and this API process may hold open at once (defaults 5, 2000, 10000).
+	InboxStreamsPerUser, InboxStreamsPerTenant, InboxStreamsPerProcess int
+	// HERALD_INBOX_HEARTBEAT: the inbox streams' heartbeat (default 15s).
+	InboxHeartbeat time.Duration
 	// HERALD_METRICS_ADDR: where a worker-only process (`herald worker`) serves
 	// GET /metrics; "off" serves none. A process that serves the API serves
 	// /metrics on the API's listener instead (`herald dev`, `herald api`: the
@@ -102,6 +109,10 @@ type Config struct {
 	// default 4, at most 32).
 	CampaignPageSize int
 	CampaignWindow   int
+	// HERALD_CAMPAIGN_IN_DOUBT_WAIT: how long a campaign email or SMS found
+	// "sending" by a re-run batch waits for the provider's receipt before it is
+	// sent again (default 30s).
+	CampaignInDoubtWait time.Duration
 }
 
 // DefaultMetricsAddr is HERALD_METRICS_ADDR's default.
@@ -151,6 +162,7 @@ const (
 	DefaultTenantBurst         = 400
 	DefaultCampaignPageSize    = 500
 	DefaultCampaignWindow      = 4
+	DefaultCampaignInDoubtWait = 30 * time.Second
 )
 
 // FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
@@ -238,10 +250,29 @@ func FromEnv() (Config, error) {
 			return c, err
 		}
 	}
+	for _, n := range []struct {
+		name string
+		def  int
+		dst  *int
+	}{
+		{"HERALD_INBOX_STREAMS_PER_USER", 5, &c.InboxStreamsPerUser},
+		{"HERALD_INBOX_STREAMS_PER_TENANT", 2000, &c.InboxStreamsPerTenant},
+		{"HERALD_INBOX_STREAMS_PER_PROCESS", 10000, &c.InboxStreamsPerProcess},
+	} {
+		if *n.dst, err = integer(n.name, n.def); err != nil {
+			return c, err
+		}
+	}
+	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", 15*time.Second); err != nil {
+		return c, err
+	}
 	if c.CampaignPageSize, err = integer("HERALD_CAMPAIGN_PAGE_SIZE", DefaultCampaignPageSize); err != nil {
 		return c, err
 	}
 	if c.CampaignWindow, err = integer("HERALD_CAMPAIGN_WINDOW", DefaultCampaignWindow); err != nil {
+		return c, err
+	}
+	if c.CampaignInDoubtWait, err = duration("HERALD_CAMPAIGN_IN_DOUBT_WAIT", DefaultCampaignInDoubtWait); err != nil {
 		return c, err
 	}
 	if c.CampaignPageSize < 1 || c.CampaignPageSize > 1000 || c.CampaignWindow < 1 || c.CampaignWindow > 32 {

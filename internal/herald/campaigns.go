@@ -34,6 +34,13 @@ const (
 // deferral (ReasonQuietHours) or a provider failure waiting for its retry.
 const ReasonRetrying = "retrying"
 
+// ReasonInDoubt: owed work for a provider channel found "sending" by a re-run
+// batch (the worker died, or the batch timed out, after marking it and before
+// recording the provider's answer). The provider may have accepted: the channel
+// waits for the receipt window before the guard looks again (a receipt then
+// records it sent without a second send).
+const ReasonInDoubt = "in_doubt"
+
 // ErrTypeCampaignFinal rejects pause, resume and cancel of a campaign that has
 // finished.
 const ErrTypeCampaignFinal = "CampaignFinished"

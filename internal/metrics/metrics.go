@@ -40,6 +40,7 @@ const (
 	DeliveryRetries       = "herald_delivery_retries_total"
 	DeadLettered          = "herald_dead_lettered_total"
 	DeadLettersOpen       = "herald_dead_letters_open"
+	InboxStreamsOpen      = "herald_inbox_streams_open"
 	Suppressions          = "herald_suppressions_total"
 	RateLimited           = "herald_rate_limited_total"
 	WebhookAttempts       = "herald_webhook_attempts_total"
@@ -90,6 +91,7 @@ type Metrics struct {
 	campaignRcpt *prometheus.CounterVec
 
 	gaugeOnce    sync.Once
+	streamsOnce  sync.Once
 	temporalOnce sync.Once
 	temporal     client.MetricsHandler
 }
@@ -316,6 +318,20 @@ func (m *Metrics) RegisterDeadLettersOpen(src GaugeSource, cacheFor time.Duratio
 		g := &cachedGauge{src: src, ttl: cacheFor}
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: DeadLettersOpen,
 			Help: "Dead letters not yet redriven, all tenants (read from PostgreSQL, cached)."}, g.value))
+	})
+}
+
+// RegisterInboxStreamsOpen registers the gauge of the inbox streams (SSE) this
+// process holds open, read from open on every scrape; only the first call per
+// Metrics registers.
+func (m *Metrics) RegisterInboxStreamsOpen(open func() int) {
+	if m == nil {
+		return
+	}
+	m.streamsOnce.Do(func() {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: InboxStreamsOpen,
+			Help: "Inbox streams (GET /v1/users/{user_id}/inbox/stream) this API process holds open."},
+			func() float64 { return float64(open()) }))
 	})
 }
 

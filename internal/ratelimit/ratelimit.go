@@ -43,7 +43,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -158,34 +157,25 @@ func (l *Limiter) Wait(ctx context.Context, key string, rate float64, burst int)
 	}
 }
 
-// takeNSQL is takeSQL taking $4 tokens at once.
-var takeNSQL = strings.NewReplacer("$3 - 1", "$3::float8 - $4::float8", ") - 1,", ") - $4::float8,", ">= 1", ">= $4::float8").Replace(takeSQL)
-
 // WaitN blocks until it has taken n tokens at once from the bucket key (a batch
-// of n messages sent in one provider call), or ctx ends. The bucket refills at
-// rate, as for Wait; it may fill up to max(burst, n) tokens, so a batch larger
-// than the bucket's usual burst can still go (the average stays at rate).
+// of n messages sent in one provider call, through TakeN), or ctx ends. The
+// bucket refills at rate, as for Wait; it may fill up to max(burst, n) tokens,
+// so a batch larger than the bucket's usual burst can still go (the average
+// stays at rate).
 func (l *Limiter) WaitN(ctx context.Context, key string, rate float64, burst, n int) error {
 	if n <= 1 {
 		return l.Wait(ctx, key, rate, burst)
 	}
 	burst = max(burst, n)
-	if err := checkBucket(rate, burst); err != nil {
-		return err
-	}
 	for {
-		var ok bool
-		var level float64
-		err := l.db.QueryRow(ctx, takeNSQL, key, rate, float64(burst), float64(n)).Scan(&ok, &level)
-		if errors.Is(err, pgx.ErrNoRows) {
-			ok, level = false, 0
-		} else if err != nil {
+		granted, level, err := l.TakeN(ctx, key, rate, burst, n, n)
+		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}
-			return fmt.Errorf("rate limit %q: %w", key, err)
+			return err
 		}
-		if ok {
+		if granted == n {
 			return nil
 		}
 		wait := secondsToDuration((float64(n) - level) / rate)

@@ -268,32 +268,39 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 			return err
 		}
 		_, err := tx.db.Exec(ctx, `
-			INSERT INTO deliveries (tenant_id, notification_id, channel, status)
-			SELECT $1, id, ch, $4 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
-			ON CONFLICT (notification_id, channel) DO NOTHING`, n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending)
+			INSERT INTO deliveries (tenant_id, notification_id, channel, status, campaign_id)
+			SELECT $1, id, ch, $4, $5 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
+			ON CONFLICT (notification_id, channel) DO NOTHING`, n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending, n.CampaignID)
 		return err
 	})
 }
 
+// GuardState is a delivery's status and reason, as a batch's guard reads them.
+type GuardState struct {
+	Status string
+	Reason string
+}
+
 // DeliveryStatuses reads the guard records of many notifications at once:
-// notification id → channel → status.
-func (s *Store) DeliveryStatuses(ctx context.Context, tenantID string, notificationIDs []string) (map[string]map[string]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT notification_id, channel, status FROM deliveries WHERE tenant_id = $1 AND notification_id = ANY($2)`,
+// notification id → channel → state.
+func (s *Store) DeliveryStatuses(ctx context.Context, tenantID string, notificationIDs []string) (map[string]map[string]GuardState, error) {
+	rows, err := s.db.Query(ctx, `SELECT notification_id, channel, status, COALESCE(reason, '') FROM deliveries WHERE tenant_id = $1 AND notification_id = ANY($2)`,
 		tenantID, notificationIDs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]map[string]string{}
+	out := map[string]map[string]GuardState{}
 	for rows.Next() {
-		var id, ch, st string
-		if err := rows.Scan(&id, &ch, &st); err != nil {
+		var id, ch string
+		var g GuardState
+		if err := rows.Scan(&id, &ch, &g.Status, &g.Reason); err != nil {
 			return nil, err
 		}
 		if out[id] == nil {
-			out[id] = map[string]string{}
+			out[id] = map[string]GuardState{}
 		}
-		out[id][ch] = st
+		out[id][ch] = g
 	}
 	return out, rows.Err()
 }
@@ -311,12 +318,30 @@ type BulkDeliveryUpdate struct {
 	Attempts int
 }
 
+// ClearReason as a BulkDeliveryUpdate's Reason clears the row's reason.
+const ClearReason = "-"
+
 // UpdateDeliveries applies many delivery updates in one statement, each only if
 // it does not move its channel backwards (as UpdateDelivery). Empty strings
-// leave a column as it is.
+// leave a column as it is; Reason ClearReason clears it.
 func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []BulkDeliveryUpdate) error {
 	if len(us) == 0 {
 		return nil
+	}
+	// One UPDATE … FROM applies one of several matches per row, whichever: keep
+	// only the last update of each channel, so a later decision always wins.
+	last := make(map[[2]string]int, len(us))
+	for i, u := range us {
+		last[[2]string{u.NotificationID, u.Channel}] = i
+	}
+	if len(last) < len(us) {
+		kept := make([]BulkDeliveryUpdate, 0, len(last))
+		for i, u := range us {
+			if last[[2]string{u.NotificationID, u.Channel}] == i {
+				kept = append(kept, u)
+			}
+		}
+		us = kept
 	}
 	cols := make([][]string, 7)
 	attempts := make([]int32, len(us))
@@ -329,7 +354,7 @@ func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []Bulk
 	_, err := s.db.Exec(ctx, `
 		UPDATE deliveries d SET
 			status = u.status,
-			reason = COALESCE(NULLIF(u.reason, ''), d.reason),
+			reason = CASE WHEN u.reason = '`+ClearReason+`' THEN NULL ELSE COALESCE(NULLIF(u.reason, ''), d.reason) END,
 			last_error = COALESCE(NULLIF(u.err, ''), d.last_error),
 			provider = COALESCE(NULLIF(u.provider, ''), d.provider),
 			provider_message_id = COALESCE(NULLIF(u.pmid, ''), d.provider_message_id),
@@ -390,9 +415,8 @@ type CampaignCount struct {
 // and counts its recipients (notification rows written so far).
 func (s *Store) CampaignCounts(ctx context.Context, tenantID, campaignID string) (counts []CampaignCount, recipients int64, err error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT d.channel, d.status, COALESCE(d.reason, ''), count(*)
-		FROM notifications n JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
-		WHERE n.tenant_id = $1 AND n.campaign_id = $2
+		SELECT channel, status, COALESCE(reason, ''), count(*) FROM deliveries
+		WHERE tenant_id = $1 AND campaign_id = $2
 		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, tenantID, campaignID)
 	if err != nil {
 		return nil, 0, err
@@ -425,6 +449,21 @@ type PendingItem struct {
 func (s *Store) PutPending(ctx context.Context, tenantID, campaignID string, items []PendingItem) error {
 	if len(items) == 0 {
 		return nil
+	}
+	// ON CONFLICT cannot touch one row twice in a statement: the last item of
+	// a channel wins.
+	last := make(map[[2]string]int, len(items))
+	for i, it := range items {
+		last[[2]string{it.UserID, it.Channel}] = i
+	}
+	if len(last) < len(items) {
+		kept := make([]PendingItem, 0, len(last))
+		for i, it := range items {
+			if last[[2]string{it.UserID, it.Channel}] == i {
+				kept = append(kept, it)
+			}
+		}
+		items = kept
 	}
 	cols := make([][]string, 5)
 	due := make([]time.Time, len(items))

@@ -1,11 +1,18 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/herald-notify/herald/internal/herald"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // InboxItem is one notification in a user's in-app inbox.
@@ -14,32 +21,340 @@ type InboxItem struct {
 	Title          string     `json:"title"`
 	Body           string     `json:"body"`
 	ActionURL      *string    `json:"action_url"`
+	Category       string     `json:"category"`
 	CreatedAt      time.Time  `json:"created_at"`
 	ReadAt         *time.Time `json:"read_at"`
 	SeenAt         *time.Time `json:"seen_at"`
 	ArchivedAt     *time.Time `json:"archived_at"`
 }
 
+// InboxCounts are a user's inbox counters. Archived items count in none of them:
+// total is every unarchived item, unread and unseen the unarchived ones not yet
+// read / seen.
+type InboxCounts struct {
+	Total  int64 `json:"total"`
+	Unread int64 `json:"unread"`
+	Unseen int64 `json:"unseen"`
+}
+
+// add applies the change of one item from before to after (nil: absent).
+func (c *InboxCounts) add(before, after *InboxItem) {
+	c.Total += contrib(after, func(*InboxItem) bool { return true }) - contrib(before, func(*InboxItem) bool { return true })
+	c.Unread += contrib(after, func(i *InboxItem) bool { return i.ReadAt == nil }) - contrib(before, func(i *InboxItem) bool { return i.ReadAt == nil })
+	c.Unseen += contrib(after, func(i *InboxItem) bool { return i.SeenAt == nil }) - contrib(before, func(i *InboxItem) bool { return i.SeenAt == nil })
+}
+
+func contrib(it *InboxItem, counted func(*InboxItem) bool) int64 {
+	if it == nil || it.ArchivedAt != nil || !counted(it) {
+		return 0
+	}
+	return 1
+}
+
+// InboxEvent is one entry of a user's inbox event log: what changed, the item as
+// it is after the change (item events) and the counts right after it. Seq
+// numbers a user's events 1, 2, 3, … in commit order; the stream sends it as the
+// SSE event id.
+type InboxEvent struct {
+	Seq            int64       `json:"id"`
+	Kind           string      `json:"type"`
+	NotificationID *string     `json:"notification_id"`
+	Item           *InboxItem  `json:"item"`
+	Counts         InboxCounts `json:"counts"`
+	CreatedAt      time.Time   `json:"created_at"`
+}
+
+// InboxEventRetention is how many of a user's latest events the log keeps; a
+// stream further behind is told to refetch.
+const InboxEventRetention = 1000
+
+// InboxNotifyChannel is the PostgreSQL NOTIFY channel every inbox change is
+// announced on (after commit). The payload names the affected users, one
+// "tenant_id<TAB>user_id" per line, or is InboxNotifyAll when they do not fit.
+const InboxNotifyChannel = "herald_inbox"
+
+// InboxNotifyAll is the payload that wakes every stream (a batch too large to
+// name its users within NOTIFY's 8000-byte payload limit).
+const InboxNotifyAll = "*"
+
+// maxNotifyPayload keeps a NOTIFY payload under PostgreSQL's 8000-byte limit.
+const maxNotifyPayload = 7900
+
+// NotifyKey is how a NOTIFY payload names one user's inbox.
+func NotifyKey(tenantID, userID string) string { return tenantID + "\t" + userID }
+
+// NewInboxItem is one inbox item to deliver.
+type NewInboxItem struct {
+	TenantID       string
+	UserID         string
+	NotificationID string
+	Title          string
+	Body           string
+	ActionURL      string
+	Category       string
+	CreatedAt      time.Time
+}
+
 // DeliverToInbox stores the inbox row and marks the in_app channel delivered, in one
 // transaction. A second call for the same notification is a no-op that returns
 // inserted=false: the (tenant, user, notification) key is the in-app delivery guard.
-func (s *Store) DeliverToInbox(ctx context.Context, tenantID, userID, notificationID, title, body, actionURL string, at time.Time) (inserted bool, err error) {
+func (s *Store) DeliverToInbox(ctx context.Context, item NewInboxItem) (inserted bool, err error) {
 	err = s.InTx(ctx, func(tx *Store) error {
-		tag, err := tx.db.Exec(ctx, `
-			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, created_at)
-			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7) ON CONFLICT DO NOTHING`,
-			tenantID, userID, notificationID, title, body, actionURL, at)
+		ins, err := tx.insertInboxItems(ctx, []NewInboxItem{item})
 		if err != nil {
 			return err
 		}
-		inserted = tag.RowsAffected() == 1
+		inserted = ins[0]
 		provider := "inbox"
-		_, err = tx.UpdateDelivery(ctx, tenantID, notificationID, herald.ChannelInApp, DeliveryUpdate{
+		_, err = tx.UpdateDelivery(ctx, item.TenantID, item.NotificationID, herald.ChannelInApp, DeliveryUpdate{
 			Status: herald.DeliveryDelivered, Provider: &provider, CountAttempt: inserted,
 		})
 		return err
 	})
 	return inserted, err
+}
+
+// InsertInboxItems stores many inbox items in one transaction, with their
+// events and counts, and announces them with one NOTIFY for the whole batch
+// (campaigns write through it, so a campaign does not flood the listeners).
+// inserted[i] says whether items[i] was new; an item already in the inbox (same
+// tenant, user and notification) is left alone. It does not touch deliveries.
+func (s *Store) InsertInboxItems(ctx context.Context, items []NewInboxItem) (inserted []bool, err error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	err = s.InTx(ctx, func(tx *Store) error {
+		inserted, err = tx.insertInboxItems(ctx, items)
+		return err
+	})
+	return inserted, err
+}
+
+type userKey struct{ tenantID, userID string }
+
+// insertInboxItems runs inside a transaction: lock the users' state rows (in a
+// fixed order, so concurrent batches cannot deadlock), insert the items, append
+// one event per new item, store the counts, prune old events, NOTIFY once.
+func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]bool, error) {
+	users := map[userKey]*inboxState{}
+	var keys []userKey
+	for _, it := range items {
+		k := userKey{it.TenantID, it.UserID}
+		if _, ok := users[k]; !ok {
+			users[k] = nil
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b userKey) int {
+		return cmp.Or(cmp.Compare(a.tenantID, b.tenantID), cmp.Compare(a.userID, b.userID))
+	})
+	tenants, userIDs := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		tenants[i], userIDs[i] = k.tenantID, k.userID
+	}
+	states, err := s.lockInboxStates(ctx, tenants, userIDs, true)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		users[k] = &states[i]
+	}
+
+	n := len(items)
+	cols := struct{ t, u, id, title, body, url, cat []string }{
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
+	at := make([]time.Time, n)
+	for i, it := range items {
+		cols.t[i], cols.u[i], cols.id[i], cols.title[i], cols.body[i], cols.url[i], cols.cat[i] =
+			it.TenantID, it.UserID, it.NotificationID, it.Title, it.Body, it.ActionURL, it.Category
+		at[i] = it.CreatedAt
+	}
+	rows, err := s.db.Query(ctx, `
+		INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at)
+		SELECT t, u, id, title, body, NULLIF(url, ''), cat, at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+		     AS x(t, u, id, title, body, url, cat, at)
+		ON CONFLICT DO NOTHING
+		RETURNING tenant_id, user_id, notification_id`,
+		cols.t, cols.u, cols.id, cols.title, cols.body, cols.url, cols.cat, at)
+	if err != nil {
+		return nil, err
+	}
+	fresh := map[string]bool{}
+	for rows.Next() {
+		var t, u, id string
+		if err := rows.Scan(&t, &u, &id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		fresh[t+"\x00"+u+"\x00"+id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	inserted := make([]bool, n)
+	var events []InboxEvent
+	var evUsers []userKey
+	for i, it := range items {
+		k := it.TenantID + "\x00" + it.UserID + "\x00" + it.NotificationID
+		if !fresh[k] {
+			continue
+		}
+		delete(fresh, k) // the same notification twice in one batch is inserted once
+		inserted[i] = true
+		st := users[userKey{it.TenantID, it.UserID}]
+		item := InboxItem{NotificationID: it.NotificationID, Title: it.Title, Body: it.Body, Category: it.Category, CreatedAt: it.CreatedAt.UTC().Truncate(time.Microsecond)}
+		if it.ActionURL != "" {
+			u := it.ActionURL
+			item.ActionURL = &u
+		}
+		st.counts.add(nil, &item)
+		st.seq++
+		st.changed = true
+		id := it.NotificationID
+		events = append(events, InboxEvent{Seq: st.seq, Kind: herald.InboxItemCreated, NotificationID: &id, Item: &item, Counts: st.counts})
+		evUsers = append(evUsers, userKey{it.TenantID, it.UserID})
+	}
+	if len(events) == 0 {
+		return inserted, nil
+	}
+	if err := s.appendInboxEvents(ctx, evUsers, events); err != nil {
+		return nil, err
+	}
+	var changed []userKey
+	var changedStates []inboxState
+	for _, k := range keys {
+		if st := users[k]; st.changed {
+			changed = append(changed, k)
+			changedStates = append(changedStates, *st)
+		}
+	}
+	if err := s.saveInboxStates(ctx, changed, changedStates); err != nil {
+		return nil, err
+	}
+	return inserted, s.notifyInbox(ctx, changed)
+}
+
+// inboxState is a user's locked inbox_state row.
+type inboxState struct {
+	seq     int64
+	counts  InboxCounts
+	changed bool
+}
+
+// lockInboxStates locks the users' state rows (creating missing ones when
+// create), in the order given (which callers sort), returning them in that
+// order; a missing row is herald.ErrNotFound.
+func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string, create bool) ([]inboxState, error) {
+	if create {
+		if _, err := s.db.Exec(ctx, `
+		INSERT INTO inbox_state (tenant_id, user_id)
+		SELECT t, u FROM unnest($1::text[], $2::text[]) AS x(t, u)
+		ORDER BY t, u
+		ON CONFLICT DO NOTHING`, tenants, users); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT s.tenant_id, s.user_id, s.seq, s.total, s.unread, s.unseen
+		FROM inbox_state s JOIN unnest($1::text[], $2::text[]) AS x(t, u) ON s.tenant_id = x.t AND s.user_id = x.u
+		ORDER BY s.tenant_id, s.user_id
+		FOR UPDATE OF s`, tenants, users)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[userKey]inboxState{}
+	for rows.Next() {
+		var k userKey
+		var st inboxState
+		if err := rows.Scan(&k.tenantID, &k.userID, &st.seq, &st.counts.Total, &st.counts.Unread, &st.counts.Unseen); err != nil {
+			return nil, err
+		}
+		got[k] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]inboxState, len(tenants))
+	for i := range tenants {
+		st, ok := got[userKey{tenants[i], users[i]}]
+		if !ok {
+			return nil, fmt.Errorf("inbox state of %s/%s: %w", tenants[i], users[i], herald.ErrNotFound)
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// saveInboxStates stores the users' new seq and counts.
+func (s *Store) saveInboxStates(ctx context.Context, keys []userKey, states []inboxState) error {
+	n := len(keys)
+	t, u := make([]string, n), make([]string, n)
+	seq, total, unread, unseen := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, k := range keys {
+		t[i], u[i] = k.tenantID, k.userID
+		seq[i], total[i], unread[i], unseen[i] = states[i].seq, states[i].counts.Total, states[i].counts.Unread, states[i].counts.Unseen
+	}
+	_, err := s.db.Exec(ctx, `
+		UPDATE inbox_state s SET seq = x.seq, total = x.total, unread = x.unread, unseen = x.unseen
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS x(t, u, seq, total, unread, unseen)
+		WHERE s.tenant_id = x.t AND s.user_id = x.u`, t, u, seq, total, unread, unseen)
+	if err != nil {
+		return err
+	}
+	// Keep the last InboxEventRetention events of each user.
+	_, err = s.db.Exec(ctx, `
+		DELETE FROM inbox_events e USING unnest($1::text[], $2::text[], $3::bigint[]) AS x(t, u, seq)
+		WHERE e.tenant_id = x.t AND e.user_id = x.u AND e.seq <= x.seq - $4`, t, u, seq, InboxEventRetention)
+	return err
+}
+
+// appendInboxEvents inserts events; users[i] owns events[i].
+func (s *Store) appendInboxEvents(ctx context.Context, users []userKey, events []InboxEvent) error {
+	n := len(events)
+	t, u, kind, nid := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+	seq, total, unread, unseen := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	items := make([][]byte, n)
+	for i, e := range events {
+		t[i], u[i], kind[i], nid[i] = users[i].tenantID, users[i].userID, e.Kind, e.NotificationID
+		seq[i], total[i], unread[i], unseen[i] = e.Seq, e.Counts.Total, e.Counts.Unread, e.Counts.Unseen
+		if e.Item != nil {
+			raw, err := json.Marshal(e.Item)
+			if err != nil {
+				return err
+			}
+			items[i] = raw
+		}
+	}
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[], $7::bigint[], $8::bigint[], $9::bigint[])`,
+		t, u, seq, kind, nid, items, total, unread, unseen)
+	return err
+}
+
+// notifyInbox announces the users' changes once, delivered at commit.
+func (s *Store) notifyInbox(ctx context.Context, users []userKey) error {
+	if len(users) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for i, k := range users {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(NotifyKey(k.tenantID, k.userID))
+		if b.Len() > maxNotifyPayload {
+			b.Reset()
+			b.WriteString(InboxNotifyAll)
+			break
+		}
+	}
+	_, err := s.db.Exec(ctx, `SELECT pg_notify($1, $2)`, InboxNotifyChannel, b.String())
+	return err
 }
 
 // InboxCursor is the keyset position after which the next page starts.
@@ -48,29 +363,52 @@ type InboxCursor struct {
 	NotificationID string
 }
 
-// InboxQuery selects a page of a user's inbox, newest first.
+// InboxQuery selects a page of a user's inbox, newest first. Nil filters match
+// everything; Archived nil means unarchived items only (the feed).
 type InboxQuery struct {
-	TenantID   string
-	UserID     string
-	Limit      int
-	UnreadOnly bool
-	After      *InboxCursor
+	TenantID string
+	UserID   string
+	Limit    int
+	Read     *bool
+	Seen     *bool
+	Archived *bool
+	Category *string
+	After    *InboxCursor
+}
+
+const inboxColumns = `notification_id, title, body, action_url, category, created_at, read_at, seen_at, archived_at`
+
+func scanInboxItem(row interface{ Scan(...any) error }, it *InboxItem) error {
+	return row.Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.Category, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt)
 }
 
 // ListInbox returns up to q.Limit items and whether more follow.
 func (s *Store) ListInbox(ctx context.Context, q InboxQuery) (items []InboxItem, more bool, err error) {
 	args := []any{q.TenantID, q.UserID, q.Limit + 1}
 	where := ""
-	if q.UnreadOnly {
-		where += " AND read_at IS NULL"
+	switch {
+	case q.Archived == nil || !*q.Archived:
+		where += " AND archived_at IS NULL"
+	default:
+		where += " AND archived_at IS NOT NULL"
+	}
+	if q.Read != nil {
+		where += map[bool]string{true: " AND read_at IS NOT NULL", false: " AND read_at IS NULL"}[*q.Read]
+	}
+	if q.Seen != nil {
+		where += map[bool]string{true: " AND seen_at IS NOT NULL", false: " AND seen_at IS NULL"}[*q.Seen]
+	}
+	if q.Category != nil {
+		args = append(args, *q.Category)
+		where += fmt.Sprintf(" AND category = $%d", len(args))
 	}
 	if q.After != nil {
 		args = append(args, q.After.CreatedAt, q.After.NotificationID)
-		where += " AND (created_at, notification_id) < ($4, $5)"
+		where += fmt.Sprintf(" AND (created_at, notification_id) < ($%d, $%d)", len(args)-1, len(args))
 	}
 	rows, err := s.db.Query(ctx, `
-		SELECT notification_id, title, body, action_url, created_at, read_at, seen_at, archived_at
-		FROM inbox WHERE tenant_id = $1 AND user_id = $2 AND archived_at IS NULL`+where+`
+		SELECT `+inboxColumns+`
+		FROM inbox WHERE tenant_id = $1 AND user_id = $2`+where+`
 		ORDER BY created_at DESC, notification_id DESC LIMIT $3`, args...)
 	if err != nil {
 		return nil, false, err
@@ -78,7 +416,7 @@ func (s *Store) ListInbox(ctx context.Context, q InboxQuery) (items []InboxItem,
 	defer rows.Close()
 	for rows.Next() {
 		var it InboxItem
-		if err := rows.Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt); err != nil {
+		if err := scanInboxItem(rows, &it); err != nil {
 			return nil, false, err
 		}
 		items = append(items, it)
@@ -92,6 +430,30 @@ func (s *Store) ListInbox(ctx context.Context, q InboxQuery) (items []InboxItem,
 	return items, false, nil
 }
 
+// GetInboxCounts returns a user's counters and last event seq (zeros for a user
+// whose inbox never had an item).
+func (s *Store) GetInboxCounts(ctx context.Context, tenantID, userID string) (InboxCounts, int64, error) {
+	var c InboxCounts
+	var seq int64
+	err := s.db.QueryRow(ctx, `SELECT total, unread, unseen, seq FROM inbox_state WHERE tenant_id = $1 AND user_id = $2`,
+		tenantID, userID).Scan(&c.Total, &c.Unread, &c.Unseen, &seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return InboxCounts{}, 0, nil
+	}
+	return c, seq, err
+}
+
+// RecountInbox counts a user's inbox from its rows (what the counters must equal).
+func (s *Store) RecountInbox(ctx context.Context, tenantID, userID string) (InboxCounts, error) {
+	var c InboxCounts
+	err := s.db.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE archived_at IS NULL),
+		       count(*) FILTER (WHERE archived_at IS NULL AND read_at IS NULL),
+		       count(*) FILTER (WHERE archived_at IS NULL AND seen_at IS NULL)
+		FROM inbox WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID).Scan(&c.Total, &c.Unread, &c.Unseen)
+	return c, err
+}
+
 // CountInbox counts a user's inbox rows for one notification (tests and audits).
 func (s *Store) CountInbox(ctx context.Context, tenantID, userID, notificationID string) (int, error) {
 	var n int
@@ -102,14 +464,157 @@ func (s *Store) CountInbox(ctx context.Context, tenantID, userID, notificationID
 
 // MarkInboxRead sets read_at (and seen_at) once; reading twice keeps the first time.
 func (s *Store) MarkInboxRead(ctx context.Context, tenantID, userID, notificationID string) (InboxItem, error) {
+	it, _, err := s.UpdateInboxItem(ctx, tenantID, userID, notificationID, herald.InboxActionRead)
+	return it, err
+}
+
+// UpdateInboxItem applies one action (herald.InboxActions) to one item and
+// returns the item and the counts after it. An action that changes nothing (read
+// twice) returns the item as it is and appends no event. Read marks the item
+// seen too; unread keeps it seen.
+func (s *Store) UpdateInboxItem(ctx context.Context, tenantID, userID, notificationID, action string) (InboxItem, InboxCounts, error) {
 	var it InboxItem
-	err := s.db.QueryRow(ctx, `
-		UPDATE inbox SET read_at = COALESCE(read_at, now()), seen_at = COALESCE(seen_at, now())
-		WHERE tenant_id = $1 AND user_id = $2 AND notification_id = $3
-		RETURNING notification_id, title, body, action_url, created_at, read_at, seen_at, archived_at`,
-		tenantID, userID, notificationID).
-		Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt)
-	return it, notFound(err)
+	var counts InboxCounts
+	err := s.InTx(ctx, func(tx *Store) error {
+		states, err := tx.lockInboxStates(ctx, []string{tenantID}, []string{userID}, false)
+		if err != nil {
+			return err // no state row: the user never had an item
+		}
+		st := &states[0]
+		if err := scanInboxItem(tx.db.QueryRow(ctx, `SELECT `+inboxColumns+` FROM inbox
+			WHERE tenant_id = $1 AND user_id = $2 AND notification_id = $3 FOR UPDATE`, tenantID, userID, notificationID), &it); err != nil {
+			return notFound(err)
+		}
+		before := it
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		switch action {
+		case herald.InboxActionSeen:
+			it.SeenAt = cmp.Or(it.SeenAt, &now)
+		case herald.InboxActionRead:
+			it.ReadAt, it.SeenAt = cmp.Or(it.ReadAt, &now), cmp.Or(it.SeenAt, &now)
+		case herald.InboxActionUnread:
+			it.ReadAt = nil
+		case herald.InboxActionArchive:
+			it.ArchivedAt = cmp.Or(it.ArchivedAt, &now)
+		case herald.InboxActionUnarchive:
+			it.ArchivedAt = nil
+		default:
+			return fmt.Errorf("unknown inbox action %q", action)
+		}
+		counts = st.counts
+		if same(before.ReadAt, it.ReadAt) && same(before.SeenAt, it.SeenAt) && same(before.ArchivedAt, it.ArchivedAt) {
+			return nil
+		}
+		if _, err := tx.db.Exec(ctx, `UPDATE inbox SET read_at = $4, seen_at = $5, archived_at = $6
+			WHERE tenant_id = $1 AND user_id = $2 AND notification_id = $3`,
+			tenantID, userID, notificationID, it.ReadAt, it.SeenAt, it.ArchivedAt); err != nil {
+			return err
+		}
+		st.counts.add(&before, &it)
+		st.seq++
+		counts = st.counts
+		k := userKey{tenantID, userID}
+		id, item := notificationID, it
+		if err := tx.appendInboxEvents(ctx, []userKey{k}, []InboxEvent{{Seq: st.seq, Kind: herald.InboxItemUpdated,
+			NotificationID: &id, Item: &item, Counts: st.counts}}); err != nil {
+			return err
+		}
+		if err := tx.saveInboxStates(ctx, []userKey{k}, []inboxState{*st}); err != nil {
+			return err
+		}
+		return tx.notifyInbox(ctx, []userKey{k})
+	})
+	return it, counts, err
+}
+
+func same(a, b *time.Time) bool { return (a == nil) == (b == nil) }
+
+// MarkAllInbox marks every unarchived item of a user read (read=true: also
+// seen) or seen, and returns the counts after it and how many items changed.
+// It appends one event when any did.
+func (s *Store) MarkAllInbox(ctx context.Context, tenantID, userID string, read bool) (InboxCounts, int64, error) {
+	var counts InboxCounts
+	var changed int64
+	err := s.InTx(ctx, func(tx *Store) error {
+		states, err := tx.lockInboxStates(ctx, []string{tenantID}, []string{userID}, false)
+		if errors.Is(err, herald.ErrNotFound) {
+			return nil // the user never had an item: nothing to mark
+		}
+		if err != nil {
+			return err
+		}
+		st := &states[0]
+		kind := herald.InboxAllSeen
+		var wasUnread, wasUnseen int64
+		if read {
+			kind = herald.InboxAllRead
+			err = tx.db.QueryRow(ctx, `
+				WITH upd AS (
+					UPDATE inbox i SET read_at = now(), seen_at = COALESCE(i.seen_at, now())
+					FROM (SELECT notification_id, seen_at IS NULL AS unseen FROM inbox
+					      WHERE tenant_id = $1 AND user_id = $2 AND archived_at IS NULL AND read_at IS NULL FOR UPDATE) old
+					WHERE i.tenant_id = $1 AND i.user_id = $2 AND i.notification_id = old.notification_id
+					RETURNING old.unseen)
+				SELECT count(*), count(*) FILTER (WHERE unseen) FROM upd`, tenantID, userID).Scan(&wasUnread, &wasUnseen)
+			changed = wasUnread
+		} else {
+			var tag interface{ RowsAffected() int64 }
+			tag, err = tx.db.Exec(ctx, `UPDATE inbox SET seen_at = now()
+				WHERE tenant_id = $1 AND user_id = $2 AND archived_at IS NULL AND seen_at IS NULL`, tenantID, userID)
+			if err == nil {
+				wasUnseen = tag.RowsAffected()
+				changed = wasUnseen
+			}
+		}
+		if err != nil {
+			return err
+		}
+		st.counts.Unread -= wasUnread
+		st.counts.Unseen -= wasUnseen
+		counts = st.counts
+		if changed == 0 {
+			return nil
+		}
+		st.seq++
+		k := userKey{tenantID, userID}
+		if err := tx.appendInboxEvents(ctx, []userKey{k}, []InboxEvent{{Seq: st.seq, Kind: kind, Counts: st.counts}}); err != nil {
+			return err
+		}
+		if err := tx.saveInboxStates(ctx, []userKey{k}, []inboxState{*st}); err != nil {
+			return err
+		}
+		return tx.notifyInbox(ctx, []userKey{k})
+	})
+	return counts, changed, err
+}
+
+// InboxEventsAfter returns up to limit of a user's events with seq > after,
+// oldest first. The log keeps the last InboxEventRetention: when the first one
+// returned is not after+1, the ones between were pruned.
+func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, after int64, limit int) ([]InboxEvent, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at FROM inbox_events
+		WHERE tenant_id = $1 AND user_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, tenantID, userID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []InboxEvent
+	for rows.Next() {
+		var e InboxEvent
+		var item []byte
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt); err != nil {
+			return nil, err
+		}
+		if item != nil {
+			e.Item = &InboxItem{}
+			if err := json.Unmarshal(item, e.Item); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 // CountInboxForTemplate counts a tenant's inbox rows of one template (load tests).
@@ -128,45 +633,35 @@ type InboxBatchItem struct {
 	Title          string
 	Body           string
 	ActionURL      string
+	// Category is the template's (the inbox filters by it).
+	Category string
 }
 
 // DeliverToInboxBatch is DeliverToInbox for many notifications at once (a
-// campaign page): the inbox rows in one INSERT … ON CONFLICT DO NOTHING (the
-// inbox key is the in-app guard, so a re-run inserts nothing) and every in_app
-// delivery marked delivered, in one transaction. It returns how many rows were
-// new.
+// campaign page), in one transaction: the inbox rows through insertInboxItems
+// (counts and stream events kept, ONE NOTIFY for the whole page; the inbox key
+// is the in-app guard, so a re-run inserts nothing) and every in_app delivery
+// marked delivered. It returns how many rows were new.
 func (s *Store) DeliverToInboxBatch(ctx context.Context, tenantID string, items []InboxBatchItem, at time.Time) (inserted int, err error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
-	cols := make([][]string, 5)
-	for _, it := range items {
-		for j, v := range []string{it.UserID, it.NotificationID, it.Title, it.Body, it.ActionURL} {
-			cols[j] = append(cols[j], v)
-		}
+	news := make([]NewInboxItem, len(items))
+	for i, it := range items {
+		news[i] = NewInboxItem{TenantID: tenantID, UserID: it.UserID, NotificationID: it.NotificationID, Title: it.Title,
+			Body: it.Body, ActionURL: it.ActionURL, Category: it.Category, CreatedAt: at}
 	}
 	err = s.InTx(ctx, func(tx *Store) error {
-		rows, err := tx.db.Query(ctx, `
-			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, created_at)
-			SELECT $1, u, n, t, b, NULLIF(a, ''), $7 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS x(u, n, t, b, a)
-			ON CONFLICT DO NOTHING RETURNING notification_id`, tenantID, cols[0], cols[1], cols[2], cols[3], cols[4], at)
+		fresh, err := tx.insertInboxItems(ctx, news)
 		if err != nil {
 			return err
-		}
-		fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		inserted = len(fresh)
-		isNew := make(map[string]bool, len(fresh))
-		for _, id := range fresh {
-			isNew[id] = true
 		}
 		us := make([]BulkDeliveryUpdate, len(items))
 		for i, it := range items {
 			us[i] = BulkDeliveryUpdate{NotificationID: it.NotificationID, Channel: herald.ChannelInApp, Status: herald.DeliveryDelivered, Provider: "inbox"}
-			if isNew[it.NotificationID] {
+			if fresh[i] {
 				us[i].Attempts = 1
+				inserted++
 			}
 		}
 		return tx.UpdateDeliveries(ctx, tenantID, us)

@@ -112,11 +112,11 @@ func TestInboxDeliveryIsIdempotent(t *testing.T) {
 	newNotification(t, st, ctx, tn.ID, "u1", "n1")
 
 	at := time.Now()
-	inserted, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", "", at)
+	inserted, err := st.DeliverToInbox(ctx, store.NewInboxItem{TenantID: tn.ID, UserID: "u1", NotificationID: "n1", Title: "T", Body: "B", ActionURL: "", CreatedAt: at})
 	if err != nil || !inserted {
 		t.Fatalf("first delivery: %v %v", inserted, err)
 	}
-	inserted, err = st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", "", at)
+	inserted, err = st.DeliverToInbox(ctx, store.NewInboxItem{TenantID: tn.ID, UserID: "u1", NotificationID: "n1", Title: "T", Body: "B", ActionURL: "", CreatedAt: at})
 	if err != nil || inserted {
 		t.Fatalf("second delivery must be a no-op: %v %v", inserted, err)
 	}
@@ -168,7 +168,7 @@ func TestInboxPagesNewestFirstAndFiltersUnread(t *testing.T) {
 	ids := []string{"n1", "n2", "n3", "n4", "n5"}
 	for i, id := range ids {
 		newNotification(t, st, ctx, tn.ID, "u1", id)
-		if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", id, "T"+id, "B", "", base.Add(time.Duration(i)*time.Minute)); err != nil {
+		if _, err := st.DeliverToInbox(ctx, store.NewInboxItem{TenantID: tn.ID, UserID: "u1", NotificationID: id, Title: "T" + id, Body: "B", ActionURL: "", CreatedAt: base.Add(time.Duration(i) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -200,7 +200,8 @@ func TestInboxPagesNewestFirstAndFiltersUnread(t *testing.T) {
 	if _, err := st.MarkInboxRead(ctx, tn.ID, "u1", "n4"); err != nil {
 		t.Fatal(err)
 	}
-	unread, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: "u1", Limit: 10, UnreadOnly: true})
+	no := false
+	unread, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: "u1", Limit: 10, Read: &no})
 	if err != nil || len(unread) != 4 {
 		t.Fatalf("unread = %d items, %v", len(unread), err)
 	}
@@ -218,7 +219,7 @@ func TestBounceAfterSentFailsAndRecomputesTheOverallStatus(t *testing.T) {
 	st, ctx := txStore(t)
 	tn, _ := mustTenant(t, st, ctx)
 	newNotification(t, st, ctx, tn.ID, "u1", "n1")
-	if _, err := st.DeliverToInbox(ctx, tn.ID, "u1", "n1", "T", "B", "", time.Now()); err != nil {
+	if _, err := st.DeliverToInbox(ctx, store.NewInboxItem{TenantID: tn.ID, UserID: "u1", NotificationID: "n1", Title: "T", Body: "B", ActionURL: "", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.RecomputeNotificationStatus(ctx, tn.ID, "n1"); err != nil || got != herald.NotificationDelivered {

@@ -1,0 +1,160 @@
+package activities_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/providertest"
+)
+
+// TestCampaignSurvivesWorkerKills SIGKILLs a real `herald worker` process three
+// times while a 1,500-recipient campaign (in-app + SendGrid email, batches of
+// 100) drains, restarting it each time, with SendGrid's event webhook
+// simulated (a receipt per accepted personalization, as SendGrid's "processed"
+// events arrive). No recipient is lost: every one ends with exactly one inbox
+// row (the in-app guard is transactional) and its email sent. None is emailed
+// twice: a re-run batch that finds emails "sending" (the worker died after
+// SendGrid accepted and before it recorded "sent") waits for the receipt window
+// (herald.ReasonInDoubt) and the receipt then records them sent. Without a
+// receipt inside the wait, the documented residual remains (as in crash_test.go).
+func TestCampaignSurvivesWorkerKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts worker processes; run without -short")
+	}
+	bin := filepath.Join(t.TempDir(), "herald")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/herald").CombinedOutput(); err != nil {
+		t.Fatalf("build herald: %v\n%s", err, out)
+	}
+	f := apitest.StartFakes(t)
+	const pageSize, window = 100, 2
+	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f), CampaignPageSize: pageSize, CampaignWindow: window,
+		CampaignInDoubtWait: 2 * time.Second})
+	tenantID, key := h.TenantWith("campaign-crash", "promo")
+	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com"}`)
+	const n = 1500
+	users := make([]store.User, n)
+	ids := make([]string, n)
+	for i := range users {
+		id, email := fmt.Sprintf("k%05d", i), fmt.Sprintf("k%05d@example.com", i)
+		users[i], ids[i] = store.User{UserID: id, Email: &email}, id
+	}
+	if err := h.Store.InsertUsers(context.Background(), tenantID, users); err != nil {
+		t.Fatal(err)
+	}
+	f.SendGrid.Always(providertest.Slow(150 * time.Millisecond)) // time to die mid-send
+
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workerProcess{t: t, bin: bin, log: logFile, env: append(os.Environ(),
+		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
+		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
+		"HERALD_TASK_QUEUE="+h.TaskQueue,
+		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
+		"HERALD_EGRESS_ALLOW=127.0.0.1",
+		"HERALD_SECRETS_KEY="+h.SecretsKey,
+		"HERALD_WORKER_STOP_TIMEOUT=0",
+	)}
+	w.start()
+	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
+	stopReceipts := simulateReceipts(t, h, f, tenantID)
+	defer stopReceipts()
+
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "crash", "template_id": "promo",
+		"channels": []string{"in_app", "email"}, "audience": map[string]any{"user_ids": ids}})
+	processed := func() int {
+		r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
+		v, _ := r.JSON["recipients_processed"].(float64)
+		return int(v)
+	}
+	const kills = 3
+	for k := 1; k <= kills; k++ {
+		target := k * n / (kills + 1)
+		h.Eventually(60*time.Second, fmt.Sprintf("%d recipients processed", target), func() bool { return processed() >= target })
+		t.Logf("kill %d at %d processed", k, processed())
+		w.kill()
+		w.start()
+	}
+	var done apitest.Response
+	h.Eventually(120*time.Second, "the campaign completed", func() bool {
+		done = h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
+		return done.Str("status") == herald.CampaignCompleted
+	})
+	c := done.JSON["counts"].(map[string]any)
+	inApp, email := c["in_app"].(map[string]any), c["email"].(map[string]any)
+	if int(inApp["delivered"].(float64)) != n || int(email["sent"].(float64))+int(email["delivered"].(float64)) != n {
+		t.Fatalf("after %d kills: %s", kills, done.Body)
+	}
+	var inboxRows, distinct int
+	if err := testenv.Pool(t).QueryRow(context.Background(),
+		`SELECT count(*), count(DISTINCT user_id) FROM inbox WHERE tenant_id = $1`, tenantID).Scan(&inboxRows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if inboxRows != n || distinct != n {
+		t.Fatalf("inbox rows %d for %d users, want %d each once", inboxRows, distinct, n)
+	}
+	mails := map[string]int{}
+	for _, req := range f.SendGrid.AcceptedRequests() {
+		m, err := providertest.DecodeMail(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range m.Personalizations {
+			mails[p.CustomArgs["notification_id"]]++
+		}
+	}
+	twice := 0
+	for _, c := range mails {
+		if c > 1 {
+			twice++
+		}
+	}
+	t.Logf("%d kills: %d recipients, %d emailed, %d emailed twice, %d mail sends", kills, n, len(mails), twice, len(f.SendGrid.AcceptedRequests()))
+	if len(mails) != n || twice != 0 {
+		t.Fatalf("%d of %d recipients emailed, %d of them twice", len(mails), n, twice)
+	}
+}
+
+// simulateReceipts records, every 100 ms, a receipt for each personalization of
+// each mail send SendGrid accepted, as its event webhook would.
+func simulateReceipts(t *testing.T, h *apitest.Harness, f apitest.Fakes, tenantID string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		seen := 0
+		for {
+			reqs := f.SendGrid.AcceptedRequests()
+			for _, req := range reqs[seen:] {
+				m, err := providertest.DecodeMail(req)
+				if err != nil {
+					continue
+				}
+				for _, p := range m.Personalizations {
+					_, _ = h.Providers.RecordReceipt(context.Background(), providers.Receipt{Provider: "sendgrid", TenantID: tenantID,
+						NotificationID: p.CustomArgs["notification_id"], Channel: "email", ProviderMessageID: req.MessageID,
+						Status: providers.ReceiptAccepted, ProviderStatus: "processed", OccurredAt: time.Now()})
+				}
+			}
+			seen = len(reqs)
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}

@@ -1,0 +1,229 @@
+// Package inboxlive fans inbox changes out to the open inbox streams of one API
+// process. Every inbox change is committed with a PostgreSQL NOTIFY on
+// store.InboxNotifyChannel naming the affected users; the Hub holds ONE
+// dedicated connection that LISTENs on it and wakes the streams of those users,
+// which then read the durable event log from their last event id. A NOTIFY
+// carries no data a stream relies on: a missed or duplicated wake-up costs a
+// query, never an event, so any number of API replicas (and workers writing the
+// inbox) work against one database.
+package inboxlive
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// Limits bound the open streams of one process.
+type Limits struct {
+	PerUser    int // streams one user may hold open at once
+	PerTenant  int // streams one tenant's users may hold open at once
+	PerProcess int // streams this process serves at once
+}
+
+// DefaultLimits are the limits a zero Limits field takes.
+var DefaultLimits = Limits{PerUser: 5, PerTenant: 2000, PerProcess: 10000}
+
+// ErrTooManyStreams is returned by Subscribe when a limit is reached; Scope says which.
+type ErrTooManyStreams struct{ Scope string }
+
+func (e *ErrTooManyStreams) Error() string { return "too many open inbox streams for this " + e.Scope }
+
+// Sub is one open stream's subscription: Wake receives (coalesced) when the
+// user's inbox may have changed.
+type Sub struct {
+	key    string
+	tenant string
+	wake   chan struct{}
+}
+
+// Wake is signalled when the user's inbox may have new events.
+func (s *Sub) Wake() <-chan struct{} { return s.wake }
+
+func (s *Sub) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // a wake-up is already pending: the stream reads everything new anyway
+	}
+}
+
+// Hub is one process's listener and its subscriptions.
+type Hub struct {
+	conn   *pgx.ConnConfig
+	limits Limits
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	subs     map[string]map[*Sub]struct{} // NotifyKey → subscriptions
+	tenants  map[string]int
+	open     int
+	started  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+	listened atomic.Bool
+}
+
+// New makes a hub that will listen through its own connection made from conn
+// (never from a pool: LISTEN belongs to one session). Nothing runs until the
+// first Subscribe.
+func New(conn *pgx.ConnConfig, limits Limits, log *slog.Logger) *Hub {
+	if limits.PerUser <= 0 {
+		limits.PerUser = DefaultLimits.PerUser
+	}
+	if limits.PerTenant <= 0 {
+		limits.PerTenant = DefaultLimits.PerTenant
+	}
+	if limits.PerProcess <= 0 {
+		limits.PerProcess = DefaultLimits.PerProcess
+	}
+	return &Hub{conn: conn, limits: limits, log: log, subs: map[string]map[*Sub]struct{}{}, tenants: map[string]int{}}
+}
+
+// Open is how many streams this process holds open (the "inbox streams open" gauge).
+func (h *Hub) Open() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.open
+}
+
+// Listening reports whether the listener connection is up and LISTENing.
+func (h *Hub) Listening() bool { return h.listened.Load() }
+
+// Subscribe registers a stream of the user, within the limits; the caller must
+// Unsubscribe it when the stream ends.
+func (h *Hub) Subscribe(tenantID, userID string) (*Sub, error) {
+	key := store.NotifyKey(tenantID, userID)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.open >= h.limits.PerProcess:
+		return nil, &ErrTooManyStreams{Scope: "server"}
+	case h.tenants[tenantID] >= h.limits.PerTenant:
+		return nil, &ErrTooManyStreams{Scope: "tenant"}
+	case len(h.subs[key]) >= h.limits.PerUser:
+		return nil, &ErrTooManyStreams{Scope: "user"}
+	}
+	if !h.started {
+		h.started = true
+		ctx, cancel := context.WithCancel(context.Background())
+		h.cancel, h.done = cancel, make(chan struct{})
+		go h.listen(ctx)
+	}
+	s := &Sub{key: key, tenant: tenantID, wake: make(chan struct{}, 1)}
+	if h.subs[key] == nil {
+		h.subs[key] = map[*Sub]struct{}{}
+	}
+	h.subs[key][s] = struct{}{}
+	h.tenants[tenantID]++
+	h.open++
+	return s, nil
+}
+
+// Unsubscribe removes a stream's subscription.
+func (h *Hub) Unsubscribe(s *Sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := h.subs[s.key]
+	if _, ok := set[s]; !ok {
+		return
+	}
+	delete(set, s)
+	if len(set) == 0 {
+		delete(h.subs, s.key)
+	}
+	if h.tenants[s.tenant]--; h.tenants[s.tenant] == 0 {
+		delete(h.tenants, s.tenant)
+	}
+	h.open--
+}
+
+// Close stops the listener (streams stay subscribed but are no longer woken).
+func (h *Hub) Close() {
+	h.mu.Lock()
+	cancel, done := h.cancel, h.done
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// wakeAll wakes every stream: after the listener (re)connects, a NOTIFY sent
+// while it was away may have been lost.
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, set := range h.subs {
+		for s := range set {
+			s.signal()
+		}
+	}
+}
+
+func (h *Hub) dispatch(payload string) {
+	if payload == store.InboxNotifyAll {
+		h.wakeAll()
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key := range strings.SplitSeq(payload, "\n") {
+		for s := range h.subs[key] {
+			s.signal()
+		}
+	}
+}
+
+// listen keeps one LISTENing connection until ctx is done, reconnecting with
+// backoff (1 s doubling to 30 s).
+func (h *Hub) listen(ctx context.Context) {
+	defer close(h.done)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		err := h.listenOnce(ctx)
+		h.listened.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("inbox listener lost its connection; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func (h *Hub) listenOnce(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, h.conn.Copy())
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{store.InboxNotifyChannel}.Sanitize()); err != nil {
+		return err
+	}
+	h.listened.Store(true)
+	h.wakeAll()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		h.dispatch(n.Payload)
+	}
+}

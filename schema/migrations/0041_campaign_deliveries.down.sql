@@ -1,0 +1,2 @@
+DROP INDEX deliveries_campaign_idx;
+ALTER TABLE deliveries DROP COLUMN campaign_id;

@@ -187,12 +187,12 @@ func (s *Server) createNotification(c *gin.Context) {
 	seenAt := time.Now()
 	var req createNotificationRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		s.rejectAccept(c, err)
 		return
 	}
 	acc, verr := s.validateNotification(c, req)
 	if verr != nil {
-		s.abort(c, verr)
+		s.rejectAccept(c, verr)
 		return
 	}
 	in := acc.input
@@ -201,20 +201,20 @@ func (s *Server) createNotification(c *gin.Context) {
 	}
 	userLocale, exists, err := s.userLocale(c, in.TenantID, in.UserID)
 	if err != nil {
-		s.abort(c, err)
+		s.rejectAccept(c, err)
 		return
 	}
 	if !exists {
-		s.abort(c, &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_user", Field: "user_id",
+		s.rejectAccept(c, &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_user", Field: "user_id",
 			Message: "user " + in.UserID + " does not exist; create it with PUT /v1/users/{user_id}"})
 		return
 	}
 	if err := s.applyTemplate(c, &in, req.Channels == nil, userLocale); err != nil {
-		s.abort(c, err)
+		s.rejectAccept(c, err)
 		return
 	}
 	if n := contract.PayloadSize(in); n < 0 || n > contract.MaxWorkflowInputBytes {
-		s.abort(c, &Error{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data",
+		s.rejectAccept(c, &Error{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data",
 			Message: fmt.Sprintf("the notification is %d bytes as its workflow carries it (JSON-encoded); the limit is %d bytes (%d KiB)",
 				n, contract.MaxWorkflowInputBytes, contract.MaxWorkflowInputBytes>>10)})
 		return
@@ -395,16 +395,26 @@ const (
 	AcceptDuplicate   = "duplicate"
 	AcceptKeyReused   = "idempotency_key_reused"
 	AcceptUnavailable = "unavailable"
+	AcceptRejected    = "rejected"
 )
 
-// answerAccept writes the accept path's answer for outcome.
+// answerAccept writes the accept path's answer for outcome (the one place a
+// counter of accept outcomes hooks in; the tenant limits' 429 is answered by the
+// limitTenant middleware before).
 func (s *Server) answerAccept(c *gin.Context, outcome string, status int, body any) {
 	c.Set(acceptOutcomeKey, outcome) // countSubmission turns it into the metrics
-	if e, ok := body.(*Error); ok {
+	if e, ok := body.(error); ok {
 		s.abort(c, e)
 		return
 	}
 	c.JSON(status, body)
+}
+
+// rejectAccept answers a submission refused before any dedup decision (bad
+// input, unknown user or template, content that cannot be delivered, a
+// database error).
+func (s *Server) rejectAccept(c *gin.Context, err error) {
+	s.answerAccept(c, AcceptRejected, 0, err)
 }
 
 // duplicate answers a submission that hit an open dedup window: with the

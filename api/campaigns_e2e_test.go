@@ -216,6 +216,13 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 		t.Fatalf("the in-doubt email was sent again")
 	}
 
+	// The Temporal UI finds the campaign workflow by its search attributes.
+	h.Eventually(20*time.Second, "the campaign in Temporal visibility", func() bool {
+		n, err := h.Temporal.CountWorkflow(context.Background(), countRequest(
+			fmt.Sprintf("HeraldCampaign = 'spring-sale' AND HeraldTenant = '%s' AND WorkflowType = 'CampaignWorkflow'", tenantID)))
+		return err == nil && n.GetCount() == 1
+	})
+
 	// Tenant isolation.
 	_, other := h.TenantWith("other", "promo")
 	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/campaigns/spring-sale", other, nil)
@@ -279,15 +286,21 @@ func TestCampaignPauseResumeCancel(t *testing.T) {
 		t.Fatalf("after resume: %s", done.Body)
 	}
 
+	begun := time.Now()
 	start("cancel-me")
-	h.Eventually(30*time.Second, "first batches", func() bool { return processed("cancel-me") >= 40 })
+	h.Eventually(30*time.Second, "first batches", func() bool { return processed("cancel-me") >= 200 })
+	// rate_per_second 100: 200 recipients (10 batches of 20, the first at once)
+	// take at least 1.8 s however fast the machine is.
+	if took := time.Since(begun); took < 1800*time.Millisecond {
+		t.Fatalf("200 recipients at 100/s took %s", took)
+	}
 	if c := h.MustDo(http.StatusOK, http.MethodPost, "/v1/campaigns/cancel-me/cancel", key, nil); c.Str("status") != herald.CampaignCancelled {
 		t.Fatalf("cancel: %s", c.Body)
 	}
 	ended := awaitCampaign(h, key, "cancel-me", herald.CampaignCancelled, 30*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	n := processed("cancel-me")
-	if n >= 400 || n < 40 || ended.JSON["finished_at"] == nil {
+	if n >= 400 || n < 200 || ended.JSON["finished_at"] == nil {
 		t.Fatalf("cancelled campaign processed %d of 400: %s", n, ended.Body)
 	}
 	apitest.WantError(t, h.Do(http.MethodPost, "/v1/campaigns/cancel-me/resume", key, nil), http.StatusConflict, "campaign_finished", "")

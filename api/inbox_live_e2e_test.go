@@ -112,7 +112,8 @@ func TestInboxStreamSeesNewNotificationAndStateChanges(t *testing.T) {
 }
 
 func TestInboxStreamOnReplicaASeesWritesThroughReplicaB(t *testing.T) {
-	h := apitest.Start(t, apitest.Options{})
+	// A heartbeat far beyond streamWithin: only the NOTIFY fan-out can deliver in time.
+	h := apitest.Start(t, apitest.Options{InboxHeartbeat: 5 * time.Minute})
 	_, key, token := inboxUser(t, h, "ada")
 	replicaB := h.Replica()
 

@@ -395,7 +395,7 @@ func (c *campaign) db(ctx workflow.Context, activity string, args ...any) workfl
 var campaignBatchOptions = workflow.ActivityOptions{
 	StartToCloseTimeout:    10 * time.Minute,
 	ScheduleToCloseTimeout: 24 * time.Hour,
-	HeartbeatTimeout:       10 * time.Second,
+	HeartbeatTimeout:       5 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:        time.Second,
 		BackoffCoefficient:     2,

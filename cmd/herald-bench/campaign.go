@@ -283,7 +283,7 @@ func runCampaignBench(ctx context.Context, o campaignOptions, rep *CampaignRepor
 	if o.criticalRate > 0 {
 		// Bulk lane isolation: critical notifications while a campaign drains (its
 		// own phase, so the criticals' cost stays out of the campaign's).
-		ph, err := b.campaign(ctx, fmt.Sprintf("isolation: campaign %d + critical", o.small), lists[o.small], o.small, true)
+		ph, err := b.campaign(ctx, fmt.Sprintf("isolation: campaign %d + critical", o.n), lists[o.n], o.n, true)
 		if err != nil {
 			return err
 		}

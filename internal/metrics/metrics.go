@@ -140,6 +140,12 @@ func New(opts Options) *Metrics {
 	if !m.tenants {
 		m.duplicate.WithLabelValues()
 	}
+	for _, st := range []string{herald.CampaignCompleted, herald.CampaignCancelled, herald.CampaignFailed} {
+		m.campaigns.WithLabelValues(st)
+	}
+	for _, o := range CampaignOutcomes {
+		m.campaignRcpt.WithLabelValues(o)
+	}
 	return m
 }
 
@@ -282,16 +288,18 @@ func (m *Metrics) CampaignFinished(status string) {
 	m.campaigns.WithLabelValues(status).Inc()
 }
 
+// CampaignOutcomes are the outcome labels of herald_campaign_recipients_total.
+var CampaignOutcomes = []string{"delivered", "suppressed", "deferred", "retrying", "failed", "duplicate"}
+
 // CampaignBatch records one campaign batch's result (recipients is not a
 // channel count and is not recorded).
 func (m *Metrics) CampaignBatch(recipients, delivered, suppressed, deferred, retrying, failed, duplicates int) {
 	if m == nil {
 		return
 	}
-	for outcome, n := range map[string]int{"delivered": delivered, "suppressed": suppressed, "deferred": deferred,
-		"retrying": retrying, "failed": failed, "duplicate": duplicates} {
+	for i, n := range []int{delivered, suppressed, deferred, retrying, failed, duplicates} {
 		if n > 0 {
-			m.campaignRcpt.WithLabelValues(outcome).Add(float64(n))
+			m.campaignRcpt.WithLabelValues(CampaignOutcomes[i]).Add(float64(n))
 		}
 	}
 }

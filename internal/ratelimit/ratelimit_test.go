@@ -473,18 +473,20 @@ func TestWaitNTakesTheBatchAtOnce(t *testing.T) {
 	l := newLimiter(t)
 	key := testenv.UniqueName(t, "rln")
 	ctx := context.Background()
-	if err := l.WaitN(ctx, key, 100, 1, 50); err != nil {
+	// 10/s: a token takes 100 ms to come back, so the check right after the
+	// take is not raced by the refill on a loaded machine.
+	if err := l.WaitN(ctx, key, 10, 1, 50); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := take(t, l, key, 100, 1); ok {
+	if ok, _ := take(t, l, key, 10, 1); ok {
 		t.Fatal("a token was left after a 50-token take from a fresh 50-token bucket")
 	}
 	start := time.Now()
-	if err := l.WaitN(ctx, key, 100, 1, 50); err != nil {
+	if err := l.WaitN(ctx, key, 10, 1, 5); err != nil {
 		t.Fatal(err)
 	}
-	// 50 tokens at 100/s take about half a second to refill.
+	// 5 tokens at 10/s take about half a second to refill.
 	if waited := time.Since(start); waited < 300*time.Millisecond {
-		t.Fatalf("second WaitN of 50 at 100/s returned after %s; want about 500ms", waited)
+		t.Fatalf("second WaitN of 5 at 10/s returned after %s; want about 500ms", waited)
 	}
 }

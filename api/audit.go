@@ -279,15 +279,9 @@ func (s *Server) listAuditLog(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	var next *string
-	if len(items) > limit {
-		items = items[:limit]
-		last := items[limit-1]
-		next = encodePageCursor(pageCursor{List: "audit-log", At: last.At.UnixMicro(), ID: last.ID})
-	}
-	if items == nil {
-		items = []store.AuditEntry{}
-	}
+	items, next := onePage(items, limit, func(last store.AuditEntry) pageCursor {
+		return pageCursor{List: "audit-log", At: last.At.UnixMicro(), ID: last.ID}
+	})
 	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }
 

@@ -78,15 +78,9 @@ func (s *Server) listDeadLetters(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	var next *string
-	if len(items) > limit {
-		items = items[:limit]
-		last := items[limit-1]
-		next = encodePageCursor(pageCursor{List: "dead-letters", At: last.CreatedAt.UnixMicro(), ID: last.ID})
-	}
-	if items == nil {
-		items = []store.DeadLetter{}
-	}
+	items, next := onePage(items, limit, func(last store.DeadLetter) pageCursor {
+		return pageCursor{List: "dead-letters", At: last.CreatedAt.UnixMicro(), ID: last.ID}
+	})
 	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }
 

@@ -46,6 +46,20 @@ type pageCursor struct {
 	Key string `json:"k,omitempty"`
 }
 
+// onePage cuts rows read with limit+1 to the page: the extra row only says that
+// another page follows, and the cursor to it is taken from the page's last row.
+// A page is never null in JSON: no rows is [].
+func onePage[T any](rows []T, limit int, cursorOf func(last T) pageCursor) ([]T, *string) {
+	if len(rows) <= limit {
+		if rows == nil {
+			rows = []T{}
+		}
+		return rows, nil
+	}
+	rows = rows[:limit]
+	return rows, encodePageCursor(cursorOf(rows[limit-1]))
+}
+
 func encodePageCursor(p pageCursor) *string {
 	raw, _ := json.Marshal(p) // a struct of strings and integers always encodes
 	s := base64.RawURLEncoding.EncodeToString(raw)

@@ -116,12 +116,9 @@ func (s *Server) listPushTokens(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	var next *string
-	if len(tokens) > limit {
-		tokens = tokens[:limit]
-		last := tokens[limit-1]
-		next = encodePageCursor(pageCursor{List: "push-tokens", At: last.CreatedAt.UnixMicro(), Key: last.Token})
-	}
+	tokens, next := onePage(tokens, limit, func(last providers.PushToken) pageCursor {
+		return pageCursor{List: "push-tokens", At: last.CreatedAt.UnixMicro(), Key: last.Token}
+	})
 	items := make([]providers.PushToken, 0, len(tokens))
 	for _, t := range tokens {
 		items = append(items, pushTokenView(t))

@@ -120,12 +120,9 @@ func (s *Server) listSupport(c *gin.Context, list string, f store.UserNotificati
 		s.abort(c, err)
 		return
 	}
-	var next *string
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[limit-1]
-		next = encodePageCursor(pageCursor{List: list, At: last.AcceptedAt.UnixMicro(), Key: last.ID})
-	}
+	rows, next := onePage(rows, limit, func(last store.SupportNotification) pageCursor {
+		return pageCursor{List: list, At: last.AcceptedAt.UnixMicro(), Key: last.ID}
+	})
 	items := make([]supportItem, 0, len(rows))
 	for _, n := range rows {
 		items = append(items, newSupportItem(n))

@@ -291,14 +291,9 @@ func (s *Server) listWebhookAttempts(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	var next *string
-	if len(items) > limit {
-		items = items[:limit]
-		next = encodePageCursor(pageCursor{List: "webhook-attempts", ID: items[len(items)-1].ID})
-	}
-	if items == nil {
-		items = []store.WebhookAttempt{}
-	}
+	items, next := onePage(items, limit, func(last store.WebhookAttempt) pageCursor {
+		return pageCursor{List: "webhook-attempts", ID: last.ID}
+	})
 	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }
 

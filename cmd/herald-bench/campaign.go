@@ -122,18 +122,7 @@ func campaignMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		rep.Error = err.Error()
 	}
-	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-	} else {
-		printCampaignTable(stdout, rep)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "herald-bench -campaign:", err)
-		return 1
-	}
-	return 0
+	return writeReport(stdout, stderr, o.jsonOut, rep, func(w io.Writer) { printCampaignTable(w, rep) }, "herald-bench -campaign", err)
 }
 
 type campaignBench struct {

@@ -210,18 +210,7 @@ func runInboxStreamBench(args []string, so inboxStreamOptions, reqTimeout time.D
 	if err != nil {
 		rep.Error = err.Error()
 	}
-	if jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-	} else {
-		printInboxStreamReport(stdout, rep)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "herald-bench:", err)
-		return 1
-	}
-	return 0
+	return writeReport(stdout, stderr, jsonOut, rep, func(w io.Writer) { printInboxStreamReport(w, rep) }, "herald-bench", err)
 }
 
 type streamBench struct {

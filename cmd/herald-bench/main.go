@@ -273,16 +273,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if runErr != nil {
 		rep.Error = runErr.Error()
 	}
-	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-	} else {
-		printTable(stdout, rep)
-	}
-	if runErr != nil {
-		fmt.Fprintln(stderr, "herald-bench:", runErr)
-		return 1
+	if rc := writeReport(stdout, stderr, o.jsonOut, rep, func(w io.Writer) { printTable(w, rep) }, "herald-bench", runErr); rc != 0 {
+		return rc
 	}
 	if o.failOnMiss {
 		for _, r := range rep.Ratios {
@@ -290,6 +282,23 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 				return 3
 			}
 		}
+	}
+	return 0
+}
+
+// writeReport writes a mode's report as indented JSON (-json) or as its table,
+// says err on stderr, and returns the exit status err makes (0 or 1).
+func writeReport(stdout, stderr io.Writer, jsonOut bool, rep any, table func(io.Writer), mode string, err error) int {
+	if jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		table(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, mode+":", err)
+		return 1
 	}
 	return 0
 }

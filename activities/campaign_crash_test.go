@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,10 +29,7 @@ func TestCampaignSurvivesWorkerKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts worker processes; run without -short")
 	}
-	bin := filepath.Join(t.TempDir(), "herald")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/herald").CombinedOutput(); err != nil {
-		t.Fatalf("build herald: %v\n%s", err, out)
-	}
+	bin := buildHerald(t)
 	f := apitest.StartFakes(t)
 	const pageSize, window = 100, 2
 	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f), CampaignPageSize: pageSize, CampaignWindow: window,
@@ -54,21 +48,7 @@ func TestCampaignSurvivesWorkerKills(t *testing.T) {
 	}
 	f.SendGrid.Always(providertest.Slow(150 * time.Millisecond)) // time to die mid-send
 
-	logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &workerProcess{t: t, bin: bin, log: logFile, env: append(os.Environ(),
-		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
-		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
-		"HERALD_TASK_QUEUE="+h.TaskQueue,
-		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
-		"HERALD_EGRESS_ALLOW=127.0.0.1",
-		"HERALD_SECRETS_KEY="+h.SecretsKey,
-		"HERALD_WORKER_STOP_TIMEOUT=0",
-	)}
-	w.start()
-	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
+	w := startWorkerProcess(t, bin, h, f, "HERALD_WORKER_STOP_TIMEOUT=0")
 	stopReceipts := simulateReceipts(t, h, f, tenantID)
 	defer stopReceipts()
 

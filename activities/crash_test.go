@@ -34,6 +34,41 @@ func (w *workerProcess) start() {
 	}
 }
 
+// buildHerald builds cmd/herald into the test's temporary directory.
+func buildHerald(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "herald")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/herald")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build herald: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startWorkerProcess starts bin as a worker of h's task queue against the test
+// services and f's SendGrid fake, logging to a file in the test's temporary
+// directory, killed when the test ends; extraEnv goes last (it wins).
+func startWorkerProcess(t *testing.T, bin string, h *apitest.Harness, f apitest.Fakes, extraEnv ...string) *workerProcess {
+	t.Helper()
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(),
+		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
+		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
+		"HERALD_TASK_QUEUE="+h.TaskQueue,
+		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
+		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fakes' address: internal, refused by default
+		"HERALD_METRICS_ADDR=off",       // tests run side by side: no fixed port
+		"HERALD_SECRETS_KEY="+h.SecretsKey,
+	)
+	w := &workerProcess{t: t, bin: bin, log: logFile, env: append(env, extraEnv...)}
+	w.start()
+	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
+	return w
+}
+
 func (w *workerProcess) kill() {
 	w.t.Helper()
 	if err := w.cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup, no goodbye to Temporal
@@ -77,32 +112,14 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts worker processes; run without -short")
 	}
-	bin := filepath.Join(t.TempDir(), "herald")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/herald")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build herald: %v\n%s", err, out)
-	}
+	bin := buildHerald(t)
 	f := apitest.StartFakes(t)
 	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f)})
 	tenantID, key := h.TenantWith("crash", "order_shipped")
 	configure(h, f, tenantID)
 	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
 
-	logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &workerProcess{t: t, bin: bin, log: logFile, env: append(os.Environ(),
-		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
-		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
-		"HERALD_TASK_QUEUE="+h.TaskQueue,
-		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
-		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fakes' address: internal, refused by default
-		"HERALD_METRICS_ADDR=off",       // tests run side by side: no fixed port
-		"HERALD_SECRETS_KEY="+h.SecretsKey,
-	)}
-	w.start()
-	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
+	w := startWorkerProcess(t, bin, h, f)
 
 	const perMode = 5
 	kills, delivered := 0, 0
@@ -118,7 +135,7 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 				select {
 				case <-hold.Arrived():
 				case <-time.After(20 * time.Second):
-					t.Fatalf("the provider call never arrived; worker log: %s", logFile.Name())
+					t.Fatalf("the provider call never arrived; worker log: %s", w.log.Name())
 				}
 				w.kill()
 				hold.Reject(providertest.Fail500()) // the caller is gone; the answer goes nowhere

@@ -67,9 +67,8 @@ type acceptedNotification struct {
 	input workflows.NotificationInput
 	key   ids.KeyHash
 	lane  string
-	// bodyHash identifies the request body; a duplicate whose bodyHash differs
-	// is a reused idempotency key (422). clientKey: the key was the client's.
-	bodyHash  []byte
+	// clientKey: the key was the client's. input.BodyHash identifies the
+	// request body; a duplicate whose hash differs is a reused key (422).
 	clientKey string
 }
 
@@ -162,20 +161,21 @@ func (s *Server) validateNotification(c *gin.Context, req createNotificationRequ
 	// Channels in a canonical order so a resubmission in another order is equal.
 	channels := append([]string(nil), req.Channels...)
 	sort.Strings(channels)
+	var hash []byte
 	if out.clientKey != "" {
 		h, err := bodyHash(*req.UserID, *req.TemplateID, data, channels, req.Channels != nil, req.SendAt != nil, sendAtParsed)
 		if err != nil {
 			return out, badField("data", "invalid_field", "data cannot be encoded: %v", err)
 		}
-		out.bodyHash = h
+		hash = h
 	} else {
 		// A content-derived key is a hash of user, template and data: a duplicate
 		// has the same content by construction, so its "body" is the key itself.
-		out.bodyHash = append([]byte(nil), out.key[:]...)
+		hash = append([]byte(nil), out.key[:]...)
 	}
 	out.input = workflows.NotificationInput{
 		TenantID: tenantOf(c).ID, UserID: *req.UserID, TemplateID: *req.TemplateID,
-		Channels: channels, Data: data, DedupWindow: window, SendAt: sendAt,
+		Channels: channels, Data: data, DedupWindow: window, SendAt: sendAt, BodyHash: hash,
 	}
 	return out, nil
 }
@@ -227,20 +227,15 @@ func (s *Server) createNotification(c *gin.Context) {
 	if in.Critical {
 		lane = workflows.LaneCritical
 	}
-	run, err := s.temporal.ExecuteWorkflow(ctx, StartOptions(workflowID, workflows.LaneTaskQueue(s.cfg.TaskQueue, lane), in, acc.bodyHash), workflows.NotificationWorkflow, in)
+	run, err := s.temporal.ExecuteWorkflow(ctx, StartOptions(workflowID, workflows.LaneTaskQueue(s.cfg.TaskQueue, lane), in), workflows.NotificationWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case err == nil:
 		c.Set(acceptLaneKey, lane)
+		// The start is the acceptance. The workflow's first activity writes the
+		// ledger row with the notification, in the same statement; until then a
+		// duplicate is answered by the start and the memo's body hash.
 		id := ids.NotificationID(acc.key, run.GetRunID())
-		// The start is the acceptance; the ledger row only makes later duplicates
-		// cheap to answer and to count. If it cannot be written the memo still has
-		// the body hash, so the 202 stands.
-		until := seenAt.Add(in.DedupWindow)
-		if err := s.store.RecordAccept(ctx, in.TenantID, store.Dedup{NotificationID: id, KeyHash: acc.key.String(),
-			BodyHash: acc.bodyHash, FirstSeenAt: seenAt, DedupUntil: &until}); err != nil {
-			s.log.Warn("recording the dedup ledger row failed; duplicates will read the workflow's memo", "notification_id", id, "error", err)
-		}
 		status := herald.NotificationQueued
 		if !in.SendAt.IsZero() {
 			status = herald.NotificationScheduled
@@ -369,9 +364,8 @@ func (s *Server) countSubmission(c *gin.Context) {
 // policy FAIL (with the error surfaced) is the duplicate check while a run is open;
 // the reuse policy ALLOW_DUPLICATE makes the same key a new notification once the
 // run, and so its dedup window, has closed.
-// bodyHash (see the accept path) goes into the memo with the user, template and
-// channels.
-func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput, bodyHash []byte) client.StartWorkflowOptions {
+// The input's body hash goes into the memo with the user, template and channels.
+func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                                       workflowID,
 		TaskQueue:                                taskQueue,
@@ -379,7 +373,7 @@ func StartOptions(workflowID, taskQueue string, in workflows.NotificationInput, 
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		// The memo lets a status read answer before the first activity has run.
-		Memo: map[string]any{memoUser: in.UserID, memoTemplate: in.TemplateID, memoChannels: in.Channels, memoBodyHash: hex.EncodeToString(bodyHash)},
+		Memo: map[string]any{memoUser: in.UserID, memoTemplate: in.TemplateID, memoChannels: in.Channels, memoBodyHash: hex.EncodeToString(in.BodyHash)},
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SearchAttrTenant.ValueSet(in.TenantID),
 			workflows.SearchAttrUser.ValueSet(in.UserID),
@@ -428,7 +422,7 @@ func (s *Server) duplicate(c *gin.Context, acc acceptedNotification, workflowID,
 	ctx := c.Request.Context()
 	tenantID := tenantOf(c).ID
 	id := ids.NotificationID(acc.key, runID)
-	o, err := s.store.RecordDuplicate(ctx, tenantID, id, acc.key.String(), acc.bodyHash, seenAt)
+	o, err := s.store.RecordDuplicate(ctx, tenantID, id, acc.key.String(), acc.input.BodyHash, seenAt)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -453,18 +447,18 @@ func (s *Server) duplicate(c *gin.Context, acc acceptedNotification, workflowID,
 			acceptedAt = info.GetStartTime().AsTime().Truncate(time.Microsecond)
 		}
 		if !o.BodyKnown {
-			original := acc.bodyHash // a run started without the memo field: nothing to compare
+			original := acc.input.BodyHash // a run started without the memo field: nothing to compare
 			var hexHash string
 			if p := info.GetMemo().GetFields()[memoBodyHash]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &hexHash) == nil {
 				if h, herr := hex.DecodeString(hexHash); herr == nil {
 					original = h
 				}
 			}
-			if err := s.store.SettleDuplicate(ctx, tenantID, id, original, acc.bodyHash); err != nil {
+			if err := s.store.SettleDuplicate(ctx, tenantID, id, original, acc.input.BodyHash); err != nil {
 				s.abort(c, err)
 				return
 			}
-			if !bytes.Equal(original, acc.bodyHash) {
+			if !bytes.Equal(original, acc.input.BodyHash) {
 				s.keyReused(c, acc, id)
 				return
 			}
@@ -498,7 +492,7 @@ const LedgerMargin = 5 * time.Second
 // client's contract, counted from acceptance), where the start alone would
 // accept the key anew.
 func (s *Server) answerFromLedger(c *gin.Context, acc acceptedNotification, seenAt time.Time) bool {
-	a, err := s.store.AnswerFromLedger(c.Request.Context(), acc.input.TenantID, acc.key.String(), acc.bodyHash, seenAt, LedgerMargin)
+	a, err := s.store.AnswerFromLedger(c.Request.Context(), acc.input.TenantID, acc.key.String(), acc.input.BodyHash, seenAt, LedgerMargin)
 	if err != nil {
 		if c.Request.Context().Err() == nil {
 			s.log.Warn("the dedup ledger could not answer; the workflow start decides", "error", err)

@@ -33,6 +33,11 @@ type NotificationInput struct {
 	// SendAt delays delivery to that time (zero: now); the notification is
 	// "scheduled" until then and can be cancelled.
 	SendAt time.Time
+	// BodyHash is the canonical hash of the submitted body (user, template, data,
+	// channels, send_at; the key itself for content-derived keys). The first
+	// activity records it in the dedup ledger, from which the API answers the
+	// key's later submissions: the same body a duplicate, another one 422.
+	BodyHash []byte
 }
 
 // ChannelState is one channel's progress as the workflow knows it.
@@ -136,6 +141,7 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
 		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category, Scheduled: w.in.SendAt.After(w.state.AcceptedAt),
+		BodyHash: w.in.BodyHash, DedupUntil: w.state.DedupUntil,
 	}).Get(ctx, nil); err != nil {
 		return w.state, err
 	}

@@ -66,6 +66,11 @@ type RecordAcceptedInput struct {
 	Category        string
 	// Scheduled: delivery waits for send_at.
 	Scheduled bool
+	// BodyHash is the canonical hash of the accepted body and DedupUntil the end
+	// of the dedup window: the dedup-ledger row written with the notification.
+	// Nil BodyHash: no ledger row.
+	BodyHash   []byte
+	DedupUntil time.Time
 }
 
 // LoadRecipientInput names the user to load.

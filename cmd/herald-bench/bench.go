@@ -450,6 +450,7 @@ func (b *bench) newNotification(series string, i int, users []string) notificati
 		TenantID: b.tenantID, UserID: n.user, TemplateID: benchTemplate,
 		Channels: []string{herald.ChannelInApp}, Data: data, DedupWindow: window,
 		TemplateVersion: b.template.Version, Category: b.template.Category, Critical: b.template.Critical,
+		BodyHash: benchBodyHash(n.key),
 	}
 	return n
 }

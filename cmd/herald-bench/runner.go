@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,6 +231,13 @@ func (a *accum) phase() Phase {
 	}
 	p.ElapsedSec = roundTo(elapsed.Seconds(), 3)
 	p.PerSec = roundTo(rate(steadyOK, steady), 1)
+	if len(a.loops) > 1 {
+		perChunk := make([]string, len(a.loops))
+		for i, r := range a.loops {
+			perChunk[i] = fmt.Sprintf("%.1f", rate(r.steadyOK, r.steadyElapsed))
+		}
+		p.Notes = append(p.Notes, "per chunk, in the order run: "+strings.Join(perChunk, ", ")+" per sec")
+	}
 	p.Latency = summarize(lat)
 	if a.cpuOK && a.chunks > 0 {
 		p.CPU = a.cpu.usage(p.OK)

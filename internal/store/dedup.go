@@ -25,25 +25,6 @@ type Dedup struct {
 	DedupUntil *time.Time
 }
 
-// RecordAccept writes the ledger row of a notification whose workflow start just
-// succeeded: the body hash it was accepted with, when the submission arrived and
-// when its window ends. A duplicate that got here first left a row with its count
-// and no body hash; the original fills the hash in and keeps the count. One
-// statement, one round trip, committed asynchronously like duplicateSQL: the
-// workflow's memo holds the same hash durably (the start is the acceptance), so a
-// row lost in a database crash only sends later duplicates to the memo.
-func (s *Store) RecordAccept(ctx context.Context, tenantID string, d Dedup) error {
-	_, err := s.db.Exec(ctx, `
-		WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
-		INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
-		SELECT $1, $2, $3, $4, $5, $5, 0, $6 FROM async
-		ON CONFLICT (tenant_id, notification_id) DO UPDATE
-		SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
-			first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)`,
-		tenantID, d.NotificationID, d.KeyHash, d.BodyHash, d.FirstSeenAt, d.DedupUntil)
-	return err
-}
-
 // DuplicateOutcome is what RecordDuplicate found.
 type DuplicateOutcome struct {
 	// Counted: the submission was counted as a duplicate (its body matched the
@@ -68,7 +49,7 @@ type DuplicateOutcome struct {
 //     accepted_at from notifications (when the workflow recorded it already).
 //   - The row does not exist (the original's write is still in flight, or its API
 //     died between the start and the write): a row with this one duplicate and no
-//     body hash is inserted; the original's RecordAccept fills the hash in.
+//     body hash is inserted; the original's InsertNotification fills the hash in.
 //   - The body hash differs: nothing changes (a reused key is not a duplicate), and
 //     the second branch returns the row as it is, uncounted.
 //

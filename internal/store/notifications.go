@@ -31,34 +31,43 @@ type Notification struct {
 	Dedup *Dedup
 }
 
-// InsertNotification records an accepted notification and a pending delivery row per
-// channel. Re-running it (an activity retry) changes nothing.
+// InsertNotification records an accepted notification, a delivery row per channel
+// (pending, or scheduled for send_at) and, when n.Dedup carries the body hash,
+// the notification's dedup-ledger row — in one statement, so one round trip and
+// one commit: from then on the ledger answers the key's duplicates by itself
+// (ledgerSQL needs the notification row anyway). A duplicate that got to the
+// ledger first left a row with its count and no body hash; this fills the hash
+// and the window in and keeps the count. Re-running it (an activity retry)
+// changes nothing.
 func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
-	return s.InTx(ctx, func(tx *Store) error {
-		if _, err := tx.db.Exec(ctx, `
+	status, reason := herald.DeliveryPending, ""
+	if n.Status == herald.NotificationScheduled {
+		status, reason = herald.DeliveryScheduled, herald.ReasonSendAt
+	}
+	var bodyHash []byte
+	var firstSeen, until *time.Time
+	if n.Dedup != nil && n.Dedup.BodyHash != nil {
+		bodyHash, firstSeen, until = n.Dedup.BodyHash, &n.Dedup.FirstSeenAt, n.Dedup.DedupUntil
+	}
+	_, err := s.db.Exec(ctx, `
+		WITH notification AS (
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
 				template_version, category)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
-			ON CONFLICT (tenant_id, id) DO NOTHING`,
-			n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt,
-			n.TemplateVersion, n.Category); err != nil {
-			return err
-		}
-		// A scheduled notification's channels wait for send_at from the start.
-		status, reason := herald.DeliveryPending, ""
-		if n.Status == herald.NotificationScheduled {
-			status, reason = herald.DeliveryScheduled, herald.ReasonSendAt
-		}
-		for _, ch := range n.Channels {
-			if _, err := tx.db.Exec(ctx, `
-				INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
-				ON CONFLICT (notification_id, channel) DO NOTHING`,
-				n.TenantID, n.ID, ch, status, reason); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+			ON CONFLICT (tenant_id, id) DO NOTHING
+		), channels AS (
+			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason)
+			SELECT $1, $2, ch, $13, NULLIF($14, '') FROM unnest($5::text[]) AS ch
+			ON CONFLICT (notification_id, channel) DO NOTHING
+		)
+		INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
+		SELECT $1, $2, $8, $15, $16, $16, 0, $17 WHERE $15::bytea IS NOT NULL
+		ON CONFLICT (tenant_id, notification_id) DO UPDATE
+		SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
+			first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)`,
+		n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt,
+		n.TemplateVersion, n.Category, status, reason, bodyHash, firstSeen, until)
+	return err
 }
 
 // GetNotification returns a notification with its deliveries, in channel order.

@@ -253,3 +253,47 @@ func addChannel(t *testing.T, st *store.Store, ctx context.Context, tenantID, id
 		t.Fatal(err)
 	}
 }
+
+// The notification, its delivery rows and its dedup-ledger row are written by one
+// statement; a duplicate that reached the ledger first keeps its count, and the
+// original fills in its body hash and window. A retry changes nothing.
+func TestInsertNotificationWritesTheLedgerRow(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	accepted := time.Now().Truncate(time.Microsecond)
+	until := accepted.Add(time.Hour)
+	body := []byte("0123456789abcdef0123456789abcdef")
+	if o, err := st.RecordDuplicate(ctx, tn.ID, "n1", "k", body, accepted.Add(time.Second)); err != nil || !o.Counted || o.BodyKnown {
+		t.Fatalf("early duplicate: %+v %v", o, err)
+	}
+	n := store.Notification{TenantID: tn.ID, ID: "n1", UserID: "u1", TemplateID: "tpl", Channels: []string{"email", "in_app"},
+		WorkflowID: "wf", RunID: "run", DedupKeyHash: "k", Status: herald.NotificationSending, AcceptedAt: accepted,
+		Dedup: &store.Dedup{KeyHash: "k", BodyHash: body, FirstSeenAt: accepted, DedupUntil: &until}}
+	for range 2 { // the second is an activity retry
+		if err := st.InsertNotification(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := st.GetDedup(ctx, tn.ID, "n1")
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case string(d.BodyHash) != string(body) || d.Duplicates != 1 || !d.FirstSeenAt.Equal(accepted) || d.DedupUntil == nil || !d.DedupUntil.Equal(until):
+		t.Fatalf("ledger row = %+v", d)
+	}
+	got, err := st.GetNotification(ctx, tn.ID, "n1")
+	if err != nil || len(got.Deliveries) != 2 || got.Deliveries[0].Status != herald.DeliveryPending {
+		t.Fatalf("notification = %+v %v", got, err)
+	}
+	// Without a body hash (a workflow started by hand), no ledger row.
+	n.ID, n.Dedup = "n2", nil
+	if err := st.InsertNotification(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetDedup(ctx, tn.ID, "n2"); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("ledger row without a body hash: %v", err)
+	}
+}

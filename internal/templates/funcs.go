@@ -56,36 +56,46 @@ func funcMap(b *budget) map[string]any {
 	if b == nil {
 		b = newBudget()
 	}
+	return funcMapOf(&budgetRef{b: b})
+}
+
+// budgetRef is the budget a set of functions charges, swappable: a parsed field
+// kept for reuse (parsecache.go) is bound to its functions once, and each
+// render points the ref at its own budget for the execution.
+type budgetRef struct{ b *budget }
+
+// funcMapOf is funcMap charging whatever budget r points at when called.
+func funcMapOf(r *budgetRef) map[string]any {
 	return map[string]any{
-		"upper":    func(v any) (string, error) { return b.mapString(v, strings.ToUpper) },
-		"lower":    func(v any) (string, error) { return b.mapString(v, strings.ToLower) },
-		"title":    func(v any) (string, error) { return b.mapString(v, titleCase) },
-		"trim":     b.trim,
+		"upper":    func(v any) (string, error) { return r.b.mapString(v, strings.ToUpper) },
+		"lower":    func(v any) (string, error) { return r.b.mapString(v, strings.ToLower) },
+		"title":    func(v any) (string, error) { return r.b.mapString(v, titleCase) },
+		"trim":     func(v any) (string, error) { return r.b.trim(v) },
 		"default":  defaultFunc,
-		"truncate": b.truncate,
-		"join":     b.join,
+		"truncate": func(n int, v any) (string, error) { return r.b.truncate(n, v) },
+		"join":     func(sep string, v any) (string, error) { return r.b.join(sep, v) },
 		"date": func(layout string, v any) (string, error) {
-			return b.formatDate("", layout, v)
+			return r.b.formatDate("", layout, v)
 		},
-		"dateIn": b.formatDate,
+		"dateIn": func(tz, layout string, v any) (string, error) { return r.b.formatDate(tz, layout, v) },
 		// Builtin overrides: user functions take precedence over builtins.
-		"print":   func(args ...any) (string, error) { return b.sprint(fmt.Sprint, args) },
-		"println": func(args ...any) (string, error) { return b.sprint(fmt.Sprintln, args) },
-		"printf":  b.printf,
+		"print":   func(args ...any) (string, error) { return r.b.sprint(fmt.Sprint, args) },
+		"println": func(args ...any) (string, error) { return r.b.sprint(fmt.Sprintln, args) },
+		"printf":  func(format string, args ...any) (string, error) { return r.b.printf(format, args...) },
 		"html": func(args ...any) (string, error) {
-			return b.escape(args, htmlEscapedLen, texttemplate.HTMLEscapeString)
+			return r.b.escape(args, htmlEscapedLen, texttemplate.HTMLEscapeString)
 		},
 		"js": func(args ...any) (string, error) {
-			return b.escape(args, jsEscapedLen, texttemplate.JSEscapeString)
+			return r.b.escape(args, jsEscapedLen, texttemplate.JSEscapeString)
 		},
 		"urlquery": func(args ...any) (string, error) {
-			return b.escape(args, queryEscapedLen, url.QueryEscape)
+			return r.b.escape(args, queryEscapedLen, url.QueryEscape)
 		},
 		"call": func(...any) (string, error) {
 			return "", fmt.Errorf("%w: call", ErrFuncNotAllowed)
 		},
-		rangeFunc: b.rangeCharge,
-		readFunc:  b.readValue,
+		rangeFunc: func(cost int, v any) (any, error) { return r.b.rangeCharge(cost, v) },
+		readFunc:  func(v any) (any, error) { return r.b.readValue(v) },
 	}
 }
 

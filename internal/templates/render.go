@@ -227,12 +227,12 @@ func (r renderer) field(f field) (string, error) {
 	if len(f.src) > MaxFieldBytes {
 		return fail(fmt.Errorf("%w: %d bytes, the limit is %d", ErrFieldTooLarge, len(f.src), MaxFieldBytes))
 	}
-	p, err := parseField(f, r.b)
-	if err != nil {
-		return fail(err)
-	}
 	w := &limitedWriter{limit: MaxRenderedFieldBytes}
-	if err := p.execute(w, r.data); err != nil {
+	if err := executeField(f, r.b, w, r.data); err != nil {
+		var se *syntaxError
+		if errors.As(err, &se) {
+			return fail(err)
+		}
 		return fail(execError(err))
 	}
 	out := w.buf.String()

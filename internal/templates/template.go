@@ -50,6 +50,9 @@ package templates
 import (
 	"sort"
 	"strings"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"golang.org/x/text/language"
@@ -305,9 +308,44 @@ func parseLocale(s string) (language.Tag, bool) {
 	if s == "" {
 		return language.Und, false
 	}
+	if len(s) > maxCachedLocale {
+		return parseLocaleTag(s)
+	}
+	c := parsedLocales()
+	if p, ok := c.Get(s); ok {
+		return p.tag, p.ok
+	}
+	tag, ok := parseLocaleTag(s)
+	c.Add(s, parsedLocale{tag, ok})
+	return tag, ok
+}
+
+func parseLocaleTag(s string) (language.Tag, bool) {
 	tag, err := language.Parse(s)
 	if err != nil {
 		return language.Und, false
 	}
 	return tag, true
+}
+
+// Locale resolution runs on every submission and every render, and
+// language.Parse is its cost: parsed locales are kept (at most 1024, each at
+// most maxCachedLocale bytes; a BCP 47 tag in use is far shorter).
+const maxCachedLocale = 35
+
+type parsedLocale struct {
+	tag language.Tag
+	ok  bool
+}
+
+var (
+	localeCacheOnce sync.Once
+	localeCache     *lru.Cache[string, parsedLocale]
+)
+
+func parsedLocales() *lru.Cache[string, parsedLocale] {
+	localeCacheOnce.Do(func() {
+		localeCache, _ = lru.New[string, parsedLocale](1024) // only a size ≤ 0 errs
+	})
+	return localeCache
 }

@@ -91,7 +91,7 @@ func requiredPaths(t Template, locale string, channels []string) [][]string {
 			if f.src == "" || len(f.src) > MaxFieldBytes {
 				continue
 			}
-			p, err := parseField(f, nil)
+			p, err := parsedTree(f)
 			if err != nil {
 				continue
 			}

@@ -1,6 +1,6 @@
 -- The dedup ledger (seed 000's delivery_log): one row per accepted notification
--- (one run of its workflow, one dedup window) written by the accept path itself,
--- in the round trip after the workflow start:
+-- (one run of its workflow, one dedup window), written with the notification row by
+-- the workflow's first activity (store.InsertNotification):
 --   * body_hash: SHA-256 of the canonical request body (user, template, data,
 --     channels, send_at) the key was first accepted with, so a later request with the
 --     same idempotency_key and another body is answered 422 idempotency_key_reused.
@@ -11,8 +11,8 @@
 --     duplicate in its one round trip (so 200 concurrent submissions count 199).
 --   * first_seen_at / last_seen_at: the first and the latest submission.
 --   * dedup_until: when the window ends (the key is free again after it).
--- No foreign key to notifications: that row is written by the workflow's first
--- activity, usually a moment after this one.
+-- No foreign key to notifications: a duplicate that arrives before the workflow's
+-- first activity writes its row here first.
 CREATE TABLE notification_dedup (
     tenant_id       text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     notification_id text NOT NULL,

@@ -73,7 +73,7 @@ func (s *Server) limitTenant(c *gin.Context) {
 	}
 	if l.DailyQuota > 0 {
 		now := time.Now().UTC()
-		ok, used, resetAt, err := s.cfg.Limiter.Quota(ctx, "tenant-day:"+tenantID, l.DailyQuota, now)
+		ok, used, resetAt, err := s.leases.Quota(ctx, "tenant-day:"+tenantID, l.DailyQuota, now)
 		if err != nil {
 			s.abort(c, err)
 			return
@@ -81,7 +81,7 @@ func (s *Server) limitTenant(c *gin.Context) {
 		if !ok {
 			c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(resetAt.Sub(now))))
 			s.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "daily_quota_exceeded",
-				Message: fmt.Sprintf("the daily quota of %d notifications is used up (%d sent); it resets at %s", l.DailyQuota, used, resetAt.Format(time.RFC3339))})
+				Message: fmt.Sprintf("the daily quota of %d notifications is used up (%d counted today); it resets at %s", l.DailyQuota, used, resetAt.Format(time.RFC3339))})
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -37,8 +38,8 @@ import (
 // lease (so a refused flood costs no round trips either), and that wait is what
 // the caller is told to retry after.
 //
-// Daily quotas are not leased: an unused lease of a quota would be lost for the
-// whole day, not for a moment.
+// Daily quotas are leased too (Quota), but a quota lease does not expire: units
+// reserved for a UTC day stay good for that whole day.
 type Leases struct {
 	limiter *Limiter
 	window  time.Duration
@@ -47,6 +48,8 @@ type Leases struct {
 	// (tenants × limited endpoints), never removed, as tenants are few and
 	// known; an unused lease's tokens expire after TTL.
 	leases sync.Map
+	// quotas maps a quota key to its *quotaLease, like leases.
+	quotas sync.Map
 	// roundTrips counts TakeN calls (for tests and benchmarks).
 	roundTrips atomic.Int64
 }
@@ -165,5 +168,108 @@ func (ls *Leases) Take(ctx context.Context, key string, rate float64, burst int)
 		}
 		l.mu.Unlock()
 		return ok, retryAfter, err
+	}
+}
+
+// quotaLease is the part of a key's daily quota this process has reserved and not
+// used yet.
+type quotaLease struct {
+	mu    sync.Mutex
+	day   time.Time // the UTC day the units are for
+	limit int       // the quota they were reserved under
+	units int
+	// used is the day's count as PostgreSQL last answered it (reservations of
+	// every replica included).
+	used         int
+	refusedUntil time.Time
+	fetching     chan struct{} // non-nil while one caller reserves more
+}
+
+// QuotaLeaseSize is how many units one reservation of a quota of limit a day
+// asks for: a thousandth of the day (1 to 1000), so a busy tenant costs one
+// round trip per thousandth of its quota, and what replicas hold unused when the
+// day runs out is small. Near the end PostgreSQL grants less (an eighth of what
+// is left, see quotaNSQL).
+func QuotaLeaseSize(limit int) int { return min(1000, max(1, limit/1000)) }
+
+// quotaRecheck is how long a refused quota is answered from memory before this
+// process asks PostgreSQL again (a quota used up stays so for the day unless the
+// operator raises it, which is seen at once: the lease is per limit).
+const quotaRecheck = time.Second
+
+// Quota admits one call against the daily quota key (limit calls per UTC day;
+// now picks the day), from this process's reservation when it has one, else
+// from a new one (Limiter.QuotaN). Every admitted call was reserved in
+// PostgreSQL first, so all replicas together never admit more than the limit; a
+// replica holds at most one reservation, so near the end of a day's quota a
+// call can be refused while another replica still holds units (at most
+// QuotaLeaseSize each, usually far fewer). A reservation made under another
+// limit or for another day is dropped, never used: only stricter. used is the
+// day's count as last read (reservations included), resetAt the next UTC
+// midnight.
+func (ls *Leases) Quota(ctx context.Context, key string, limit int, now time.Time) (ok bool, used int, resetAt time.Time, err error) {
+	if limit < 0 || limit > math.MaxInt32 {
+		return false, 0, time.Time{}, fmt.Errorf("quota %q: limit %d out of range", key, limit)
+	}
+	day := utcDay(now)
+	resetAt = day.AddDate(0, 0, 1)
+	if limit == 0 {
+		return false, 0, resetAt, nil
+	}
+	v, _ := ls.quotas.Load(key)
+	if v == nil {
+		v, _ = ls.quotas.LoadOrStore(key, &quotaLease{})
+	}
+	l := v.(*quotaLease)
+	for {
+		l.mu.Lock()
+		if !l.day.Equal(day) || l.limit != limit {
+			l.day, l.limit, l.units, l.refusedUntil = day, limit, 0, time.Time{}
+		}
+		if l.units > 0 {
+			l.units--
+			used = l.used
+			l.mu.Unlock()
+			return true, used, resetAt, nil
+		}
+		if time.Now().Before(l.refusedUntil) {
+			used = l.used
+			l.mu.Unlock()
+			return false, used, resetAt, nil
+		}
+		if ch := l.fetching; ch != nil {
+			l.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return false, 0, resetAt, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		l.fetching = ch
+		l.mu.Unlock()
+
+		ls.roundTrips.Add(1)
+		granted, dayUsed, _, err := ls.limiter.QuotaN(ctx, key, limit, QuotaLeaseSize(limit), now)
+
+		l.mu.Lock()
+		l.fetching = nil
+		close(ch)
+		current := l.day.Equal(day) && l.limit == limit
+		switch {
+		case err != nil:
+		case granted == 0:
+			if current {
+				l.used, l.refusedUntil = dayUsed, time.Now().Add(quotaRecheck)
+			}
+		default:
+			ok = true
+			if current {
+				l.used, l.units = dayUsed, granted-1
+			}
+		}
+		l.mu.Unlock()
+		return ok, dayUsed, resetAt, err
 	}
 }

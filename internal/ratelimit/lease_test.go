@@ -203,3 +203,106 @@ func BenchmarkTenantLimiterVsFloor(b *testing.B) {
 	b.ReportMetric(leasedRate/bareRate, "ratio")
 	b.ReportMetric(float64(b.N)/float64(max(ls.RoundTrips()-1, 1)), "takes/roundtrip")
 }
+
+// QuotaN reserves what it is asked for while plenty is left, an eighth of the
+// rest near the end, and never past the limit.
+func TestQuotaNReservesLessNearTheEnd(t *testing.T) {
+	l := newLimiter(t)
+	ctx := context.Background()
+	key := testenv.UniqueName(t, "quota-n")
+	day := time.Date(2030, 3, 14, 9, 0, 0, 0, time.UTC)
+	const limit = 100
+	var got []int
+	total := 0
+	for {
+		granted, used, _, err := l.QuotaN(ctx, key, limit, 10, day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if granted == 0 {
+			if used != limit {
+				t.Fatalf("refused at used = %d, want %d", used, limit)
+			}
+			break
+		}
+		total += granted
+		if used != total {
+			t.Fatalf("used = %d after reserving %d", used, total)
+		}
+		got = append(got, granted)
+	}
+	// 100/8 = 12 → 10 (asked), …, 30 left → 3, then 3, 2, … 1.
+	if total != limit || got[0] != 10 || got[len(got)-1] != 1 {
+		t.Fatalf("reservations %v (sum %d), want 10 first, 1 last, sum %d", got, total, limit)
+	}
+}
+
+// Three replicas with their own pools admit exactly the quota between them (never
+// more), with a reservation round trip per many calls.
+func TestQuotaLeasesHoldTheQuotaAcrossThreeReplicas(t *testing.T) {
+	const (
+		replicas   = 3
+		perReplica = 4
+		limit      = 20_000
+	)
+	url := testenv.DatabaseURL(t)
+	key := testenv.UniqueName(t, "quota-replicas")
+	day := time.Date(2030, 3, 14, 12, 0, 0, 0, time.UTC)
+	leases := make([]*ratelimit.Leases, replicas)
+	for i := range leases {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 2
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		leases[i] = ratelimit.NewLeases(ratelimit.New(pool), 0, 0)
+	}
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, replicas*perReplica)
+	for _, ls := range leases {
+		for range perReplica {
+			wg.Go(func() {
+				for refusals := 0; refusals < 50; { // go on until the day's quota is surely gone
+					ok, _, _, err := ls.Quota(context.Background(), key, limit, day)
+					switch {
+					case err != nil:
+						errs <- err
+						return
+					case ok:
+						admitted.Add(1)
+					default:
+						refused.Add(1)
+						refusals++
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var trips int64
+	for _, ls := range leases {
+		trips += ls.RoundTrips()
+	}
+	t.Logf("admitted %d of a quota of %d across %d replicas, %d refusals, %d reservation round trips (%.0f calls each)",
+		admitted.Load(), limit, replicas, refused.Load(), trips, float64(admitted.Load())/float64(trips))
+	if got := admitted.Load(); got != limit {
+		t.Fatalf("admitted %d, want exactly %d (never more; what a replica holds unused runs out with the day's last units)", got, limit)
+	}
+	if trips > limit/10 {
+		t.Fatalf("%d round trips for %d calls: the quota is not leased", trips, limit)
+	}
+	// The next day starts afresh, and a refusal is answered from memory.
+	if ok, used, _, err := leases[0].Quota(context.Background(), key, limit, day.AddDate(0, 0, 1)); err != nil || !ok || used < 1 {
+		t.Fatalf("next day: ok=%v used=%d err=%v", ok, used, err)
+	}
+}

@@ -231,6 +231,44 @@ func (l *Limiter) Quota(ctx context.Context, key string, limit int, day time.Tim
 	return ok, int(used32), resetAt, nil
 }
 
+// quotaNSQL reserves up to $4 units of quota $1 (limit $3) for day $2: as many as
+// asked while plenty is left, an eighth of what is left near the end (at least
+// one), never past the limit; nothing once the limit is reached. Returns (ok,
+// used, granted): used is the day's count including this reservation.
+const quotaNSQL = `
+WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
+counted AS (
+    INSERT INTO rate_limit_quotas AS q (key, day, used, granted)
+    SELECT $1, $2, g, g FROM async, (SELECT least($4, greatest(1, $3 / 8)) AS g) first WHERE $3 >= 1
+    ON CONFLICT (key, day) DO UPDATE
+    SET used = q.used + least($4, greatest(1, ($3 - q.used) / 8)), granted = least($4, greatest(1, ($3 - q.used) / 8))
+    WHERE q.used < $3
+    RETURNING used, granted
+)
+SELECT true, used, granted FROM counted
+UNION ALL
+SELECT false, coalesce((SELECT used FROM rate_limit_quotas WHERE key = $1 AND day = $2 FOR SHARE), 0), 0
+WHERE NOT EXISTS (SELECT FROM counted)`
+
+// QuotaN reserves up to most units of the daily quota key (limit a day) for the
+// UTC day containing day, in one statement (see quotaNSQL). granted is how many
+// were reserved (0: the quota is used up), used the day's count including them,
+// resetAt the start of the next UTC day.
+func (l *Limiter) QuotaN(ctx context.Context, key string, limit, most int, day time.Time) (granted, used int, resetAt time.Time, err error) {
+	if limit < 0 || limit > math.MaxInt32 || most < 1 {
+		return 0, 0, time.Time{}, fmt.Errorf("quota %q: limit %d, reserve %d out of range", key, limit, most)
+	}
+	start := utcDay(day)
+	resetAt = start.AddDate(0, 0, 1)
+	var ok bool
+	var used32, granted32 int32
+	err = l.db.QueryRow(ctx, quotaNSQL, key, dateString(start), int32(limit), int32(min(most, math.MaxInt32))).Scan(&ok, &used32, &granted32)
+	if err != nil {
+		return 0, 0, time.Time{}, fmt.Errorf("quota %q: %w", key, err)
+	}
+	return int(granted32), int(used32), resetAt, nil
+}
+
 // Prune deletes bucket rows untouched for longer than idle and quota rows for days
 // before the UTC day containing before. A pruned bucket comes back full, so idle must
 // be at least the longest refill time in use (burst/rate): a bucket idle that long is

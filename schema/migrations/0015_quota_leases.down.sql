@@ -1,0 +1,1 @@
+ALTER TABLE rate_limit_quotas DROP COLUMN granted;

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,11 +25,14 @@ import (
 // fields with every secret removed (redact), so "what changed" is answerable
 // without ever storing a credential.
 //
-// The entry is written after the handler's own transaction committed, not inside
-// it: the handlers' store calls each own their transaction, and threading one
-// through every handler would copy the audit into each of them. The price is a
-// window in which a crash after the change and before the entry loses the entry;
-// a failed audit write is logged at error level.
+// The entry is written ahead of the change, as pending (status 0), and
+// completed with the answer's status after the handler: a change that was
+// refused (4xx) leaves no entry, one that failed (5xx) keeps its status, as it
+// may have been applied in part. A crash between the change and the answer
+// leaves the pending entry — the change may or may not have happened — so no
+// change is ever applied without an entry. If the entry cannot be written, the
+// change is not attempted (503). The handlers' store calls each own their
+// transaction; writing ahead avoids threading one through every handler.
 
 // Audit actions.
 const (
@@ -90,7 +94,8 @@ const (
 	auditUpload
 )
 
-// audited records the request as action once it succeeded (see the top of the file).
+// audited records the request as action: pending before the handler runs, with
+// its status after (see the top of the file).
 func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		mode := routeMode
@@ -113,11 +118,6 @@ func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
 				body = nil
 			}
 		}
-		c.Next()
-		status := c.Writer.Status()
-		if status < 200 || status > 299 {
-			return
-		}
 		tenantID, keyID := "", ""
 		if t, ok := c.Get(tenantKey); ok {
 			tenantID, keyID = t.(store.Tenant).ID, t.(store.Tenant).APIKeyID
@@ -125,15 +125,28 @@ func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
 			tenantID, keyID = id, AuditOperatorKeyID
 		}
 		if tenantID == "" {
+			c.Next()
 			return
 		}
 		details := auditDetails(body, mode)
 		if mode == auditUpload {
 			details, _ = json.Marshal(map[string]any{"content_type": c.ContentType(), "bytes": c.Request.ContentLength})
 		}
-		e := store.AuditEntry{APIKeyID: keyID, Action: action, Target: auditTarget(c), Status: status, Details: details}
-		if err := s.store.RecordAudit(c.Request.Context(), tenantID, e); err != nil {
-			s.log.Error("writing the audit log failed", "tenant_id", tenantID, "action", action, "error", err)
+		e := store.AuditEntry{APIKeyID: keyID, Action: action, Target: auditTarget(c), Details: details}
+		id, err := s.store.BeginAudit(c.Request.Context(), tenantID, e)
+		if err != nil {
+			s.log.Error("writing the audit log failed; the change was not attempted", "tenant_id", tenantID, "action", action, "error", err)
+			c.Header("Retry-After", "1")
+			s.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+				Message: "the change could not be recorded in the audit log, so it was not made; retry"})
+			return
+		}
+		c.Next()
+		status := c.Writer.Status()
+		// Finish even if the client went away: the change is done either way.
+		ctx := context.WithoutCancel(c.Request.Context())
+		if err := s.store.FinishAudit(ctx, tenantID, id, status, status < 400 || status >= 500); err != nil {
+			s.log.Error("completing the audit log entry failed; it stays pending", "tenant_id", tenantID, "action", action, "id", id, "error", err)
 		}
 	}
 }

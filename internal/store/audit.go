@@ -23,16 +23,35 @@ type AuditEntry struct {
 	Details json.RawMessage `json:"details"`
 }
 
-// RecordAudit appends an entry to the tenant's audit log (in the caller's
-// transaction when the Store wraps one).
-func (s *Store) RecordAudit(ctx context.Context, tenantID string, e AuditEntry) error {
+// AuditPending is an entry's Status from the moment the change is about to run
+// until it is answered (BeginAudit, FinishAudit): an entry left so means the
+// process stopped in between, and the change may or may not have been applied.
+const AuditPending = 0
+
+// BeginAudit writes the entry of a change about to run, with Status
+// AuditPending, and returns its id for FinishAudit. Written before the change, so
+// no change is applied without its entry.
+func (s *Store) BeginAudit(ctx context.Context, tenantID string, e AuditEntry) (int64, error) {
 	details := e.Details
 	if len(details) == 0 {
 		details = json.RawMessage(`{}`)
 	}
-	_, err := s.db.Exec(ctx, `
-		INSERT INTO audit_log (tenant_id, api_key_id, action, target, status, details) VALUES ($1, $2, $3, $4, $5, $6)`,
-		tenantID, e.APIKeyID, e.Action, e.Target, e.Status, details)
+	var id int64
+	err := s.db.QueryRow(ctx, `
+		INSERT INTO audit_log (tenant_id, api_key_id, action, target, status, details) VALUES ($1, $2, $3, $4, $5, $6)
+		RETURNING id`,
+		tenantID, e.APIKeyID, e.Action, e.Target, AuditPending, details).Scan(&id)
+	return id, err
+}
+
+// FinishAudit records how the change of entry id was answered: its status, or,
+// when nothing was changed (a refused request), no entry at all.
+func (s *Store) FinishAudit(ctx context.Context, tenantID string, id int64, status int, changed bool) error {
+	if !changed {
+		_, err := s.db.Exec(ctx, `DELETE FROM audit_log WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+		return err
+	}
+	_, err := s.db.Exec(ctx, `UPDATE audit_log SET status = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, status)
 	return err
 }
 

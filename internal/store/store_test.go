@@ -297,3 +297,37 @@ func TestInsertNotificationWritesTheLedgerRow(t *testing.T) {
 		t.Fatalf("ledger row without a body hash: %v", err)
 	}
 }
+
+// An audit entry is written before its change (pending, status 0) and completed
+// after: with the answer's status, or removed when nothing changed. One left
+// pending is listed as such.
+func TestAuditEntriesAreWrittenAhead(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	begin := func(action string) int64 {
+		t.Helper()
+		id, err := st.BeginAudit(ctx, tn.ID, store.AuditEntry{APIKeyID: "k1", Action: action, Target: "template_id=t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	done, refused, crashed := begin("template.put"), begin("template.put"), begin("provider.put")
+	if err := st.FinishAudit(ctx, tn.ID, done, 200, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishAudit(ctx, tn.ID, refused, 422, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ListAudit(ctx, tn.ID, store.AuditFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[int64]int{}
+	for _, e := range got {
+		status[e.ID] = e.Status
+	}
+	if len(got) != 2 || status[done] != 200 || status[crashed] != store.AuditPending {
+		t.Fatalf("entries = %+v, want %d answered 200 and %d pending; %d (refused) gone", got, done, crashed, refused)
+	}
+}

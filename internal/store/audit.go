@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AuditEntry is one change a tenant (or the operator, for a tenant) made.
@@ -28,6 +31,10 @@ type AuditEntry struct {
 // process stopped in between, and the change may or may not have been applied.
 const AuditPending = 0
 
+// foreignKeyViolation is PostgreSQL's SQLSTATE for a row referencing a row that
+// does not exist.
+const foreignKeyViolation = "23503"
+
 // BeginAudit writes the entry of a change about to run, with Status
 // AuditPending, and returns its id for FinishAudit. Written before the change, so
 // no change is applied without its entry.
@@ -41,6 +48,10 @@ func (s *Store) BeginAudit(ctx context.Context, tenantID string, e AuditEntry) (
 		INSERT INTO audit_log (tenant_id, api_key_id, action, target, status, details) VALUES ($1, $2, $3, $4, $5, $6)
 		RETURNING id`,
 		tenantID, e.APIKeyID, e.Action, e.Target, AuditPending, details).Scan(&id)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == foreignKeyViolation {
+		return 0, herald.ErrNotFound // no such tenant
+	}
 	return id, err
 }
 

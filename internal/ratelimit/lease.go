@@ -135,12 +135,10 @@ func (ls *Leases) Take(ctx context.Context, key string, rate float64, burst int)
 		}
 		if ch := l.fetching; ch != nil {
 			l.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return false, 0, ctx.Err()
+			if err := awaitFetch(ctx, ch); err != nil {
+				return false, 0, err
 			}
+			continue
 		}
 		ch := make(chan struct{})
 		l.fetching, l.tokens = ch, 0
@@ -239,12 +237,10 @@ func (ls *Leases) Quota(ctx context.Context, key string, limit int, now time.Tim
 		}
 		if ch := l.fetching; ch != nil {
 			l.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return false, 0, resetAt, ctx.Err()
+			if err := awaitFetch(ctx, ch); err != nil {
+				return false, 0, resetAt, err
 			}
+			continue
 		}
 		ch := make(chan struct{})
 		l.fetching = ch
@@ -271,5 +267,16 @@ func (ls *Leases) Quota(ctx context.Context, key string, limit int, now time.Tim
 		}
 		l.mu.Unlock()
 		return ok, dayUsed, resetAt, err
+	}
+}
+
+// awaitFetch waits until another caller's round trip for the same key (ch closes
+// when it is done) has finished, then the caller looks at the lease again.
+func awaitFetch(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

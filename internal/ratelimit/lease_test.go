@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
 
 	"github.com/herald-notify/herald/internal/ratelimit"
@@ -84,17 +83,7 @@ func TestLeasesHoldTheGlobalLimitAcrossThreeReplicas(t *testing.T) {
 	leases := make([]*ratelimit.Leases, replicas)
 	var first *ratelimit.Limiter
 	for i := range leases {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 2
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		l := ratelimit.New(pool)
+		l := ratelimit.New(replicaPool(t, url))
 		if first == nil {
 			first = l
 		}
@@ -137,10 +126,7 @@ func TestLeasesHoldTheGlobalLimitAcrossThreeReplicas(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	var trips int64
-	for _, ls := range leases {
-		trips += ls.RoundTrips()
-	}
+	trips := totalRoundTrips(leases)
 	got := float64(granted.Load()) / elapsed.Seconds()
 	t.Logf("%d replicas × %d callers, bucket %v/s burst %d: %d granted in %v = %.0f/s (%+.1f %%), %d refused, %d PostgreSQL round trips (%.0f takes per round trip)",
 		replicas, perReplica, r, burst, granted.Load(), elapsed.Round(time.Millisecond), got, 100*(got-r)/r, refused.Load(), trips,
@@ -250,17 +236,7 @@ func TestQuotaLeasesHoldTheQuotaAcrossThreeReplicas(t *testing.T) {
 	day := time.Date(2030, 3, 14, 12, 0, 0, 0, time.UTC)
 	leases := make([]*ratelimit.Leases, replicas)
 	for i := range leases {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 2
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		leases[i] = ratelimit.NewLeases(ratelimit.New(pool), 0, 0)
+		leases[i] = ratelimit.NewLeases(ratelimit.New(replicaPool(t, url)), 0, 0)
 	}
 	var admitted, refused atomic.Int64
 	var wg sync.WaitGroup
@@ -289,10 +265,7 @@ func TestQuotaLeasesHoldTheQuotaAcrossThreeReplicas(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	var trips int64
-	for _, ls := range leases {
-		trips += ls.RoundTrips()
-	}
+	trips := totalRoundTrips(leases)
 	t.Logf("admitted %d of a quota of %d across %d replicas, %d refusals, %d reservation round trips (%.0f calls each)",
 		admitted.Load(), limit, replicas, refused.Load(), trips, float64(admitted.Load())/float64(trips))
 	if got := admitted.Load(); got != limit {
@@ -305,4 +278,13 @@ func TestQuotaLeasesHoldTheQuotaAcrossThreeReplicas(t *testing.T) {
 	if ok, used, _, err := leases[0].Quota(context.Background(), key, limit, day.AddDate(0, 0, 1)); err != nil || !ok || used < 1 {
 		t.Fatalf("next day: ok=%v used=%d err=%v", ok, used, err)
 	}
+}
+
+// totalRoundTrips is how many PostgreSQL round trips the replicas' leases made.
+func totalRoundTrips(leases []*ratelimit.Leases) int64 {
+	var n int64
+	for _, ls := range leases {
+		n += ls.RoundTrips()
+	}
+	return n
 }

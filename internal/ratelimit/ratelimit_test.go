@@ -14,6 +14,23 @@ import (
 	"github.com/herald-notify/herald/internal/testenv"
 )
 
+// replicaPool is a pool of its own (two connections), as a separate API replica
+// or worker process has.
+func replicaPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 func newLimiter(t testing.TB) *ratelimit.Limiter {
 	t.Helper()
 	return ratelimit.New(testenv.Pool(t))
@@ -198,16 +215,7 @@ func TestWaitRateAcrossWorkers(t *testing.T) {
 	key := testenv.UniqueName(t, "rl-provider")
 	limiters := make([]*ratelimit.Limiter, workers)
 	for i := range limiters {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 2
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
+		pool := replicaPool(t, url)
 		if err := pool.Ping(context.Background()); err != nil {
 			t.Fatal(err)
 		}

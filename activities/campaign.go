@@ -638,6 +638,29 @@ func (b *campaignBatch) sendEmailBatches(ctx context.Context, sends []providerSe
 	return single, nil
 }
 
+// recordBatchAttempt appends the batch call's outcome to each recipient's email
+// history (best effort, as recordAttempt: the history is for people; the guard
+// records are what delivery relies on). A permanent refusal of the whole call is
+// not a verdict on each recipient: each is then sent alone, and that attempt
+// says what became of it.
+func (b *campaignBatch) recordBatchAttempt(ctx context.Context, provider string, sends []providerSend, sendErr error) {
+	at := store.Attempt{Provider: provider, Outcome: store.AttemptAccepted}
+	if sendErr != nil {
+		msg := errorText(sendErr.Error())
+		at.Error, at.Outcome = &msg, store.AttemptRetryable
+		if pe, ok := providers.AsError(sendErr); ok && pe.Permanent {
+			at.Outcome = store.AttemptPermanent
+		}
+	}
+	ids := make([]string, len(sends))
+	for i, s := range sends {
+		ids[i] = s.w.id
+	}
+	if err := b.a.Store.RecordBatchAttempt(context.WithoutCancel(ctx), b.c.TenantID, herald.ChannelEmail, ids, at); err != nil {
+		activity.GetLogger(ctx).Warn("recording the batch attempt failed", "recipients", len(ids), "error", err)
+	}
+}
+
 func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sender, batcher providers.BatchEmailSender, chunk []providerSend) ([]providerSend, error) {
 	tenant := b.c.TenantID
 	ids := make([]string, len(chunk))
@@ -695,6 +718,7 @@ func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sen
 		cats = []string{e.Category}
 	}
 	res, sendErr := batcher.SendEmailBatch(ctx, providers.EmailMessage{Subject: e.Subject, Text: e.Text, HTML: e.HTML, Categories: cats}, to)
+	b.recordBatchAttempt(ctx, sender.Provider, todo, sendErr)
 	if sendErr != nil {
 		if pe, ok := providers.AsError(sendErr); ok && pe.Permanent {
 			// One bad recipient refuses the whole call: each one alone gets its verdict.

@@ -495,6 +495,21 @@ func TestCampaignProviderBatchesAndRetries(t *testing.T) {
 	if f.Twilio.Calls() < n+n/10 {
 		t.Fatalf("twilio saw %d calls; the failed tenth was not retried?", f.Twilio.Calls())
 	}
+	// Each recipient's email history shows the batch calls it was in: one
+	// accepted attempt for everyone, after a retryable one for those whose batch
+	// was the failed first send.
+	var accepted, retried, misnumbered int
+	if err := testenv.Pool(t).QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE outcome = 'accepted'), count(*) FILTER (WHERE outcome = 'retryable'),
+			count(*) FILTER (WHERE outcome = 'accepted' AND attempt <> 1 + (SELECT count(*) FROM delivery_attempts y
+				WHERE y.tenant_id = x.tenant_id AND y.notification_id = x.notification_id AND y.channel = x.channel AND y.outcome = 'retryable'))
+		FROM delivery_attempts x WHERE tenant_id = $1 AND channel = 'email'`, tenantID).Scan(&accepted, &retried, &misnumbered); err != nil {
+		t.Fatal(err)
+	}
+	if accepted != n || retried < 1 || retried > 100 || misnumbered != 0 {
+		t.Fatalf("email history: %d accepted (want %d), %d retryable (want the failed batch, 1..100), %d accepted attempts misnumbered",
+			accepted, n, retried, misnumbered)
+	}
 }
 
 // TestCampaignDeadLettersAndRedrive: with the tenant's email policy at 2

@@ -33,6 +33,22 @@ func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID, cha
 	return err
 }
 
+// RecordBatchAttempt appends one provider call made for many notifications at
+// once (a batch email) to each one's channel history, in one statement: each row
+// numbered after the attempts that notification's channel already has.
+func (s *Store) RecordBatchAttempt(ctx context.Context, tenantID, channel string, notificationIDs []string, a Attempt) error {
+	if len(notificationIDs) == 0 {
+		return nil
+	}
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, error)
+		SELECT $1, n.id, $2,
+			1 + (SELECT count(*) FROM delivery_attempts x WHERE x.tenant_id = $1 AND x.notification_id = n.id AND x.channel = $2),
+			$4, $5, $6
+		FROM unnest($3::text[]) AS n (id)`, tenantID, channel, notificationIDs, a.Provider, a.Outcome, a.Error)
+	return err
+}
+
 // CountAttempts counts a channel's recorded provider attempts.
 func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID, channel string) (int, error) {
 	var n int

@@ -21,6 +21,7 @@ import (
 	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
 )
 
 // The live inbox end to end: the real API, worker, Temporal and PostgreSQL.
@@ -465,5 +466,30 @@ func TestCampaignInboxItemsReachTheStreams(t *testing.T) {
 		if c != recount || c.Total != 1 {
 			t.Fatalf("%s: counts %+v recount %+v", users[i], c, recount)
 		}
+	}
+}
+
+// A change whose NOTIFY never arrived (written straight into the event log, no
+// pg_notify) still reaches the open stream: every heartbeat re-reads the log.
+func TestInboxStreamRecoversALostNotifyAtTheNextHeartbeat(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{InboxHeartbeat: 300 * time.Millisecond})
+	tenantID, key, token := inboxUser(t, h, "ada")
+	st := h.OpenStream("", "/v1/users/ada/inbox/stream", token)
+	st.NextOf("ready", streamWithin)
+	id := sendInApp(t, h, key, "ada", "Order shipped")
+	if ev := st.NextOf(herald.InboxItemCreated, streamWithin); ev.NotificationID() != id {
+		t.Fatalf("created: %s", ev.Raw)
+	}
+	// The next event, as a mark would log it, minus its NOTIFY.
+	tag, err := testenv.Pool(t).Exec(context.Background(), `
+		INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen)
+		SELECT tenant_id, user_id, seq + 1, $3, notification_id, item, total, unread, unseen FROM inbox_events
+		WHERE tenant_id = $1 AND user_id = $2 ORDER BY seq DESC LIMIT 1`, tenantID, "ada", herald.InboxItemUpdated)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("insert the event: %v %v", tag, err)
+	}
+	ev := st.NextOf(herald.InboxItemUpdated, streamWithin)
+	if ev.ID != 2 || ev.NotificationID() != id {
+		t.Fatalf("recovered event = %d %s, want 2 for %s", ev.ID, ev.Raw, id)
 	}
 }

@@ -196,39 +196,14 @@ func jitter(d time.Duration) time.Duration {
 	return rand.N(limit)
 }
 
-// quotaSQL counts one call against quota $1 for day $2 if fewer than $3 have been
-// counted; a rejected call is not counted. Returns (ok, used) where used is the count
-// for the day including this call when it was admitted.
-const quotaSQL = `
-WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
-counted AS (
-    INSERT INTO rate_limit_quotas AS q (key, day, used)
-    SELECT $1, $2, 1 FROM async WHERE $3 >= 1
-    ON CONFLICT (key, day) DO UPDATE SET used = q.used + 1
-    WHERE q.used < $3
-    RETURNING used
-)
-SELECT true, used FROM counted
-UNION ALL
-SELECT false, coalesce((SELECT used FROM rate_limit_quotas WHERE key = $1 AND day = $2 FOR SHARE), 0)
-WHERE NOT EXISTS (SELECT FROM counted)`
-
 // Quota counts one call against the daily quota key, for the UTC day that contains
-// day (callers pass time.Now(); tests pass a fixed instant). At most limit calls are
-// admitted per key per UTC day; a rejected call is not counted. used is the day's
-// count (including this call when ok), resetAt the start of the next UTC day.
+// day (callers pass time.Now(); tests pass a fixed instant): QuotaN reserving
+// one. At most limit calls are admitted per key per UTC day; a rejected call is
+// not counted. used is the day's count (including this call when ok), resetAt
+// the start of the next UTC day.
 func (l *Limiter) Quota(ctx context.Context, key string, limit int, day time.Time) (ok bool, used int, resetAt time.Time, err error) {
-	if limit < 0 || limit > math.MaxInt32 {
-		return false, 0, time.Time{}, fmt.Errorf("quota %q: limit %d out of range", key, limit)
-	}
-	start := utcDay(day)
-	resetAt = start.AddDate(0, 0, 1)
-	var used32 int32
-	err = l.db.QueryRow(ctx, quotaSQL, key, dateString(start), int32(limit)).Scan(&ok, &used32)
-	if err != nil {
-		return false, 0, time.Time{}, fmt.Errorf("quota %q: %w", key, err)
-	}
-	return ok, int(used32), resetAt, nil
+	granted, used, resetAt, err := l.QuotaN(ctx, key, limit, 1, day)
+	return granted > 0, used, resetAt, err
 }
 
 // quotaNSQL reserves up to $4 units of quota $1 (limit $3) for day $2: as many as

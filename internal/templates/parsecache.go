@@ -45,17 +45,7 @@ type boundCopy struct {
 	ref  *budgetRef
 }
 
-var (
-	parseCacheOnce sync.Once
-	parseCache     *lru.Cache[field, *cachedField]
-)
-
-func parsedFields() *lru.Cache[field, *cachedField] {
-	parseCacheOnce.Do(func() {
-		parseCache, _ = lru.New[field, *cachedField](parseCacheEntries) // only a size ≤ 0 errs
-	})
-	return parseCache
-}
+var parseCache, _ = lru.New[field, *cachedField](parseCacheEntries) // only a size ≤ 0 errs
 
 // cached is field f's cache entry, parsing f on a miss; nil (and no error) when
 // f is too large to cache.
@@ -63,8 +53,7 @@ func cached(f field) (*cachedField, error) {
 	if len(f.src) > parseCacheMaxSrc {
 		return nil, nil
 	}
-	c := parsedFields()
-	if e, ok := c.Get(f); ok {
+	if e, ok := parseCache.Get(f); ok {
 		return e, nil
 	}
 	p, err := parseField(f, nil)
@@ -72,7 +61,7 @@ func cached(f field) (*cachedField, error) {
 		return nil, err // errors are rare and cheap to find again: not cached
 	}
 	e := &cachedField{parsed: p}
-	c.Add(f, e)
+	parseCache.Add(f, e)
 	return e, nil
 }
 

@@ -50,7 +50,6 @@ package templates
 import (
 	"sort"
 	"strings"
-	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -311,12 +310,11 @@ func parseLocale(s string) (language.Tag, bool) {
 	if len(s) > maxCachedLocale {
 		return parseLocaleTag(s)
 	}
-	c := parsedLocales()
-	if p, ok := c.Get(s); ok {
+	if p, ok := localeCache.Get(s); ok {
 		return p.tag, p.ok
 	}
 	tag, ok := parseLocaleTag(s)
-	c.Add(s, parsedLocale{tag, ok})
+	localeCache.Add(s, parsedLocale{tag, ok})
 	return tag, ok
 }
 
@@ -338,14 +336,4 @@ type parsedLocale struct {
 	ok  bool
 }
 
-var (
-	localeCacheOnce sync.Once
-	localeCache     *lru.Cache[string, parsedLocale]
-)
-
-func parsedLocales() *lru.Cache[string, parsedLocale] {
-	localeCacheOnce.Do(func() {
-		localeCache, _ = lru.New[string, parsedLocale](1024) // only a size ≤ 0 errs
-	})
-	return localeCache
-}
+var localeCache, _ = lru.New[string, parsedLocale](1024) // only a size ≤ 0 errs

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -39,20 +38,20 @@ type createdAPIKey struct {
 	Key string `json:"key"`
 }
 
-func (s *Server) listAPIKeys(c *gin.Context) {
-	keys, err := s.store.ListAPIKeys(c.Request.Context(), tenantOf(c).ID)
+func (h *accountRoom) listAPIKeys(c *gin.Context) {
+	keys, err := h.store.ListAPIKeys(c.Request.Context(), tenantOf(c).ID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"items": keys})
 }
 
-func (s *Server) createAPIKey(c *gin.Context) {
+func (h *accountRoom) createAPIKey(c *gin.Context) {
 	var req createAPIKeyRequest
 	if c.Request.ContentLength != 0 { // no body at all is an unnamed key
 		if err := decodeJSON(c, &req); err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 	}
@@ -60,13 +59,13 @@ func (s *Server) createAPIKey(c *gin.Context) {
 	if req.Name != nil {
 		name = strings.TrimSpace(*req.Name)
 		if err := validKeyName(name); err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 	}
-	k, key, err := s.store.CreateNamedAPIKey(c.Request.Context(), tenantOf(c).ID, name)
+	k, key, err := h.store.CreateNamedAPIKey(c.Request.Context(), tenantOf(c).ID, name)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")
@@ -85,23 +84,21 @@ func validKeyName(name string) *Error {
 	return nil
 }
 
-func (s *Server) revokeAPIKey(c *gin.Context) {
-	k, hash, err := s.store.RevokeAPIKey(c.Request.Context(), tenantOf(c).ID, c.Param("api_key_id"), false)
+func (h *accountRoom) revokeAPIKey(c *gin.Context) {
+	k, hash, err := h.store.RevokeAPIKey(c.Request.Context(), tenantOf(c).ID, c.Param("api_key_id"), false)
 	switch {
 	case errors.Is(err, herald.ErrNotFound):
-		s.abort(c, notFound("API key"))
+		h.abort(c, notFound("API key"))
 		return
 	case errors.Is(err, store.ErrLastActiveKey):
-		s.abort(c, &Error{Status: http.StatusConflict, Code: "last_active_key",
+		h.abort(c, &Error{Status: http.StatusConflict, Code: "last_active_key",
 			Message: "this is the tenant's last active API key; create another one before revoking it"})
 		return
 	case err != nil:
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	// This process refuses the key from now on; the others within AuthCacheTTL.
-	if s.tenants != nil {
-		s.tenants.Remove(hex.EncodeToString(hash))
-	}
+	h.auth.forgetKey(hash)
 	c.JSON(http.StatusOK, k)
 }

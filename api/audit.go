@@ -38,42 +38,42 @@ import (
 
 // Audit actions.
 const (
-	AuditTemplatePut           = "template.put"
-	AuditTemplateDelete        = "template.delete"
-	AuditPreferencesPut        = "preferences.put"
-	AuditPreferenceDefaults    = "preference_defaults.put"
-	AuditSettingsPut           = "settings.put"
-	AuditProviderPut           = "provider.put"
-	AuditProviderDelete        = "provider.delete"
-	AuditPushTokenPut          = "push_token.put"
-	AuditPushTokenDelete       = "push_token.delete"
-	AuditNotificationCancel    = "notification.cancel"
-	AuditDeadLetterRedrive     = "dead_letter.redrive"
-	AuditDeadLetterBulkRedrive = "dead_letter.bulk_redrive"
-	AuditAPIKeyCreate          = "api_key.create"
-	AuditAPIKeyRevoke          = "api_key.revoke"
-	AuditUserPut               = "user.put"
-	AuditTenantLimitsPut       = "tenant_limits.put"
-	AuditCampaignCreate        = "campaign.create"
-	AuditCampaignPause         = "campaign.pause"
-	AuditCampaignResume        = "campaign.resume"
-	AuditCampaignCancel        = "campaign.cancel"
-	AuditListCreate            = "list.create"
-	AuditListDelete            = "list.delete"
-	AuditTopicSubscribe        = "topic.subscribe"
-	AuditTopicUnsubscribe      = "topic.unsubscribe"
-	AuditInboxSettingsPut      = "inbox_settings.put"
-	AuditInboxSecretRotate     = "inbox_secret.rotate"
-	AuditUserTokensRevoke      = "user_tokens.revoke"
-	AuditWebhookEndpointCreate = "webhook_endpoint.create"
-	AuditWebhookEndpointUpdate = "webhook_endpoint.update"
-	AuditWebhookEndpointDelete = "webhook_endpoint.delete"
-	AuditWebhookSecretRotate   = "webhook_endpoint.rotate_secret"
-	AuditWebhookReplay         = "webhook_endpoint.replay"
+	auditTemplatePut           = "template.put"
+	auditTemplateDelete        = "template.delete"
+	auditPreferencesPut        = "preferences.put"
+	auditPreferenceDefaults    = "preference_defaults.put"
+	auditSettingsPut           = "settings.put"
+	auditProviderPut           = "provider.put"
+	auditProviderDelete        = "provider.delete"
+	auditPushTokenPut          = "push_token.put"
+	auditPushTokenDelete       = "push_token.delete"
+	auditNotificationCancel    = "notification.cancel"
+	auditDeadLetterRedrive     = "dead_letter.redrive"
+	auditDeadLetterBulkRedrive = "dead_letter.bulk_redrive"
+	auditAPIKeyCreate          = "api_key.create"
+	auditAPIKeyRevoke          = "api_key.revoke"
+	auditUserPut               = "user.put"
+	auditTenantLimitsPut       = "tenant_limits.put"
+	auditCampaignCreate        = "campaign.create"
+	auditCampaignPause         = "campaign.pause"
+	auditCampaignResume        = "campaign.resume"
+	auditCampaignCancel        = "campaign.cancel"
+	auditListCreate            = "list.create"
+	auditListDelete            = "list.delete"
+	auditTopicSubscribe        = "topic.subscribe"
+	auditTopicUnsubscribe      = "topic.unsubscribe"
+	auditInboxSettingsPut      = "inbox_settings.put"
+	auditInboxSecretRotate     = "inbox_secret.rotate"
+	auditUserTokensRevoke      = "user_tokens.revoke"
+	auditWebhookEndpointCreate = "webhook_endpoint.create"
+	auditWebhookEndpointUpdate = "webhook_endpoint.update"
+	auditWebhookEndpointDelete = "webhook_endpoint.delete"
+	auditWebhookSecretRotate   = "webhook_endpoint.rotate_secret"
+	auditWebhookReplay         = "webhook_endpoint.replay"
 )
 
-// AuditOperatorKeyID stands for the operator key in api_key_id.
-const AuditOperatorKeyID = "operator"
+// auditOperatorKeyID stands for the operator key in api_key_id.
+const auditOperatorKeyID = "operator"
 
 // maxAuditBody is how much of a request body the audit reads; a larger body
 // (a big template) is recorded by its field names only.
@@ -98,14 +98,14 @@ const (
 
 // audited records the request as action: pending before the handler runs, with
 // its status after (see the top of the file).
-func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
+func (m *middleware) audited(action string, routeMode auditMode) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		mode := routeMode
 		var body []byte
 		if mode != auditUpload && c.Request.Body != nil && c.Request.ContentLength != 0 {
 			raw, err := io.ReadAll(io.LimitReader(c.Request.Body, maxAuditBody+1))
 			if err != nil {
-				s.abort(c, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
+				m.abort(c, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
 				return
 			}
 			// The handler reads the same bytes (and applies its own limit).
@@ -124,7 +124,7 @@ func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
 		if t, ok := c.Get(tenantKey); ok {
 			tenantID, keyID = t.(store.Tenant).ID, t.(store.Tenant).APIKeyID
 		} else if id := c.Param("tenant_id"); id != "" { // the operator API
-			tenantID, keyID = id, AuditOperatorKeyID
+			tenantID, keyID = id, auditOperatorKeyID
 		}
 		if tenantID == "" {
 			c.Next()
@@ -135,15 +135,15 @@ func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
 			details, _ = json.Marshal(map[string]any{"content_type": c.ContentType(), "bytes": c.Request.ContentLength})
 		}
 		e := store.AuditEntry{APIKeyID: keyID, Action: action, Target: auditTarget(c), Details: details}
-		id, err := s.store.BeginAudit(c.Request.Context(), tenantID, e)
+		id, err := m.store.BeginAudit(c.Request.Context(), tenantID, e)
 		if errors.Is(err, herald.ErrNotFound) {
 			c.Next() // the operator named no tenant that exists: nothing to change, the handler answers 404
 			return
 		}
 		if err != nil {
-			s.log.Error("writing the audit log failed; the change was not attempted", "tenant_id", tenantID, "action", action, "error", err)
+			m.log.Error("writing the audit log failed; the change was not attempted", "tenant_id", tenantID, "action", action, "error", err)
 			c.Header("Retry-After", "1")
-			s.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+			m.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
 				Message: "the change could not be recorded in the audit log, so it was not made; retry"})
 			return
 		}
@@ -151,8 +151,8 @@ func (s *Server) audited(action string, routeMode auditMode) gin.HandlerFunc {
 		status := c.Writer.Status()
 		// Finish even if the client went away: the change is done either way.
 		ctx := context.WithoutCancel(c.Request.Context())
-		if err := s.store.FinishAudit(ctx, tenantID, id, status, status < 400 || status >= 500); err != nil {
-			s.log.Error("completing the audit log entry failed; it stays pending", "tenant_id", tenantID, "action", action, "id", id, "error", err)
+		if err := m.store.FinishAudit(ctx, tenantID, id, status, status < 400 || status >= 500); err != nil {
+			m.log.Error("completing the audit log entry failed; it stays pending", "tenant_id", tenantID, "action", action, "id", id, "error", err)
 		}
 	}
 }
@@ -268,11 +268,11 @@ func redactedHash(s string) string {
 
 // listAuditLog is GET /v1/audit-log: newest first, filtered by action, since and
 // until, keyset paginated.
-func (s *Server) listAuditLog(c *gin.Context) {
+func (h *accountRoom) listAuditLog(c *gin.Context) {
 	var f store.AuditFilter
 	f.Action = c.Query("action")
 	if f.Action != "" && !contains(auditActions, f.Action) {
-		s.abort(c, badField("action", "invalid_field", "action must be one of %v", auditActions))
+		h.abort(c, badField("action", "invalid_field", "action must be one of %v", auditActions))
 		return
 	}
 	for _, p := range []struct {
@@ -282,7 +282,7 @@ func (s *Server) listAuditLog(c *gin.Context) {
 		if v := c.Query(p.name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				s.abort(c, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name))
+				h.abort(c, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name))
 				return
 			}
 			*p.dst = &t
@@ -290,12 +290,12 @@ func (s *Server) listAuditLog(c *gin.Context) {
 	}
 	limit, verr := pageLimit(c)
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	cur, ok, verr := readPageCursor(c, "audit-log")
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	if ok {
@@ -303,9 +303,9 @@ func (s *Server) listAuditLog(c *gin.Context) {
 		f.Before, f.BeforeID = &t, cur.ID
 	}
 	f.Limit = limit + 1
-	items, err := s.store.ListAudit(c.Request.Context(), tenantOf(c).ID, f)
+	items, err := h.store.ListAudit(c.Request.Context(), tenantOf(c).ID, f)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items, next := onePage(items, limit, func(last store.AuditEntry) pageCursor {
@@ -316,11 +316,11 @@ func (s *Server) listAuditLog(c *gin.Context) {
 
 // auditActions are the actions GET /v1/audit-log filters by.
 var auditActions = []string{
-	AuditTemplatePut, AuditTemplateDelete, AuditPreferencesPut, AuditPreferenceDefaults, AuditSettingsPut,
-	AuditProviderPut, AuditProviderDelete, AuditPushTokenPut, AuditPushTokenDelete, AuditNotificationCancel,
-	AuditDeadLetterRedrive, AuditDeadLetterBulkRedrive, AuditAPIKeyCreate, AuditAPIKeyRevoke, AuditUserPut,
-	AuditTenantLimitsPut, AuditCampaignCreate, AuditCampaignPause, AuditCampaignResume, AuditCampaignCancel,
-	AuditListCreate, AuditListDelete, AuditTopicSubscribe, AuditTopicUnsubscribe,
-	AuditInboxSettingsPut, AuditInboxSecretRotate, AuditUserTokensRevoke,
-	AuditWebhookEndpointCreate, AuditWebhookEndpointUpdate, AuditWebhookEndpointDelete, AuditWebhookSecretRotate, AuditWebhookReplay,
+	auditTemplatePut, auditTemplateDelete, auditPreferencesPut, auditPreferenceDefaults, auditSettingsPut,
+	auditProviderPut, auditProviderDelete, auditPushTokenPut, auditPushTokenDelete, auditNotificationCancel,
+	auditDeadLetterRedrive, auditDeadLetterBulkRedrive, auditAPIKeyCreate, auditAPIKeyRevoke, auditUserPut,
+	auditTenantLimitsPut, auditCampaignCreate, auditCampaignPause, auditCampaignResume, auditCampaignCancel,
+	auditListCreate, auditListDelete, auditTopicSubscribe, auditTopicUnsubscribe,
+	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke,
+	auditWebhookEndpointCreate, auditWebhookEndpointUpdate, auditWebhookEndpointDelete, auditWebhookSecretRotate, auditWebhookReplay,
 }

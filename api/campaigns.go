@@ -6,17 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
@@ -28,14 +22,14 @@ import (
 
 // Campaign bounds.
 const (
-	// MaxInlineRecipients bounds audience.user_ids; larger audiences are
+	// maxInlineRecipients bounds audience.user_ids; larger audiences are
 	// uploaded as a list (POST /v1/lists) or managed as a topic.
-	MaxInlineRecipients = 10_000
-	// MaxCampaignBodyBytes bounds POST /v1/campaigns (10,000 ids of up to 255
+	maxInlineRecipients = 10_000
+	// maxCampaignBodyBytes bounds POST /v1/campaigns (10,000 ids of up to 255
 	// bytes, JSON-quoted, plus 64 KiB of data).
-	MaxCampaignBodyBytes = 3 << 20
-	// MaxCampaignRate bounds rate_per_second (recipients per second).
-	MaxCampaignRate = 100_000
+	maxCampaignBodyBytes = 3 << 20
+	// maxCampaignRate bounds rate_per_second (recipients per second).
+	maxCampaignRate = 100_000
 )
 
 type audienceRequest struct {
@@ -56,83 +50,106 @@ type createCampaignRequest struct {
 	RatePerSecond  *float64         `json:"rate_per_second"`
 }
 
+// campaignsRoom holds the campaigns and their audiences: uploaded lists and
+// topics (lists.go).
+type campaignsRoom struct {
+	responder
+	store     *store.Store
+	workflows *workflows.Client
+	templates *templateCache
+	settings  *settingsCache
+	cfg       CampaignConfig
+}
+
+func (h *campaignsRoom) register(v1, public gin.IRouter, mw *middleware) {
+	v1.POST("/campaigns", mw.audited(auditCampaignCreate, auditFields), h.createCampaign)
+	v1.GET("/campaigns", h.listCampaigns)
+	v1.GET("/campaigns/:campaign_id", h.getCampaign)
+	v1.POST("/campaigns/:campaign_id/pause", mw.audited(auditCampaignPause, auditFields), h.controlCampaign(workflows.UpdatePause))
+	v1.POST("/campaigns/:campaign_id/resume", mw.audited(auditCampaignResume, auditFields), h.controlCampaign(workflows.UpdateResume))
+	v1.POST("/campaigns/:campaign_id/cancel", mw.audited(auditCampaignCancel, auditFields), h.controlCampaign(workflows.UpdateCancelCampaign))
+	v1.POST("/lists", mw.audited(auditListCreate, auditUpload), h.createList)
+	v1.GET("/lists/:list_id", h.getList)
+	v1.DELETE("/lists/:list_id", mw.audited(auditListDelete, auditFields), h.deleteList)
+	v1.POST("/topics/:topic/subscribers", mw.audited(auditTopicSubscribe, auditFields), h.addTopicSubscribers)
+	v1.GET("/topics/:topic/subscribers", h.listTopicSubscribers)
+	v1.DELETE("/topics/:topic/subscribers/:user_id", mw.audited(auditTopicUnsubscribe, auditFields), h.removeTopicSubscriber)
+}
+
 // validateCampaign checks every field and returns the campaign to record (and,
 // for an inline audience, its user ids).
-func (s *Server) validateCampaign(c *gin.Context, req createCampaignRequest) (store.Campaign, []string, *Error) {
-	tenantID := tenantOf(c).ID
+func validateCampaign(tenantID string, req createCampaignRequest) (store.Campaign, []string, *Error) {
 	out := store.Campaign{TenantID: tenantID, Status: herald.CampaignScheduled}
-	switch {
-	case req.CampaignID != nil && req.IdempotencyKey != nil:
-		return out, nil, badField("idempotency_key", "conflicting_field", "give campaign_id or idempotency_key, not both")
-	case req.CampaignID != nil:
-		if err := validID("campaign_id", *req.CampaignID); err != nil {
-			return out, nil, err
-		}
-		out.ID = *req.CampaignID
-	case req.IdempotencyKey != nil:
-		if err := validID("idempotency_key", *req.IdempotencyKey); err != nil {
-			return out, nil, err
-		}
-		out.ID = ids.CampaignIDFromKey(*req.IdempotencyKey)
-	default:
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		out.ID = ids.CampaignIDPrefix + hex.EncodeToString(b[:])
-	}
-	out.WorkflowID = ids.CampaignWorkflowID(tenantID, out.ID)
-	if req.TemplateID == nil {
-		return out, nil, badField("template_id", "missing_field", "template_id is required")
-	}
-	if err := validTemplateID(*req.TemplateID); err != nil {
+	id, err := campaignID(req)
+	if err != nil {
 		return out, nil, err
 	}
-	out.TemplateID = *req.TemplateID
-	if req.Channels != nil && len(req.Channels) == 0 {
-		return out, nil, badField("channels", "invalid_field", "channels must list at least one of %v, or be left out for the template's channels", knownChannels)
+	out.ID, out.WorkflowID = id, ids.CampaignWorkflowID(tenantID, id)
+	if out.TemplateID, err = requireTemplateID(req.TemplateID); err != nil {
+		return out, nil, err
 	}
-	seen := map[string]bool{}
-	for i, ch := range req.Channels {
-		field := "channels[" + itoa(i) + "]"
-		switch {
-		case !contains(knownChannels, ch):
-			return out, nil, badField(field, "unknown_channel", "unknown channel %q; channels are %v", ch, knownChannels)
-		case seen[ch]:
-			return out, nil, badField(field, "duplicate_channel", "channel %q is listed twice", ch)
-		}
-		seen[ch] = true
-	}
-	data, derr := decodeData(req.Data)
-	if derr != nil {
-		return out, nil, derr
-	}
-	raw, err := json.Marshal(data)
+	channels, err := validChannels(req.Channels)
 	if err != nil {
-		return out, nil, badField("data", "invalid_field", "data cannot be encoded: %v", err)
+		return out, nil, err
+	}
+	data, err := decodeData(req.Data)
+	if err != nil {
+		return out, nil, err
+	}
+	raw, merr := json.Marshal(data)
+	if merr != nil {
+		return out, nil, badField("data", "invalid_field", "data cannot be encoded: %v", merr)
 	}
 	out.Data = raw
-	if req.SendAt != nil {
-		t, err := time.Parse(time.RFC3339, *req.SendAt)
-		if err != nil {
-			return out, nil, badField("send_at", "invalid_field", "send_at must be an RFC 3339 time such as 2026-12-24T18:00:00Z")
-		}
-		if t.After(time.Now().Add(MaxScheduleAhead)) {
-			return out, nil, badField("send_at", "invalid_field", "send_at must be at most a year ahead")
-		}
-		if t.After(time.Now()) {
-			t = t.UTC()
-			out.SendAt = &t
-		}
+	sendAt, err := parseSendAt(req.SendAt, time.Now())
+	if err != nil {
+		return out, nil, err
+	}
+	if !sendAt.ahead.IsZero() {
+		out.SendAt = &sendAt.ahead
 	}
 	if r := req.RatePerSecond; r != nil {
-		if math.IsNaN(*r) || *r < 1 || *r > MaxCampaignRate {
-			return out, nil, badField("rate_per_second", "invalid_field", "rate_per_second must be a number from 1 to %d (recipients per second)", MaxCampaignRate)
+		if math.IsNaN(*r) || *r < 1 || *r > maxCampaignRate {
+			return out, nil, badField("rate_per_second", "invalid_field", "rate_per_second must be a number from 1 to %d (recipients per second)", maxCampaignRate)
 		}
 		out.RatePerSecond = *r
 	}
-	var inline []string
-	a := req.Audience
+	inline, err := validAudience(req.Audience, &out)
+	if err != nil {
+		return out, nil, err
+	}
+	out.Channels = channels
+	return out, inline, nil
+}
+
+// campaignID is the campaign's id: the client's campaign_id, one derived from
+// its idempotency_key, or a new random one.
+func campaignID(req createCampaignRequest) (string, *Error) {
+	switch {
+	case req.CampaignID != nil && req.IdempotencyKey != nil:
+		return "", badField("idempotency_key", "conflicting_field", "give campaign_id or idempotency_key, not both")
+	case req.CampaignID != nil:
+		if err := validID("campaign_id", *req.CampaignID); err != nil {
+			return "", err
+		}
+		return *req.CampaignID, nil
+	case req.IdempotencyKey != nil:
+		if err := validID("idempotency_key", *req.IdempotencyKey); err != nil {
+			return "", err
+		}
+		return ids.CampaignIDFromKey(*req.IdempotencyKey), nil
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return ids.CampaignIDPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// validAudience checks the audience, which names exactly one of user_ids,
+// list_id, topic or all_users, and sets the campaign's audience kind and
+// reference; it returns an inline audience's user ids, each once.
+func validAudience(a *audienceRequest, out *store.Campaign) ([]string, *Error) {
 	if a == nil {
-		return out, nil, badField("audience", "missing_field", "audience is required: one of user_ids, list_id, topic or all_users")
+		return nil, badField("audience", "missing_field", "audience is required: one of user_ids, list_id, topic or all_users")
 	}
 	given := 0
 	for _, set := range []bool{a.UserIDs != nil, a.ListID != nil, a.Topic != nil, a.AllUsers != nil} {
@@ -141,94 +158,83 @@ func (s *Server) validateCampaign(c *gin.Context, req createCampaignRequest) (st
 		}
 	}
 	if given != 1 {
-		return out, nil, badField("audience", "invalid_field", "audience must have exactly one of user_ids, list_id, topic or all_users")
+		return nil, badField("audience", "invalid_field", "audience must have exactly one of user_ids, list_id, topic or all_users")
 	}
 	switch {
 	case a.UserIDs != nil:
-		switch {
-		case len(a.UserIDs) == 0:
-			return out, nil, badField("audience.user_ids", "empty_audience", "audience.user_ids must name at least one user")
-		case len(a.UserIDs) > MaxInlineRecipients:
-			return out, nil, badField("audience.user_ids", "too_many_recipients",
-				"audience.user_ids names %d users; at most %d inline: upload a list (POST /v1/lists) or use a topic", len(a.UserIDs), MaxInlineRecipients)
-		}
-		uniq := map[string]bool{}
-		for i, u := range a.UserIDs {
-			if err := validID("audience.user_ids["+itoa(i)+"]", u); err != nil {
-				return out, nil, err
-			}
-			if !uniq[u] {
-				uniq[u] = true
-				inline = append(inline, u)
-			}
+		inline, err := inlineAudience(a.UserIDs)
+		if err != nil {
+			return nil, err
 		}
 		out.AudienceKind, out.AudienceRef = herald.AudienceUserIDs, out.ID
+		return inline, nil
 	case a.ListID != nil:
 		if err := validID("audience.list_id", *a.ListID); err != nil {
-			return out, nil, err
+			return nil, err
 		}
 		out.AudienceKind, out.AudienceRef = herald.AudienceList, *a.ListID
 	case a.Topic != nil:
 		if err := validTopic("audience.topic", *a.Topic); err != nil {
-			return out, nil, err
+			return nil, err
 		}
 		out.AudienceKind, out.AudienceRef = herald.AudienceTopic, *a.Topic
 	default:
 		if !*a.AllUsers {
-			return out, nil, badField("audience.all_users", "invalid_field", "audience.all_users must be true when given")
+			return nil, badField("audience.all_users", "invalid_field", "audience.all_users must be true when given")
 		}
 		out.AudienceKind = herald.AudienceAllUsers
 	}
-	channels := append([]string(nil), req.Channels...)
-	sort.Strings(channels)
-	out.Channels = channels
-	return out, inline, nil
+	return nil, nil
+}
+
+// inlineAudience checks audience.user_ids (1 to maxInlineRecipients) and drops
+// repeats.
+func inlineAudience(userIDs []string) ([]string, *Error) {
+	switch {
+	case len(userIDs) == 0:
+		return nil, badField("audience.user_ids", "empty_audience", "audience.user_ids must name at least one user")
+	case len(userIDs) > maxInlineRecipients:
+		return nil, badField("audience.user_ids", "too_many_recipients",
+			"audience.user_ids names %d users; at most %d inline: upload a list (POST /v1/lists) or use a topic", len(userIDs), maxInlineRecipients)
+	}
+	var inline []string
+	uniq := map[string]bool{}
+	for i, u := range userIDs {
+		if err := validID("audience.user_ids["+itoa(i)+"]", u); err != nil {
+			return nil, err
+		}
+		if !uniq[u] {
+			uniq[u] = true
+			inline = append(inline, u)
+		}
+	}
+	return inline, nil
 }
 
 // checkCampaignTemplate pins the template's latest version, fills in its
 // channels when the request named none and checks the campaign's data renders
 // every channel (for audiences without per-recipient data, which could supply
-// what is missing).
-func (s *Server) checkCampaignTemplate(c *gin.Context, cp *store.Campaign) error {
-	rec, err := s.latestTemplate(c.Request.Context(), cp.TenantID, cp.TemplateID)
-	if errors.Is(err, herald.ErrNotFound) {
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
-			Message: "template " + cp.TemplateID + " does not exist; create it with PUT /v1/templates/{template_id}"}
-	}
+// what is missing), in the tenant's default locale.
+func (h *campaignsRoom) checkCampaignTemplate(c *gin.Context, cp *store.Campaign) error {
+	ctx := c.Request.Context()
+	t, err := h.templates.forSend(ctx, cp.TenantID, cp.TemplateID)
 	if err != nil {
 		return err
 	}
-	t := rec.Template
 	if t.Critical {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "critical_template", Field: "template_id",
 			Message: "template " + t.ID + " is critical; campaigns send on the bulk lane and honour every preference: use POST /v1/notifications for critical messages"}
 	}
-	if len(cp.Channels) == 0 {
-		cp.Channels = t.Channels()
-	}
-	for i, ch := range cp.Channels {
-		if !t.HasChannel(ch) {
-			return &Error{Status: http.StatusUnprocessableEntity, Code: "channel_not_in_template", Field: "channels[" + itoa(i) + "]",
-				Message: fmt.Sprintf("template %s has no %s content; it has %v", t.ID, ch, t.Channels())}
-		}
+	if cp.Channels, err = templateChannels(t, cp.Channels); err != nil {
+		return err
 	}
 	if cp.AudienceKind != herald.AudienceList {
 		var data templates.Data
 		if err := json.Unmarshal(cp.Data, &data); err != nil {
 			return err
 		}
-		if missing := templates.MissingVariables(t, "", data, cp.Channels...); len(missing) > 0 {
-			return missingVariablesError(missing)
-		}
-		ts, err := s.cachedSettings(c, cp.TenantID)
-		if err != nil {
+		if err := checkContent(ctx, h.settings, cp.TenantID, t, cp.Channels, "", data); err != nil {
 			return err
-		}
-		locale := templates.ResolveLocale("", t.AvailableLocales(), ts.DefaultLocale)
-		for _, ch := range cp.Channels {
-			if _, err := checkRender(t, ch, locale, data); err != nil {
-				return err
-			}
 		}
 	}
 	cp.TemplateVersion, cp.Category = t.Version, t.Category
@@ -236,11 +242,11 @@ func (s *Server) checkCampaignTemplate(c *gin.Context, cp *store.Campaign) error
 }
 
 // checkAudience refuses an unknown list or topic, and an audience with no user.
-func (s *Server) checkAudience(c *gin.Context, cp store.Campaign) error {
+func (h *campaignsRoom) checkAudience(c *gin.Context, cp store.Campaign) error {
 	ctx := c.Request.Context()
 	switch cp.AudienceKind {
 	case herald.AudienceList:
-		l, err := s.store.GetList(ctx, cp.TenantID, cp.AudienceRef)
+		l, err := h.store.GetList(ctx, cp.TenantID, cp.AudienceRef)
 		if errors.Is(err, herald.ErrNotFound) || (err == nil && l.Kind != herald.ListUploaded) {
 			return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_list", Field: "audience.list_id",
 				Message: "list " + cp.AudienceRef + " does not exist; upload it with POST /v1/lists"}
@@ -253,7 +259,7 @@ func (s *Server) checkAudience(c *gin.Context, cp store.Campaign) error {
 				Message: "list " + cp.AudienceRef + " names no existing user"}
 		}
 	case herald.AudienceTopic:
-		n, err := s.store.CountTopicSubscribers(ctx, cp.TenantID, cp.AudienceRef)
+		n, err := h.store.CountTopicSubscribers(ctx, cp.TenantID, cp.AudienceRef)
 		if errors.Is(err, herald.ErrNotFound) {
 			return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_topic", Field: "audience.topic",
 				Message: "topic " + cp.AudienceRef + " does not exist; add subscribers with POST /v1/topics/{topic}/subscribers"}
@@ -273,43 +279,43 @@ func (s *Server) checkAudience(c *gin.Context, cp store.Campaign) error {
 // recorded, then its workflow is started; 202 only once the start returned, so
 // an accepted campaign cannot be lost. The same campaign key again answers 200
 // with the campaign it names (Layer 1), after making sure its workflow runs.
-func (s *Server) createCampaign(c *gin.Context) {
+func (h *campaignsRoom) createCampaign(c *gin.Context) {
 	var req createCampaignRequest
-	if err := decodeJSONLimit(c, &req, MaxCampaignBodyBytes); err != nil {
-		s.abort(c, err)
+	if err := decodeJSONLimit(c, &req, maxCampaignBodyBytes); err != nil {
+		h.abort(c, err)
 		return
 	}
-	cp, inline, verr := s.validateCampaign(c, req)
+	cp, inline, verr := validateCampaign(tenantOf(c).ID, req)
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	ctx := c.Request.Context()
-	if existing, err := s.store.GetCampaign(ctx, cp.TenantID, cp.ID); err == nil {
-		s.startCampaign(c, existing, false)
+	if existing, err := h.store.GetCampaign(ctx, cp.TenantID, cp.ID); err == nil {
+		h.startCampaign(c, existing, false)
 		return
 	} else if !errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	if err := s.checkCampaignTemplate(c, &cp); err != nil {
-		s.abort(c, err)
+	if err := h.checkCampaignTemplate(c, &cp); err != nil {
+		h.abort(c, err)
 		return
 	}
-	if err := s.checkAudience(c, cp); err != nil {
-		s.abort(c, err)
+	if err := h.checkAudience(c, cp); err != nil {
+		h.abort(c, err)
 		return
 	}
-	rec, created, err := s.store.CreateCampaign(ctx, cp, inline)
+	rec, created, err := h.store.CreateCampaign(ctx, cp, inline)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	s.startCampaign(c, rec, created)
+	h.startCampaign(c, rec, created)
 }
 
-// CampaignInput is the workflow input of a recorded campaign.
-func CampaignInput(cp store.Campaign) (workflows.CampaignInput, error) {
+// campaignInput is the workflow input of a recorded campaign.
+func campaignInput(cp store.Campaign) (workflows.CampaignInput, error) {
 	var data templates.Data
 	if err := json.Unmarshal(cp.Data, &data); err != nil {
 		return workflows.CampaignInput{}, err
@@ -326,38 +332,21 @@ func CampaignInput(cp store.Campaign) (workflows.CampaignInput, error) {
 	return in, nil
 }
 
-// CampaignStartOptions start a campaign's workflow on the bulk lane. Starting
-// again while it runs attaches to it (USE_EXISTING); a finished campaign is
-// never started again (REJECT_DUPLICATE).
-func CampaignStartOptions(cp store.Campaign, baseTaskQueue string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                       cp.WorkflowID,
-		TaskQueue:                workflows.LaneTaskQueue(baseTaskQueue, workflows.LaneBulk),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SearchAttrTenant.ValueSet(cp.TenantID),
-			workflows.SearchAttrCampaign.ValueSet(cp.ID),
-			workflows.SearchAttrStatus.ValueSet(herald.CampaignScheduled),
-		),
-	}
-}
-
-func (s *Server) startCampaign(c *gin.Context, cp store.Campaign, created bool) {
-	in, err := CampaignInput(cp)
+// startCampaign makes sure the campaign's workflow runs and answers 202 for a
+// campaign just created, 200 for one the request named again.
+func (h *campaignsRoom) startCampaign(c *gin.Context, cp store.Campaign, created bool) {
+	in, err := campaignInput(cp)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	in.PageSize, in.Window, in.Spec.InDoubtWait = s.cfg.CampaignPageSize, s.cfg.CampaignWindow, s.cfg.CampaignInDoubtWait
+	in.PageSize, in.Window, in.Spec.InDoubtWait = h.cfg.PageSize, h.cfg.Window, h.cfg.InDoubtWait
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
-	_, err = s.temporal.ExecuteWorkflow(ctx, CampaignStartOptions(cp, s.cfg.TaskQueue), workflows.CampaignWorkflow, in)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if err != nil && !errors.As(err, &already) {
-		s.log.Error("starting campaign workflow failed", "workflow_id", cp.WorkflowID, "error", err)
+	if err := h.workflows.StartCampaign(ctx, in); err != nil {
+		h.log.Error("starting campaign workflow failed", "workflow_id", cp.WorkflowID, "error", err)
 		c.Header("Retry-After", "1")
-		s.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+		h.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
 			Message: "the campaign was not started; retry with the same campaign_id or idempotency_key"})
 		return
 	}
@@ -417,9 +406,9 @@ func viewCampaign(cp store.Campaign) campaignView {
 }
 
 // campaignWithCounts adds the live counts, rate and ETA.
-func (s *Server) campaignWithCounts(ctx context.Context, cp store.Campaign) (campaignView, error) {
+func (h *campaignsRoom) campaignWithCounts(ctx context.Context, cp store.Campaign) (campaignView, error) {
 	v := viewCampaign(cp)
-	counts, processed, err := s.store.CampaignCounts(ctx, cp.TenantID, cp.ID)
+	counts, processed, err := h.store.CampaignCounts(ctx, cp.TenantID, cp.ID)
 	if err != nil {
 		return v, err
 	}
@@ -480,19 +469,19 @@ func (s *Server) campaignWithCounts(ctx context.Context, cp store.Campaign) (cam
 	return v, nil
 }
 
-func (s *Server) getCampaign(c *gin.Context) {
-	cp, err := s.store.GetCampaign(c.Request.Context(), tenantOf(c).ID, c.Param("campaign_id"))
+func (h *campaignsRoom) getCampaign(c *gin.Context) {
+	cp, err := h.store.GetCampaign(c.Request.Context(), tenantOf(c).ID, c.Param("campaign_id"))
 	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, notFound("campaign"))
+		h.abort(c, notFound("campaign"))
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	v, err := s.campaignWithCounts(c.Request.Context(), cp)
+	v, err := h.campaignWithCounts(c.Request.Context(), cp)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, v)
@@ -500,7 +489,7 @@ func (s *Server) getCampaign(c *gin.Context) {
 
 // listCampaigns pages the tenant's campaigns, newest first (no counts: GET one
 // campaign for those).
-func (s *Server) listCampaigns(c *gin.Context) {
+func (h *campaignsRoom) listCampaigns(c *gin.Context) {
 	limit, verr := pageLimit(c)
 	var cur pageCursor
 	var ok bool
@@ -508,16 +497,16 @@ func (s *Server) listCampaigns(c *gin.Context) {
 		cur, ok, verr = readPageCursor(c, "campaigns")
 	}
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	var after *store.CampaignCursor
 	if ok {
 		after = &store.CampaignCursor{CreatedAt: time.UnixMicro(cur.At), ID: cur.Key}
 	}
-	cps, more, err := s.store.ListCampaigns(c.Request.Context(), tenantOf(c).ID, after, limit)
+	cps, more, err := h.store.ListCampaigns(c.Request.Context(), tenantOf(c).ID, after, limit)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items := make([]campaignView, 0, len(cps))
@@ -535,47 +524,38 @@ func (s *Server) listCampaigns(c *gin.Context) {
 // controlCampaign runs a pause, resume or cancel update on the campaign's
 // workflow: the workflow decides (so a control never races a batch) and the
 // answer is the campaign as it is now. A finished campaign answers 409.
-func (s *Server) controlCampaign(update string) gin.HandlerFunc {
+func (h *campaignsRoom) controlCampaign(update string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		tenantID := tenantOf(c).ID
 		id := c.Param("campaign_id")
-		cp, err := s.store.GetCampaign(c.Request.Context(), tenantID, id)
+		cp, err := h.store.GetCampaign(c.Request.Context(), tenantID, id)
 		if errors.Is(err, herald.ErrNotFound) {
-			s.abort(c, notFound("campaign"))
+			h.abort(c, notFound("campaign"))
 			return
 		}
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 15*time.Second)
 		defer cancel()
-		handle, err := s.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: cp.WorkflowID, UpdateName: update, WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		var st workflows.CampaignState
-		if err == nil {
-			err = handle.Get(ctx, &st)
-		}
-		var appErr *temporal.ApplicationError
-		var nf *serviceerror.NotFound
+		st, err := h.workflows.ControlCampaign(ctx, cp.WorkflowID, update)
 		switch {
-		case err == nil:
-		case errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeCampaignFinal, errors.As(err, &nf):
-			cp, _ = s.store.GetCampaign(c.Request.Context(), tenantID, id)
-			s.abort(c, &Error{Status: http.StatusConflict, Code: "campaign_finished", Message: "the campaign has finished (" + cp.Status + ")"})
+		case errors.Is(err, workflows.ErrCampaignFinal):
+			cp, _ = h.store.GetCampaign(c.Request.Context(), tenantID, id)
+			h.abort(c, &Error{Status: http.StatusConflict, Code: "campaign_finished", Message: "the campaign has finished (" + cp.Status + ")"})
 			return
-		default:
-			s.abort(c, temporalError(c, err))
-			return
-		}
-		if cp, err = s.store.GetCampaign(c.Request.Context(), tenantID, id); err != nil {
-			s.abort(c, err)
+		case err != nil:
+			h.abort(c, temporalError(c, err))
 			return
 		}
-		v, err := s.campaignWithCounts(c.Request.Context(), cp)
+		if cp, err = h.store.GetCampaign(c.Request.Context(), tenantID, id); err != nil {
+			h.abort(c, err)
+			return
+		}
+		v, err := h.campaignWithCounts(c.Request.Context(), cp)
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		v.Status = st.Status

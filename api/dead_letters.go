@@ -1,24 +1,20 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/workflows"
 )
 
-// MaxBulkRedrive bounds one bulk redrive request.
-const MaxBulkRedrive = 1000
+// maxBulkRedrive bounds one bulk redrive request.
+const maxBulkRedrive = 1000
 
 // deadLetterFilter reads channel, template_id, since, until (RFC 3339), status,
 // limit (DefaultPageLimit, at most MaxPageLimit) and cursor from the query string.
@@ -65,17 +61,17 @@ func deadLetterFilter(c *gin.Context, tenantID string) (store.DeadLetterFilter, 
 // listDeadLetters pages dead letters with their attempt counts and last errors,
 // newest first; next_cursor (null on the last page) continues with the same
 // filter.
-func (s *Server) listDeadLetters(c *gin.Context) {
+func (h *notificationsRoom) listDeadLetters(c *gin.Context) {
 	f, err := deadLetterFilter(c, tenantOf(c).ID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	limit := f.Limit
 	f.Limit++ // one more says whether another page follows
-	items, err := s.store.ListDeadLetters(c.Request.Context(), f)
+	items, err := h.store.ListDeadLetters(c.Request.Context(), f)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items, next := onePage(items, limit, func(last store.DeadLetter) pageCursor {
@@ -85,20 +81,20 @@ func (s *Server) listDeadLetters(c *gin.Context) {
 }
 
 // redriveDeadLetter starts a redrive of one dead letter.
-func (s *Server) redriveDeadLetter(c *gin.Context) {
+func (h *notificationsRoom) redriveDeadLetter(c *gin.Context) {
 	id, err := strconv.ParseInt(c.Param("dead_letter_id"), 10, 64)
 	if err != nil || id < 1 {
-		s.abort(c, badField("dead_letter_id", "invalid_field", "dead_letter_id must be a positive integer"))
+		h.abort(c, badField("dead_letter_id", "invalid_field", "dead_letter_id must be a positive integer"))
 		return
 	}
 	tenantID := tenantOf(c).ID
-	d, err := s.store.GetDeadLetter(c.Request.Context(), tenantID, id)
+	d, err := h.store.GetDeadLetter(c.Request.Context(), tenantID, id)
 	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, notFound("dead letter"))
+		h.abort(c, notFound("dead letter"))
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if d.Status != store.DeadLetterOpen {
@@ -106,9 +102,8 @@ func (s *Server) redriveDeadLetter(c *gin.Context) {
 			Message: "dead letter is " + d.Status + "; only open dead letters can be redriven"}, "dead_letter": d})
 		return
 	}
-	workflowID, err := s.startRedrive(c.Request.Context(), tenantID, id)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
+	workflowID, err := h.workflows.StartRedrive(c.Request.Context(), tenantID, id)
+	if errors.Is(err, workflows.ErrAlreadyStarted) {
 		// Another request started this dead letter's redrive a moment ago.
 		d.Status = store.DeadLetterRedriving
 		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": &Error{Code: "not_redrivable",
@@ -116,7 +111,7 @@ func (s *Server) redriveDeadLetter(c *gin.Context) {
 		return
 	}
 	if err != nil {
-		s.abort(c, temporalError(c, err))
+		h.abort(c, temporalError(c, err))
 		return
 	}
 	c.JSON(http.StatusAccepted, gin.H{"dead_letter_id": id, "redrive_workflow_id": workflowID, "status": store.DeadLetterRedriving})
@@ -131,21 +126,21 @@ type bulkRedriveRequest struct {
 }
 
 // bulkRedrive redrives every open dead letter matching a filter (at most limit).
-func (s *Server) bulkRedrive(c *gin.Context) {
+func (h *notificationsRoom) bulkRedrive(c *gin.Context) {
 	var req bulkRedriveRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	f := store.DeadLetterFilter{TenantID: tenantOf(c).ID, Channel: req.Channel, TemplateID: req.TemplateID,
-		Status: store.DeadLetterOpen, Limit: MaxBulkRedrive}
+		Status: store.DeadLetterOpen, Limit: maxBulkRedrive}
 	if f.Channel != "" && !contains(knownChannels, f.Channel) {
-		s.abort(c, badField("channel", "invalid_field", "channel must be one of %v", knownChannels))
+		h.abort(c, badField("channel", "invalid_field", "channel must be one of %v", knownChannels))
 		return
 	}
 	if req.Limit != 0 {
-		if req.Limit < 1 || req.Limit > MaxBulkRedrive {
-			s.abort(c, badField("limit", "invalid_field", "limit must be from 1 to %d", MaxBulkRedrive))
+		if req.Limit < 1 || req.Limit > maxBulkRedrive {
+			h.abort(c, badField("limit", "invalid_field", "limit must be from 1 to %d", maxBulkRedrive))
 			return
 		}
 		f.Limit = req.Limit
@@ -158,41 +153,27 @@ func (s *Server) bulkRedrive(c *gin.Context) {
 		if p.v != nil {
 			t, err := time.Parse(time.RFC3339, *p.v)
 			if err != nil {
-				s.abort(c, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name))
+				h.abort(c, badField(p.name, "invalid_field", "%s must be an RFC 3339 time", p.name))
 				return
 			}
 			*p.dst = t
 		}
 	}
-	items, err := s.store.ListDeadLetters(c.Request.Context(), f)
+	items, err := h.store.ListDeadLetters(c.Request.Context(), f)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	started := []int64{}
 	for _, d := range items {
-		if _, err := s.startRedrive(c.Request.Context(), f.TenantID, d.ID); err != nil {
-			var already *serviceerror.WorkflowExecutionAlreadyStarted
-			if errors.As(err, &already) {
+		if _, err := h.workflows.StartRedrive(c.Request.Context(), f.TenantID, d.ID); err != nil {
+			if errors.Is(err, workflows.ErrAlreadyStarted) {
 				continue
 			}
-			s.abort(c, temporalError(c, err))
+			h.abort(c, temporalError(c, err))
 			return
 		}
 		started = append(started, d.ID)
 	}
 	c.JSON(http.StatusAccepted, gin.H{"matched": len(items), "started": started})
-}
-
-// startRedrive starts the redrive workflow on the normal lane; a redrive of the same
-// dead letter already running is reported as WorkflowExecutionAlreadyStarted.
-func (s *Server) startRedrive(ctx context.Context, tenantID string, id int64) (string, error) {
-	workflowID := workflows.RedriveWorkflowID(tenantID, id)
-	_, err := s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflowID, TaskQueue: s.cfg.TaskQueue,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, workflows.RedriveWorkflow, workflows.RedriveInput{TenantID: tenantID, DeadLetterID: id})
-	return workflowID, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -39,12 +40,18 @@ func notFound(what string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
 }
 
+// responder writes the error answers of a room or a middleware; every one
+// embeds it.
+type responder struct {
+	log *slog.Logger
+}
+
 // abort writes err as the response. Anything that is not an *Error is logged and
 // answered with a generic 500 that leaks nothing.
-func (s *Server) abort(c *gin.Context, err error) {
+func (r responder) abort(c *gin.Context, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
-		s.log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
+		r.log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
 		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"}
 	}
 	c.Set(errorCodeKey, e.Code)

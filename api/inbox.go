@@ -7,34 +7,81 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 )
 
+// inboxRoom holds a user's inbox: its items and counts, its live stream
+// (inbox_stream.go), the user tokens a browser opens it with (user_tokens.go),
+// the tenant's inbox settings and CORS (inbox_settings.go), and the
+// <herald-inbox> component (inbox_component.go).
+type inboxRoom struct {
+	responder
+	store *store.Store
+	users *userDirectory
+	// auth finds a user token's tenant, and forgets revocations made here.
+	auth *authenticator
+	cfg  InboxConfig
+	// baseURL is Config.PublicBaseURL: a page served from it is Herald's own.
+	baseURL string
+	// origins caches the tenants' allowed origins.
+	origins *expirable.LRU[string, []string]
+	// closing ends every open stream (closeStreams, on shutdown).
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+func newInboxRoom(r responder, st *store.Store, users *userDirectory, auth *authenticator, cfg InboxConfig, baseURL string) *inboxRoom {
+	return &inboxRoom{responder: r, store: st, users: users, auth: auth, cfg: cfg, baseURL: baseURL,
+		origins: expirable.NewLRU[string, []string](10_000, nil, 5*time.Second), closing: make(chan struct{})}
+}
+
+func (h *inboxRoom) register(v1, public gin.IRouter, mw *middleware) {
+	v1.POST("/users/:user_id/token", h.mintUserToken)
+	v1.DELETE("/users/:user_id/tokens", mw.audited(auditUserTokensRevoke, auditFields), h.revokeUserTokens)
+	v1.GET("/users/:user_id/inbox", h.inboxCORS, h.listInbox)
+	v1.GET("/users/:user_id/inbox/counts", h.inboxCORS, h.getInboxCounts)
+	v1.GET("/users/:user_id/inbox/stream", h.inboxCORS, h.inboxStream)
+	v1.POST("/users/:user_id/inbox/read-all", h.inboxCORS, h.markAll(true))
+	v1.POST("/users/:user_id/inbox/seen-all", h.inboxCORS, h.markAll(false))
+	v1.POST("/users/:user_id/inbox/:notification_id/:action", h.inboxCORS, h.inboxAction)
+	v1.GET("/inbox/settings", h.getInboxSettings)
+	v1.PUT("/inbox/settings", mw.audited(auditInboxSettingsPut, auditFields), h.putInboxSettings)
+	v1.POST("/inbox/secret", mw.audited(auditInboxSecretRotate, auditFields), h.rotateInboxSecret)
+	public.POST("/v1/inbox/session", mw.limitPublic("inbox-session", MaxBodyBytes, false), h.inboxSession)
+	public.GET(inboxComponentPath, serveInboxComponent)
+	public.GET(InboxDemoPath, serveInboxDemo)
+}
+
+// closeStreams ends every open stream.
+func (h *inboxRoom) closeStreams() { h.closeOnce.Do(func() { close(h.closing) }) }
+
 // Inbox page sizes.
 const (
-	DefaultInboxLimit = 20
-	MaxInboxLimit     = 100
+	defaultInboxLimit = 20
+	maxInboxLimit     = 100
 )
 
 // listInbox pages a user's inbox newest first with an opaque keyset cursor, with
 // the user's counts. Filters: read, seen, archived (default false: the feed;
 // true: the archive) and category.
-func (s *Server) listInbox(c *gin.Context) {
-	tenantID, userID, ok := s.knownUser(c)
+func (h *inboxRoom) listInbox(c *gin.Context) {
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
-	q := store.InboxQuery{TenantID: tenantID, UserID: userID, Limit: DefaultInboxLimit}
+	q := store.InboxQuery{TenantID: tenantID, UserID: userID, Limit: defaultInboxLimit}
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxInboxLimit {
-			s.abort(c, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", MaxInboxLimit))
+		if err != nil || n < 1 || n > maxInboxLimit {
+			h.abort(c, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", maxInboxLimit))
 			return
 		}
 		q.Limit = n
@@ -50,21 +97,21 @@ func (s *Server) listInbox(c *gin.Context) {
 		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			s.abort(c, badField(f.name, "invalid_field", "%s must be true or false", f.name))
+			h.abort(c, badField(f.name, "invalid_field", "%s must be true or false", f.name))
 			return
 		}
 		if f.not {
 			b = !b
 		}
 		if *f.dst != nil && **f.dst != b {
-			s.abort(c, badField(f.name, "invalid_field", "read and unread contradict each other"))
+			h.abort(c, badField(f.name, "invalid_field", "read and unread contradict each other"))
 			return
 		}
 		*f.dst = &b
 	}
 	if v, ok := c.GetQuery("category"); ok {
 		if len(v) > 128 {
-			s.abort(c, badField("category", "invalid_field", "category must be at most 128 bytes"))
+			h.abort(c, badField("category", "invalid_field", "category must be at most 128 bytes"))
 			return
 		}
 		q.Category = &v
@@ -72,19 +119,19 @@ func (s *Server) listInbox(c *gin.Context) {
 	if v := c.Query("cursor"); v != "" {
 		cur, err := decodeCursor(v)
 		if err != nil {
-			s.abort(c, badField("cursor", "invalid_field", "cursor is not one this API returned"))
+			h.abort(c, badField("cursor", "invalid_field", "cursor is not one this API returned"))
 			return
 		}
 		q.After = &cur
 	}
-	items, more, err := s.store.ListInbox(c.Request.Context(), q)
+	items, more, err := h.store.ListInbox(c.Request.Context(), q)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	counts, _, err := s.store.GetInboxCounts(c.Request.Context(), tenantID, userID)
+	counts, _, err := h.store.GetInboxCounts(c.Request.Context(), tenantID, userID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if items == nil {
@@ -100,14 +147,14 @@ func (s *Server) listInbox(c *gin.Context) {
 }
 
 // getInboxCounts is GET /v1/users/{user_id}/inbox/counts.
-func (s *Server) getInboxCounts(c *gin.Context) {
-	tenantID, userID, ok := s.knownUser(c)
+func (h *inboxRoom) getInboxCounts(c *gin.Context) {
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
-	counts, _, err := s.store.GetInboxCounts(c.Request.Context(), tenantID, userID)
+	counts, _, err := h.store.GetInboxCounts(c.Request.Context(), tenantID, userID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"counts": counts})
@@ -116,28 +163,28 @@ func (s *Server) getInboxCounts(c *gin.Context) {
 // inboxAction is POST /v1/users/{user_id}/inbox/{notification_id}/{action}
 // (herald.InboxActions): the item as it now is. The read answer keeps its
 // original shape (the item's fields at the top level) and adds counts.
-func (s *Server) inboxAction(c *gin.Context) {
-	tenantID, userID, ok := s.knownUser(c)
+func (h *inboxRoom) inboxAction(c *gin.Context) {
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
 	action := c.Param("action")
 	if !slices.Contains(herald.InboxActions, action) {
-		s.abort(c, notFound("route"))
+		h.abort(c, notFound("route"))
 		return
 	}
 	id := c.Param("notification_id")
 	if _, _, err := ids.ParseNotificationID(id); err != nil {
-		s.abort(c, badField("notification_id", "invalid_field", "notification_id is not a Herald notification id"))
+		h.abort(c, badField("notification_id", "invalid_field", "notification_id is not a Herald notification id"))
 		return
 	}
-	it, counts, err := s.store.UpdateInboxItem(c.Request.Context(), tenantID, userID, id, action)
+	it, counts, err := h.store.UpdateInboxItem(c.Request.Context(), tenantID, userID, id, action)
 	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, notFound("inbox item"))
+		h.abort(c, notFound("inbox item"))
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, struct {
@@ -147,46 +194,19 @@ func (s *Server) inboxAction(c *gin.Context) {
 }
 
 // markAll is POST /v1/users/{user_id}/inbox/read-all and .../seen-all.
-func (s *Server) markAll(read bool) gin.HandlerFunc {
+func (h *inboxRoom) markAll(read bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		tenantID, userID, ok := s.knownUser(c)
+		tenantID, userID, ok := h.users.knownUser(c)
 		if !ok {
 			return
 		}
-		counts, changed, err := s.store.MarkAllInbox(c.Request.Context(), tenantID, userID, read)
+		counts, changed, err := h.store.MarkAllInbox(c.Request.Context(), tenantID, userID, read)
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		c.JSON(http.StatusOK, gin.H{"changed": changed, "counts": counts})
 	}
-}
-
-// knownUser validates the path's user_id and answers 404 for a user the tenant does
-// not have (another tenant's user looks exactly like a missing one).
-func (s *Server) knownUser(c *gin.Context) (tenantID, userID string, ok bool) {
-	userID = c.Param("user_id")
-	if err := validID("user_id", userID); err != nil {
-		s.abort(c, err)
-		return "", "", false
-	}
-	tenantID = tenantOf(c).ID
-	if sub, ok := tokenUser(c); ok && sub != userID {
-		// A user token opens its own user's inbox only; another user's looks
-		// exactly like a missing one.
-		s.abort(c, notFound("user"))
-		return "", "", false
-	}
-	exists, err := s.userExists(c, tenantID, userID)
-	if err != nil {
-		s.abort(c, err)
-		return "", "", false
-	}
-	if !exists {
-		s.abort(c, notFound("user"))
-		return "", "", false
-	}
-	return tenantID, userID, true
 }
 
 func encodeCursor(c store.InboxCursor) string {

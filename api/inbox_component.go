@@ -9,7 +9,7 @@ import (
 
 // The <herald-inbox> web component and its demo page, embedded in the binary.
 const (
-	InboxComponentPath = "/inbox/herald-inbox.js"
+	inboxComponentPath = "/inbox/herald-inbox.js"
 	InboxDemoPath      = "/inbox/demo"
 )
 
@@ -31,7 +31,7 @@ func serveInboxComponent(c *gin.Context) {
 
 // serveInboxDemo serves the demo page; the user and token ride in the URL's
 // fragment, which never reaches a server.
-func (s *Server) serveInboxDemo(c *gin.Context) {
+func serveInboxDemo(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	c.Header("X-Content-Type-Options", "nosniff")
 	c.Header("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")

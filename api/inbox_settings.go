@@ -25,8 +25,8 @@ import (
 // origins are echoed one by one with Vary: Origin; never "*", and no cookies are
 // involved (Access-Control-Allow-Credentials is never sent).
 
-// MaxAllowedOrigins bounds a tenant's allowed origins.
-const MaxAllowedOrigins = 50
+// maxAllowedOrigins bounds a tenant's allowed origins.
+const maxAllowedOrigins = 50
 
 type inboxSettingsRequest struct {
 	AllowedOrigins *[]string `json:"allowed_origins"`
@@ -38,10 +38,10 @@ type inboxSettingsResponse struct {
 	UpdatedAt      *time.Time `json:"updated_at"`
 }
 
-func (s *Server) getInboxSettings(c *gin.Context) {
-	st, err := s.store.GetInboxSettings(c.Request.Context(), tenantOf(c).ID)
+func (h *inboxRoom) getInboxSettings(c *gin.Context) {
+	st, err := h.store.GetInboxSettings(c.Request.Context(), tenantOf(c).ID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, settingsResponse(st))
@@ -55,25 +55,25 @@ func settingsResponse(st store.InboxSettings) inboxSettingsResponse {
 	return r
 }
 
-func (s *Server) putInboxSettings(c *gin.Context) {
+func (h *inboxRoom) putInboxSettings(c *gin.Context) {
 	var req inboxSettingsRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if req.AllowedOrigins == nil {
-		s.abort(c, badField("allowed_origins", "missing_field", "allowed_origins is required (an empty list allows none)"))
+		h.abort(c, badField("allowed_origins", "missing_field", "allowed_origins is required (an empty list allows none)"))
 		return
 	}
-	if len(*req.AllowedOrigins) > MaxAllowedOrigins {
-		s.abort(c, badField("allowed_origins", "invalid_field", "at most %d allowed origins", MaxAllowedOrigins))
+	if len(*req.AllowedOrigins) > maxAllowedOrigins {
+		h.abort(c, badField("allowed_origins", "invalid_field", "at most %d allowed origins", maxAllowedOrigins))
 		return
 	}
 	origins := []string{}
 	for _, o := range *req.AllowedOrigins {
 		n, ok := normalizeOrigin(o)
 		if !ok {
-			s.abort(c, badField("allowed_origins", "invalid_field",
+			h.abort(c, badField("allowed_origins", "invalid_field",
 				"%q is not an origin: give scheme://host[:port] with scheme http or https, no path, no wildcard", truncateID(o)))
 			return
 		}
@@ -82,14 +82,14 @@ func (s *Server) putInboxSettings(c *gin.Context) {
 		}
 	}
 	tenantID := tenantOf(c).ID
-	if err := s.store.PutInboxAllowedOrigins(c.Request.Context(), tenantID, origins); err != nil {
-		s.abort(c, err)
+	if err := h.store.PutInboxAllowedOrigins(c.Request.Context(), tenantID, origins); err != nil {
+		h.abort(c, err)
 		return
 	}
-	s.inboxSettings.Remove(tenantID)
-	st, err := s.store.GetInboxSettings(c.Request.Context(), tenantID)
+	h.origins.Remove(tenantID)
+	st, err := h.store.GetInboxSettings(c.Request.Context(), tenantID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, settingsResponse(st))
@@ -126,53 +126,53 @@ func normalizeOrigin(o string) (string, bool) {
 
 // allowedOrigins is a tenant's list, cached for a few seconds (the process
 // that saves it evicts at once).
-func (s *Server) allowedOrigins(c *gin.Context, tenantID string) ([]string, error) {
-	if v, ok := s.inboxSettings.Get(tenantID); ok {
+func (h *inboxRoom) allowedOrigins(c *gin.Context, tenantID string) ([]string, error) {
+	if v, ok := h.origins.Get(tenantID); ok {
 		return v, nil
 	}
-	st, err := s.store.GetInboxSettings(c.Request.Context(), tenantID)
+	st, err := h.store.GetInboxSettings(c.Request.Context(), tenantID)
 	if err != nil {
 		return nil, err
 	}
-	s.inboxSettings.Add(tenantID, st.AllowedOrigins)
+	h.origins.Add(tenantID, st.AllowedOrigins)
 	return st.AllowedOrigins, nil
 }
 
 // inboxCORS runs on the inbox routes after authentication: a user token's
 // request from a browser origin must come from an origin the tenant allowed.
-func (s *Server) inboxCORS(c *gin.Context) {
+func (h *inboxRoom) inboxCORS(c *gin.Context) {
 	if _, ok := tokenUser(c); !ok || c.GetHeader("Origin") == "" {
 		return
 	}
 	tenantID := tenantOf(c).ID
-	origins, err := s.allowedOrigins(c, tenantID)
+	origins, err := h.allowedOrigins(c, tenantID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	s.corsAllowed(c, tenantID, origins)
+	h.corsAllowed(c, tenantID, origins)
 }
 
 // corsAllowed answers the CORS headers for an allowed origin (or none at all),
 // or refuses the request with 403 and returns false.
-func (s *Server) corsAllowed(c *gin.Context, tenantID string, origins []string) bool {
+func (h *inboxRoom) corsAllowed(c *gin.Context, tenantID string, origins []string) bool {
 	origin := c.GetHeader("Origin")
 	if origin == "" {
 		return true
 	}
 	c.Header("Vary", "Origin")
 	n, ok := normalizeOrigin(origin)
-	if ok && (slices.Contains(origins, n) || s.ownOrigin(c, n)) {
+	if ok && (slices.Contains(origins, n) || h.ownOrigin(c, n)) {
 		c.Header("Access-Control-Allow-Origin", origin)
 		return true
 	}
-	s.abort(c, &Error{Status: http.StatusForbidden, Code: "origin_not_allowed", Field: "Origin",
+	h.abort(c, &Error{Status: http.StatusForbidden, Code: "origin_not_allowed", Field: "Origin",
 		Message: "this origin is not in the tenant's inbox allowed_origins (PUT /v1/inbox/settings)"})
 	return false
 }
 
 // ownOrigin: the page was served by Herald itself (the demo page).
-func (s *Server) ownOrigin(c *gin.Context, origin string) bool {
+func (h *inboxRoom) ownOrigin(c *gin.Context, origin string) bool {
 	scheme := "http"
 	if c.Request.TLS != nil {
 		scheme = "https"
@@ -180,8 +180,8 @@ func (s *Server) ownOrigin(c *gin.Context, origin string) bool {
 	if self, ok := normalizeOrigin(scheme + "://" + c.Request.Host); ok && self == origin {
 		return true
 	}
-	if s.cfg.PublicBaseURL != "" {
-		if pub, err := url.Parse(s.cfg.PublicBaseURL); err == nil {
+	if h.baseURL != "" {
+		if pub, err := url.Parse(h.baseURL); err == nil {
 			if self, ok := normalizeOrigin(pub.Scheme + "://" + pub.Host); ok && self == origin {
 				return true
 			}
@@ -192,7 +192,7 @@ func (s *Server) ownOrigin(c *gin.Context, origin string) bool {
 
 // preflight answers a CORS preflight of an inbox path (see above); every other
 // request goes on.
-func (s *Server) preflight(c *gin.Context) {
+func preflight(c *gin.Context) {
 	if c.Request.Method != http.MethodOptions || c.GetHeader("Origin") == "" || c.GetHeader("Access-Control-Request-Method") == "" {
 		return
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,11 +32,11 @@ import (
 
 // Stream tuning.
 const (
-	DefaultInboxHeartbeat = 15 * time.Second
-	// MaxInboxStreamLife ends a stream opened with the tenant key after an hour
+	defaultInboxHeartbeat = 15 * time.Second
+	// maxInboxStreamLife ends a stream opened with the tenant key after an hour
 	// (a user token's stream ends when the token expires); the client reconnects
 	// with Last-Event-ID and loses nothing.
-	MaxInboxStreamLife = time.Hour
+	maxInboxStreamLife = time.Hour
 	inboxStreamPage    = 100
 	streamWriteTimeout = 30 * time.Second
 )
@@ -45,165 +46,210 @@ type streamReady struct {
 	Counts store.InboxCounts `json:"counts"`
 }
 
-func (s *Server) inboxStream(c *gin.Context) {
-	tenantID, userID, ok := s.knownUser(c)
+// inboxStream opens one user's stream: it checks the request, subscribes to
+// the hub, and hands the connection to an inboxStream until the client leaves,
+// the stream's life ends, the token is revoked or the server shuts down.
+func (h *inboxRoom) inboxStream(c *gin.Context) {
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
-	if s.hub == nil {
-		s.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "streams_unavailable", Message: "inbox streams are not enabled on this server"})
+	if h.cfg.Hub == nil {
+		h.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "streams_unavailable", Message: "inbox streams are not enabled on this server"})
 		return
 	}
-	lastRaw := c.GetHeader("Last-Event-ID")
-	field := "Last-Event-ID"
-	if lastRaw == "" {
-		lastRaw, field = c.Query("last_event_id"), "last_event_id"
+	last, verr := lastEventID(c)
+	if verr != nil {
+		h.abort(c, verr)
+		return
 	}
-	var last int64 = -1
-	if lastRaw != "" {
-		n, err := strconv.ParseInt(lastRaw, 10, 64)
-		if err != nil || n < 0 {
-			s.abort(c, badField(field, "invalid_field", "%s must be an event id this stream sent", field))
-			return
-		}
-		last = n
-	}
-	sub, err := s.hub.Subscribe(tenantID, userID)
+	sub, err := h.cfg.Hub.Subscribe(tenantID, userID)
 	var tooMany *inboxlive.ErrTooManyStreams
 	if errors.As(err, &tooMany) {
 		c.Header("Retry-After", "5")
-		s.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: tooMany.Error() + "; close one first"})
+		h.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: tooMany.Error() + "; close one first"})
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	defer s.hub.Unsubscribe(sub)
+	defer h.cfg.Hub.Unsubscribe(sub)
 
-	ctx := c.Request.Context()
-	counts, seq, err := s.store.GetInboxCounts(ctx, tenantID, userID)
+	counts, seq, err := h.store.GetInboxCounts(c.Request.Context(), tenantID, userID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	life := MaxInboxStreamLife
+	life := maxInboxStreamLife
 	if exp, ok := c.Get(userTokenExpiryKey); ok {
 		life = min(life, time.Until(exp.(time.Time)))
 	}
-	w := c.Writer
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	send := func(id int64, event string, data any) error {
-		raw, err := json.Marshal(data)
-		if err != nil {
-			return err
-		}
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", id, event, raw); err != nil {
-			return err
-		}
-		return nil
+	st := &inboxStream{room: h, c: c, ctx: c.Request.Context(), tenantID: tenantID, userID: userID, last: last,
+		w: c.Writer, rc: http.NewResponseController(c.Writer)}
+	st.run(sub, seq, counts, life)
+}
+
+// lastEventID is the id the client saw last (Last-Event-ID, or ?last_event_id=
+// for a client that cannot set headers); -1 for none.
+func lastEventID(c *gin.Context) (int64, *Error) {
+	raw, field := c.GetHeader("Last-Event-ID"), "Last-Event-ID"
+	if raw == "" {
+		raw, field = c.Query("last_event_id"), "last_event_id"
 	}
-	flush := func() error {
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		return rc.Flush()
+	if raw == "" {
+		return -1, nil
 	}
-	// The client's retry delay after a dropped connection.
-	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 0 {
+		return 0, badField(field, "invalid_field", "%s must be an event id this stream sent", field)
+	}
+	return n, nil
+}
+
+// inboxStream is one open stream: last is the seq of the last event the
+// client has (sent on this connection, or named by its Last-Event-ID).
+type inboxStream struct {
+	room             *inboxRoom
+	c                *gin.Context
+	ctx              context.Context
+	tenantID, userID string
+	last             int64
+	w                gin.ResponseWriter
+	rc               *http.ResponseController
+}
+
+// run writes the stream: the opening (ready, refetch or nothing), what the
+// client missed, then live events on every wake-up and every heartbeat.
+func (st *inboxStream) run(sub *inboxlive.Sub, seq int64, counts store.InboxCounts, life time.Duration) {
+	if st.open(seq, counts) != nil || st.replay() != nil {
 		return
 	}
-	refetch := func(seq int64, counts store.InboxCounts) error {
-		last = seq
-		return send(seq, herald.InboxRefetch, streamReady{ID: seq, Counts: counts})
-	}
-	switch {
-	case last < 0:
-		last = seq
-		err = send(seq, "ready", streamReady{ID: seq, Counts: counts})
-	case last > seq:
-		err = refetch(seq, counts)
-	}
-	if err != nil || flush() != nil {
-		return
-	}
-	// pump sends every event after last; a gap (pruned history) becomes a refetch.
-	pump := func() error {
-		for {
-			events, err := s.store.InboxEventsAfter(ctx, tenantID, userID, last, inboxStreamPage)
-			if err != nil {
-				return err
-			}
-			if len(events) > 0 && events[0].Seq != last+1 {
-				counts, seq, err := s.store.GetInboxCounts(ctx, tenantID, userID)
-				if err != nil {
-					return err
-				}
-				if err := refetch(seq, counts); err != nil {
-					return err
-				}
-				if err := flush(); err != nil {
-					return err
-				}
-				continue
-			}
-			for _, e := range events {
-				if err := send(e.Seq, e.Kind, e); err != nil {
-					return err
-				}
-				last = e.Seq
-			}
-			if len(events) > 0 {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			if len(events) < inboxStreamPage {
-				return nil
-			}
-		}
-	}
-	if err := pump(); err != nil {
-		return
-	}
-	beat := time.NewTicker(s.heartbeat())
+	beat := time.NewTicker(st.room.heartbeat())
 	defer beat.Stop()
 	end := time.NewTimer(life)
 	defer end.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-st.ctx.Done():
 			return
-		case <-s.closing:
+		case <-st.room.closing:
 			return
 		case <-end.C:
 			return
 		case <-sub.Wake():
-			if pump() != nil {
+			if st.replay() != nil {
 				return
 			}
 		case <-beat.C:
-			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil || flush() != nil {
-				return
-			}
-			if s.tokenRevoked(c, tenantID, userID) {
-				return
-			}
-			if pump() != nil {
+			if st.heartbeat() != nil || st.room.auth.tokenRevoked(st.c, st.tenantID, st.userID) || st.replay() != nil {
 				return
 			}
 		}
 	}
 }
 
-func (s *Server) heartbeat() time.Duration {
-	if s.cfg.InboxHeartbeat > 0 {
-		return s.cfg.InboxHeartbeat
+// open writes the headers, the client's retry delay and the first event: ready
+// (with the current id and counts) for a client with no id, refetch for one
+// whose id is ahead of the log; none for a client that resumes.
+func (st *inboxStream) open(seq int64, counts store.InboxCounts) error {
+	h := st.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
+	st.w.WriteHeader(http.StatusOK)
+	// The client's retry delay after a dropped connection.
+	if _, err := fmt.Fprint(st.w, "retry: 2000\n\n"); err != nil {
+		return err
 	}
-	return DefaultInboxHeartbeat
+	var err error
+	switch {
+	case st.last < 0:
+		st.last = seq
+		err = st.send(seq, "ready", streamReady{ID: seq, Counts: counts})
+	case st.last > seq:
+		err = st.refetch(seq, counts)
+	}
+	if err != nil {
+		return err
+	}
+	return st.flush()
+}
+
+// replay sends every event after last, a page at a time; a gap (pruned
+// history) becomes a refetch.
+func (st *inboxStream) replay() error {
+	s := st.room.store
+	for {
+		events, err := s.InboxEventsAfter(st.ctx, st.tenantID, st.userID, st.last, inboxStreamPage)
+		if err != nil {
+			return err
+		}
+		if len(events) > 0 && events[0].Seq != st.last+1 {
+			counts, seq, err := s.GetInboxCounts(st.ctx, st.tenantID, st.userID)
+			if err != nil {
+				return err
+			}
+			if err := st.refetch(seq, counts); err != nil {
+				return err
+			}
+			if err := st.flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, e := range events {
+			if err := st.send(e.Seq, e.Kind, e); err != nil {
+				return err
+			}
+			st.last = e.Seq
+		}
+		if len(events) > 0 {
+			if err := st.flush(); err != nil {
+				return err
+			}
+		}
+		if len(events) < inboxStreamPage {
+			return nil
+		}
+	}
+}
+
+// refetch tells the client to reload its list and go on from seq.
+func (st *inboxStream) refetch(seq int64, counts store.InboxCounts) error {
+	st.last = seq
+	return st.send(seq, herald.InboxRefetch, streamReady{ID: seq, Counts: counts})
+}
+
+// send writes one event (unflushed).
+func (st *inboxStream) send(id int64, event string, data any) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	_ = st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, err = fmt.Fprintf(st.w, "id: %d\nevent: %s\ndata: %s\n\n", id, event, raw)
+	return err
+}
+
+// heartbeat writes a comment line, so proxies keep the connection and a gone
+// client is noticed.
+func (st *inboxStream) heartbeat() error {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := fmt.Fprint(st.w, ": heartbeat\n\n"); err != nil {
+		return err
+	}
+	return st.flush()
+}
+
+func (st *inboxStream) flush() error {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	return st.rc.Flush()
+}
+
+func (h *inboxRoom) heartbeat() time.Duration {
+	if h.cfg.Heartbeat > 0 {
+		return h.cfg.Heartbeat
+	}
+	return defaultInboxHeartbeat
 }

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
@@ -23,9 +26,9 @@ type TenantLimits struct {
 // limitsFor is the tenant's own limits where set, else the defaults. Settings are
 // cached briefly per process; the buckets themselves live in PostgreSQL, so the
 // limits hold across every API replica.
-func (s *Server) limitsFor(c *gin.Context, tenantID string) (TenantLimits, error) {
-	l := s.cfg.TenantLimits
-	ts, err := s.cachedSettings(c, tenantID)
+func (m *middleware) limitsFor(c *gin.Context, tenantID string) (TenantLimits, error) {
+	l := m.limits.Tenant
+	ts, err := m.settings.get(c.Request.Context(), tenantID)
 	if err != nil {
 		return l, err
 	}
@@ -41,46 +44,32 @@ func (s *Server) limitsFor(c *gin.Context, tenantID string) (TenantLimits, error
 	return l, nil
 }
 
-// cachedSettings are the tenant's settings, cached briefly per process (the
-// accept path's limits and default locale).
-func (s *Server) cachedSettings(c *gin.Context, tenantID string) (store.TenantSettings, error) {
-	if cached, ok := s.settings.Get(tenantID); ok {
-		return cached, nil
-	}
-	ts, err := s.store.GetTenantSettings(c.Request.Context(), tenantID)
-	if err != nil {
-		return ts, err
-	}
-	s.settings.Add(tenantID, ts)
-	return ts, nil
-}
-
 // limitTenant answers 429 with Retry-After when the tenant exceeds its rate or its
 // daily quota.
-func (s *Server) limitTenant(c *gin.Context) {
-	if s.cfg.Limiter == nil {
+func (m *middleware) limitTenant(c *gin.Context) {
+	if m.limits.Limiter == nil {
 		return
 	}
 	tenantID := tenantOf(c).ID
-	l, err := s.limitsFor(c, tenantID)
+	l, err := m.limitsFor(c, tenantID)
 	if err != nil {
-		s.abort(c, err)
+		m.abort(c, err)
 		return
 	}
 	ctx := c.Request.Context()
-	if l.RatePerSecond > 0 && !s.takeToken(c, "tenant:"+tenantID, Bucket{RatePerSecond: l.RatePerSecond, Burst: l.Burst}, "notifications") {
+	if l.RatePerSecond > 0 && !m.takeToken(c, "tenant:"+tenantID, Bucket{RatePerSecond: l.RatePerSecond, Burst: l.Burst}, "notifications") {
 		return
 	}
 	if l.DailyQuota > 0 {
 		now := time.Now().UTC()
-		ok, used, resetAt, err := s.leases.Quota(ctx, "tenant-day:"+tenantID, l.DailyQuota, now)
+		ok, used, resetAt, err := m.leases.Quota(ctx, "tenant-day:"+tenantID, l.DailyQuota, now)
 		if err != nil {
-			s.abort(c, err)
+			m.abort(c, err)
 			return
 		}
 		if !ok {
 			c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(resetAt.Sub(now))))
-			s.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "daily_quota_exceeded",
+			m.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "daily_quota_exceeded",
 				Message: fmt.Sprintf("the daily quota of %d notifications is used up (%d counted today); it resets at %s", l.DailyQuota, used, resetAt.Format(time.RFC3339))})
 			return
 		}
@@ -116,12 +105,12 @@ type CostLimits struct {
 // bucket key+tenant, or 429 rate_limited with Retry-After, before the handler
 // reads anything (a refused request costs one bucket update). what names the
 // requests in the message ("previews").
-func (s *Server) limitCost(key string, b Bucket, what string) gin.HandlerFunc {
+func (m *middleware) limitCost(key string, b Bucket, what string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if s.cfg.Limiter == nil || !(b.RatePerSecond > 0) {
+		if m.limits.Limiter == nil || !(b.RatePerSecond > 0) {
 			return
 		}
-		s.takeToken(c, key+tenantOf(c).ID, b, what)
+		m.takeToken(c, key+tenantOf(c).ID, b, what)
 	}
 }
 
@@ -132,17 +121,65 @@ func (s *Server) limitCost(key string, b Bucket, what string) gin.HandlerFunc {
 // until this process asks the bucket again) and reports false; on a database
 // error it answers that and reports false too. POST /v1/notifications and every
 // costly endpoint are limited through here.
-func (s *Server) takeToken(c *gin.Context, key string, b Bucket, what string) bool {
-	ok, retry, err := s.leases.Take(c.Request.Context(), key, b.RatePerSecond, max(1, b.Burst))
+func (m *middleware) takeToken(c *gin.Context, key string, b Bucket, what string) bool {
+	ok, retry, err := m.leases.Take(c.Request.Context(), key, b.RatePerSecond, max(1, b.Burst))
 	if err != nil {
-		s.abort(c, err)
+		m.abort(c, err)
 		return false
 	}
 	if !ok {
 		c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
-		s.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+		m.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: fmt.Sprintf("more than %g %s per second; retry after the Retry-After seconds", b.RatePerSecond, what)})
 		return false
 	}
 	return true
+}
+
+// settingsCache holds the tenants' settings for a few seconds: the accept
+// path's limits, default locale and right to send critical notifications.
+type settingsCache struct {
+	store *store.Store
+	cache *expirable.LRU[string, store.TenantSettings]
+}
+
+func newSettingsCache(st *store.Store) *settingsCache {
+	return &settingsCache{store: st, cache: expirable.NewLRU[string, store.TenantSettings](10_000, nil, 5*time.Second)}
+}
+
+// get is the tenant's settings, cached briefly per process.
+func (sc *settingsCache) get(ctx context.Context, tenantID string) (store.TenantSettings, error) {
+	if cached, ok := sc.cache.Get(tenantID); ok {
+		return cached, nil
+	}
+	ts, err := sc.store.GetTenantSettings(ctx, tenantID)
+	if err != nil {
+		return ts, err
+	}
+	sc.cache.Add(tenantID, ts)
+	return ts, nil
+}
+
+// forget drops the tenant's cached settings (the operator changed its limits).
+func (sc *settingsCache) forget(tenantID string) { sc.cache.Remove(tenantID) }
+
+// criticalAllowed reports whether the operator lets the tenant send critical
+// notifications, from the settings the accept path's limiter has just read (cached
+// a few seconds). The accept path sets a notification's Critical from the template
+// AND this: a template saved critical before the operator revoked the right (or
+// before migration 0011) is accepted as an ordinary notification. If the settings
+// cannot be read the answer is false (logged): the notification is still
+// delivered, on the normal lane and under the user's quiet hours and caps.
+func (sc *settingsCache) criticalAllowed(ctx context.Context, log *slog.Logger, tenantID string) bool {
+	ts, ok := sc.cache.Get(tenantID)
+	if !ok {
+		var err error
+		if ts, err = sc.store.GetTenantSettings(ctx, tenantID); err != nil {
+			log.Warn("reading whether the tenant may send critical notifications failed; accepting as not critical",
+				"tenant_id", tenantID, "error", err)
+			return false
+		}
+		sc.cache.Add(tenantID, ts)
+	}
+	return ts.AllowCritical
 }

@@ -22,12 +22,12 @@ import (
 )
 
 // List upload bounds: a line (one recipient with their data) is at most
-// MaxListLineBytes; the list itself is unbounded (it streams into PostgreSQL).
+// maxListLineBytes; the list itself is unbounded (it streams into PostgreSQL).
 const (
-	MaxListLineBytes = 16 << 10
+	maxListLineBytes = 16 << 10
 	maxListNameBytes = 200
-	// MaxTopicBatch bounds the user ids of one POST /v1/topics/{topic}/subscribers.
-	MaxTopicBatch = 1000
+	// maxTopicBatch bounds the user ids of one POST /v1/topics/{topic}/subscribers.
+	maxTopicBatch = 1000
 )
 
 // Upload formats.
@@ -75,7 +75,7 @@ func (l *lineReader) readLine() ([]byte, bool) {
 		raw, err := l.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			l.line++
-			l.fail("longer than %d bytes", MaxListLineBytes)
+			l.fail("longer than %d bytes", maxListLineBytes)
 			return nil, false
 		}
 		if len(raw) == 0 && err != nil {
@@ -175,10 +175,10 @@ func (l *lineReader) Next() bool {
 // Content-Type text/csv or application/x-ndjson, ?name= optional. 201 with the
 // summary (lines, members, unknown users); a bad line is a 400 naming it and
 // stores nothing.
-func (s *Server) createList(c *gin.Context) {
+func (h *campaignsRoom) createList(c *gin.Context) {
 	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	if mt != contentTypeCSV && mt != contentTypeNDJSON {
-		s.abort(c, &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+		h.abort(c, &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 			Message: "upload a list as text/csv (a header with user_id) or application/x-ndjson (one {\"user_id\": ...} per line)"})
 		return
 	}
@@ -190,18 +190,18 @@ func (s *Server) createList(c *gin.Context) {
 		name = id
 	}
 	if len(name) > maxListNameBytes || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
-		s.abort(c, badField("name", "invalid_field", "name must be 1 to %d bytes of UTF-8", maxListNameBytes))
+		h.abort(c, badField("name", "invalid_field", "name must be 1 to %d bytes of UTF-8", maxListNameBytes))
 		return
 	}
-	src := &lineReader{r: bufio.NewReaderSize(c.Request.Body, MaxListLineBytes), ndjson: mt == contentTypeNDJSON}
-	l, err := s.store.UploadList(c.Request.Context(), tenantOf(c).ID, id, name, src)
+	src := &lineReader{r: bufio.NewReaderSize(c.Request.Body, maxListLineBytes), ndjson: mt == contentTypeNDJSON}
+	l, err := h.store.UploadList(c.Request.Context(), tenantOf(c).ID, id, name, src)
 	var bad *listLineError
 	if errors.As(err, &bad) {
-		s.abort(c, &Error{Status: http.StatusBadRequest, Code: "invalid_line", Field: fmt.Sprintf("line %d", bad.line), Message: bad.Error()})
+		h.abort(c, &Error{Status: http.StatusBadRequest, Code: "invalid_line", Field: fmt.Sprintf("line %d", bad.line), Message: bad.Error()})
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, viewList(l))
@@ -216,27 +216,27 @@ func viewList(l store.RecipientList) gin.H {
 		"unknown_users": l.UnknownCount, "unknown_sample": sample, "created_at": l.CreatedAt.UTC()}
 }
 
-func (s *Server) getList(c *gin.Context) {
-	l, err := s.store.GetList(c.Request.Context(), tenantOf(c).ID, c.Param("list_id"))
+func (h *campaignsRoom) getList(c *gin.Context) {
+	l, err := h.store.GetList(c.Request.Context(), tenantOf(c).ID, c.Param("list_id"))
 	if errors.Is(err, herald.ErrNotFound) || (err == nil && l.Kind != herald.ListUploaded) {
-		s.abort(c, notFound("list"))
+		h.abort(c, notFound("list"))
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, viewList(l))
 }
 
-func (s *Server) deleteList(c *gin.Context) {
-	ok, err := s.store.DeleteList(c.Request.Context(), tenantOf(c).ID, c.Param("list_id"))
+func (h *campaignsRoom) deleteList(c *gin.Context) {
+	ok, err := h.store.DeleteList(c.Request.Context(), tenantOf(c).ID, c.Param("list_id"))
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if !ok {
-		s.abort(c, notFound("list"))
+		h.abort(c, notFound("list"))
 		return
 	}
 	c.Status(http.StatusNoContent)
@@ -249,36 +249,36 @@ type topicSubscribersRequest struct {
 	UserIDs []string `json:"user_ids"`
 }
 
-// addTopicSubscribers subscribes up to MaxTopicBatch users (the topic is created
+// addTopicSubscribers subscribes up to maxTopicBatch users (the topic is created
 // on first use); ids that name no user are reported, not subscribed.
-func (s *Server) addTopicSubscribers(c *gin.Context) {
+func (h *campaignsRoom) addTopicSubscribers(c *gin.Context) {
 	topic := c.Param("topic")
 	if err := validTopic("topic", topic); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	var req topicSubscribersRequest
 	if err := decodeJSONLimit(c, &req, 512<<10); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	switch {
 	case len(req.UserIDs) == 0:
-		s.abort(c, badField("user_ids", "missing_field", "user_ids must name at least one user"))
+		h.abort(c, badField("user_ids", "missing_field", "user_ids must name at least one user"))
 		return
-	case len(req.UserIDs) > MaxTopicBatch:
-		s.abort(c, badField("user_ids", "invalid_field", "at most %d user_ids per request", MaxTopicBatch))
+	case len(req.UserIDs) > maxTopicBatch:
+		h.abort(c, badField("user_ids", "invalid_field", "at most %d user_ids per request", maxTopicBatch))
 		return
 	}
 	for i, u := range req.UserIDs {
 		if err := validID("user_ids["+itoa(i)+"]", u); err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 	}
-	added, unknown, err := s.store.AddTopicSubscribers(c.Request.Context(), tenantOf(c).ID, topic, req.UserIDs)
+	added, unknown, err := h.store.AddTopicSubscribers(c.Request.Context(), tenantOf(c).ID, topic, req.UserIDs)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if unknown == nil {
@@ -287,41 +287,41 @@ func (s *Server) addTopicSubscribers(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"topic": topic, "added": added, "unknown_users": unknown})
 }
 
-func (s *Server) removeTopicSubscriber(c *gin.Context) {
-	ok, err := s.store.RemoveTopicSubscriber(c.Request.Context(), tenantOf(c).ID, c.Param("topic"), c.Param("user_id"))
+func (h *campaignsRoom) removeTopicSubscriber(c *gin.Context) {
+	ok, err := h.store.RemoveTopicSubscriber(c.Request.Context(), tenantOf(c).ID, c.Param("topic"), c.Param("user_id"))
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if !ok {
-		s.abort(c, notFound("subscription"))
+		h.abort(c, notFound("subscription"))
 		return
 	}
 	c.Status(http.StatusNoContent)
 }
 
 // listTopicSubscribers pages a topic's subscribers by user id (?limit, ?cursor).
-func (s *Server) listTopicSubscribers(c *gin.Context) {
+func (h *campaignsRoom) listTopicSubscribers(c *gin.Context) {
 	limit, verr := pageLimit(c)
 	var cur pageCursor
 	if verr == nil {
 		cur, _, verr = readPageCursor(c, "topic_subscribers")
 	}
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	tenantID, topic := tenantOf(c).ID, c.Param("topic")
-	if _, err := s.store.CountTopicSubscribers(c.Request.Context(), tenantID, topic); errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, notFound("topic"))
+	if _, err := h.store.CountTopicSubscribers(c.Request.Context(), tenantID, topic); errors.Is(err, herald.ErrNotFound) {
+		h.abort(c, notFound("topic"))
 		return
 	} else if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	subs, more, err := s.store.ListTopicSubscribers(c.Request.Context(), tenantID, topic, cur.Key, limit)
+	subs, more, err := h.store.ListTopicSubscribers(c.Request.Context(), tenantID, topic, cur.Key, limit)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if subs == nil {

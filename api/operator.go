@@ -14,44 +14,15 @@ package api
 // limits` sets the same values from the command line, straight in PostgreSQL.
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"regexp"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 )
-
-// operatorAuth lets a request through only with "Authorization: Bearer
-// <HERALD_OPERATOR_KEY>". Both sides are hashed before the constant-time compare,
-// so neither the key's bytes nor its length leak through timing.
-func (s *Server) operatorAuth(c *gin.Context) {
-	if s.cfg.OperatorKey == "" {
-		s.abort(c, notFound("route"))
-		return
-	}
-	h := c.GetHeader("Authorization")
-	scheme, key, ok := strings.Cut(h, " ")
-	key = strings.TrimSpace(key)
-	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		c.Header("WWW-Authenticate", `Bearer realm="herald"`)
-		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "missing_api_key",
-			Message: "send the operator key (HERALD_OPERATOR_KEY) as 'Authorization: Bearer <key>'", Field: "Authorization"})
-		return
-	}
-	got, want := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(s.cfg.OperatorKey))
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_api_key",
-			Message: "the operator key is not valid (a tenant's API key is not an operator key)", Field: "Authorization"})
-		return
-	}
-}
 
 // operatorOnly is the 403 for a tenant trying to set what the operator decides.
 func operatorOnly(field, message string) *Error {
@@ -74,8 +45,8 @@ type effectiveLimits struct {
 
 // effective is l over the server defaults, as the limiter applies them (see
 // limitsFor).
-func (s *Server) effective(l store.TenantLimits) effectiveLimits {
-	e := effectiveLimits{APIRatePerSecond: s.cfg.TenantLimits.RatePerSecond, APIBurst: s.cfg.TenantLimits.Burst, DailyQuota: s.cfg.TenantLimits.DailyQuota}
+func (h *accountRoom) effective(l store.TenantLimits) effectiveLimits {
+	e := effectiveLimits{APIRatePerSecond: h.defaults.RatePerSecond, APIBurst: h.defaults.Burst, DailyQuota: h.defaults.DailyQuota}
 	if l.APIRatePerSecond > 0 {
 		e.APIRatePerSecond = l.APIRatePerSecond
 	}
@@ -101,76 +72,55 @@ func operatorTenantID(c *gin.Context) (string, *Error) {
 }
 
 // getTenantLimits: GET /v1/operator/tenants/{tenant_id}/limits.
-func (s *Server) getTenantLimits(c *gin.Context) {
+func (h *accountRoom) getTenantLimits(c *gin.Context) {
 	id, verr := operatorTenantID(c)
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
-	s.answerTenantLimits(c, id)
+	h.answerTenantLimits(c, id)
 }
 
 // putTenantLimits replaces a tenant's limits (PUT semantics: a field left out is 0,
 // the server default, or false). This process's settings cache forgets the tenant
 // at once; another API replica picks the change up within its cache's 5 s.
-func (s *Server) putTenantLimits(c *gin.Context) {
+func (h *accountRoom) putTenantLimits(c *gin.Context) {
 	id, verr := operatorTenantID(c)
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	var req store.TenantLimits
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	err := s.store.PutTenantLimits(c.Request.Context(), id, req)
-	s.settings.Remove(id)
+	err := h.store.PutTenantLimits(c.Request.Context(), id, req)
+	h.settings.forget(id)
 	var le *store.LimitError
 	switch {
 	case errors.As(err, &le):
-		s.abort(c, badField(le.Field, "invalid_field", "%s", le.Message))
+		h.abort(c, badField(le.Field, "invalid_field", "%s", le.Message))
 		return
 	case errors.Is(err, herald.ErrNotFound):
-		s.abort(c, notFound("tenant"))
+		h.abort(c, notFound("tenant"))
 		return
 	case err != nil:
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	s.answerTenantLimits(c, id)
+	h.answerTenantLimits(c, id)
 }
 
-func (s *Server) answerTenantLimits(c *gin.Context, id string) {
-	l, err := s.store.GetTenantLimits(c.Request.Context(), id)
+func (h *accountRoom) answerTenantLimits(c *gin.Context, id string) {
+	l, err := h.store.GetTenantLimits(c.Request.Context(), id)
 	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, notFound("tenant"))
+		h.abort(c, notFound("tenant"))
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, tenantLimitsView{TenantID: id, TenantLimits: l, Effective: s.effective(l)})
-}
-
-// criticalAllowed reports whether the operator lets the tenant send critical
-// notifications, from the settings the accept path's limiter has just read (cached
-// a few seconds). The accept path sets a notification's Critical from the template
-// AND this: a template saved critical before the operator revoked the right (or
-// before migration 0011) is accepted as an ordinary notification. If the settings
-// cannot be read the answer is false (logged): the notification is still
-// delivered, on the normal lane and under the user's quiet hours and caps.
-func (s *Server) criticalAllowed(c *gin.Context, tenantID string) bool {
-	ts, ok := s.settings.Get(tenantID)
-	if !ok {
-		var err error
-		if ts, err = s.store.GetTenantSettings(c.Request.Context(), tenantID); err != nil {
-			s.log.Warn("reading whether the tenant may send critical notifications failed; accepting as not critical",
-				"tenant_id", tenantID, "error", err)
-			return false
-		}
-		s.settings.Add(tenantID, ts)
-	}
-	return ts.AllowCritical
+	c.JSON(http.StatusOK, tenantLimitsView{TenantID: id, TenantLimits: l, Effective: h.effective(l)})
 }

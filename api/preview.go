@@ -19,26 +19,26 @@ type previewRequest struct {
 // previewTemplate renders every channel of a template with sample data, exactly as
 // a delivery would: sanitized email HTML, the SMS text with its encoding and
 // segment count (GSM-7 or UCS-2), the push payload size against FCM's limit.
-func (s *Server) previewTemplate(c *gin.Context) {
+func (h *templatesRoom) previewTemplate(c *gin.Context) {
 	id := c.Param("template_id")
 	if err := validTemplateID(id); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	var req previewRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	data, derr := decodeData(req.Data)
 	if derr != nil {
-		s.abort(c, derr)
+		h.abort(c, derr)
 		return
 	}
 	version := 0
 	if req.Version != nil {
 		if *req.Version < 1 {
-			s.abort(c, badField("version", "invalid_field", "version must be a positive integer"))
+			h.abort(c, badField("version", "invalid_field", "version must be a positive integer"))
 			return
 		}
 		version = *req.Version
@@ -46,23 +46,23 @@ func (s *Server) previewTemplate(c *gin.Context) {
 	locale := ""
 	if req.Locale != nil {
 		if err := validLocale(*req.Locale); err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		locale = *req.Locale
 	}
-	rec, ok := s.templateVersion(c, id, version)
+	rec, ok := h.templateVersion(c, id, version)
 	if !ok {
 		return
 	}
 	t := rec.Template
 	if missing := templates.MissingVariables(t, "", data); len(missing) > 0 {
-		s.abort(c, missingVariablesError(missing))
+		h.abort(c, missingVariablesError(missing))
 		return
 	}
-	ts, err := s.store.GetTenantSettings(c.Request.Context(), tenantOf(c).ID)
+	ts, err := h.store.GetTenantSettings(c.Request.Context(), tenantOf(c).ID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	resolved := templates.ResolveLocale(locale, t.AvailableLocales(), ts.DefaultLocale)
@@ -71,7 +71,7 @@ func (s *Server) previewTemplate(c *gin.Context) {
 		// The accept path's check: what previews is what a notification may carry.
 		r, err := checkRender(t, ch, resolved, data)
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		out[ch] = r

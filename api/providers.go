@@ -13,6 +13,8 @@ import (
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/jsondecode"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -25,6 +27,33 @@ import (
 
 // MaxProviderPriority bounds a provider config's priority.
 const MaxProviderPriority = 1000
+
+// providersRoom holds the tenants' provider configs and push tokens, the
+// providers' delivery receipt webhooks and, in development, the sandbox's
+// outbox.
+type providersRoom struct {
+	responder
+	store *store.Store
+	users *userDirectory
+	cfg   ProviderConfig
+	// baseURL is how providers reach this API (Config.PublicBaseURL).
+	baseURL string
+	// emitter tells the tenant's status webhooks of a delivery a receipt moved.
+	emitter *webhooks.Emitter
+}
+
+func (h *providersRoom) register(v1, public gin.IRouter, mw *middleware) {
+	v1.PUT("/providers/:channel", mw.audited(auditProviderPut, auditFields), h.putProvider)
+	v1.GET("/providers", h.listProviders)
+	v1.DELETE("/providers/:channel/:provider", mw.audited(auditProviderDelete, auditFields), h.deleteProvider)
+	v1.PUT("/users/:user_id/push-tokens", mw.audited(auditPushTokenPut, auditFields), h.putPushToken)
+	v1.GET("/users/:user_id/push-tokens", h.listPushTokens)
+	v1.DELETE("/users/:user_id/push-tokens/:token", mw.audited(auditPushTokenDelete, auditFields), h.deletePushToken)
+	public.GET("/v1/sandbox/messages", h.sandboxOn, mw.authenticate, h.listSandboxMessages)
+	for _, p := range webhookProviders {
+		public.POST(providers.WebhookPrefix+p, mw.limitPublic("webhook", h.webhookMaxBody(p), true), h.webhook(p))
+	}
+}
 
 type putProviderRequest struct {
 	Provider    *string         `json:"provider"`
@@ -59,13 +88,13 @@ func viewProviderConfig(pc providers.ProviderConfig) providerConfigView {
 
 // haveProviders answers 500 when the server was built without a provider store
 // or registry.
-func (s *Server) haveProviders(c *gin.Context) bool {
+func (h *providersRoom) haveProviders(c *gin.Context) bool {
 	switch {
-	case s.cfg.Providers == nil:
-		s.abort(c, errors.New("api: Config.Providers is not set"))
+	case h.cfg.Store == nil:
+		h.abort(c, errors.New("api: Config.Providers.Store is not set"))
 		return false
-	case s.cfg.Registry == nil:
-		s.abort(c, errors.New("api: Config.Registry is not set"))
+	case h.cfg.Registry == nil:
+		h.abort(c, errors.New("api: Config.Providers.Registry is not set"))
 		return false
 	}
 	return true
@@ -73,10 +102,12 @@ func (s *Server) haveProviders(c *gin.Context) bool {
 
 // channelProviders lists the providers that can serve channel, in display order
 // (none: not a provider channel).
-func (s *Server) channelProviders(channel string) []string { return s.cfg.Registry.ForChannel(channel) }
+func (h *providersRoom) channelProviders(channel string) []string {
+	return h.cfg.Registry.ForChannel(channel)
+}
 
-func (s *Server) validProviderChannel(channel string) *Error {
-	if len(s.channelProviders(channel)) == 0 {
+func (h *providersRoom) validProviderChannel(channel string) *Error {
+	if len(h.channelProviders(channel)) == 0 {
 		return badField("channel", "unknown_channel", "channel must be email, sms or push")
 	}
 	return nil
@@ -84,34 +115,34 @@ func (s *Server) validProviderChannel(channel string) *Error {
 
 // putProvider creates or replaces the tenant's config of one provider on a channel.
 // A body without credentials keeps the stored ones (required when creating).
-func (s *Server) putProvider(c *gin.Context) {
-	if !s.haveProviders(c) {
+func (h *providersRoom) putProvider(c *gin.Context) {
+	if !h.haveProviders(c) {
 		return
 	}
 	channel := c.Param("channel")
-	if err := s.validProviderChannel(channel); err != nil {
-		s.abort(c, err)
+	if err := h.validProviderChannel(channel); err != nil {
+		h.abort(c, err)
 		return
 	}
 	var req putProviderRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if req.Provider == nil || *req.Provider == "" {
-		s.abort(c, badField("provider", "missing_field", "provider is required (%s)", strings.Join(s.channelProviders(channel), " or ")))
+		h.abort(c, badField("provider", "missing_field", "provider is required (%s)", strings.Join(h.channelProviders(channel), " or ")))
 		return
 	}
 	provider := *req.Provider
-	if !contains(s.channelProviders(channel), provider) {
-		s.abort(c, badField("provider", "invalid_field", "provider for %s must be %s", channel, strings.Join(s.channelProviders(channel), " or ")))
+	if !contains(h.channelProviders(channel), provider) {
+		h.abort(c, badField("provider", "invalid_field", "provider for %s must be %s", channel, strings.Join(h.channelProviders(channel), " or ")))
 		return
 	}
 	priority := 0
 	if req.Priority != nil {
 		priority = *req.Priority
 		if priority < 0 || priority > MaxProviderPriority {
-			s.abort(c, badField("priority", "invalid_field", "priority must be an integer from 0 to %d", MaxProviderPriority))
+			h.abort(c, badField("priority", "invalid_field", "priority must be an integer from 0 to %d", MaxProviderPriority))
 			return
 		}
 	}
@@ -123,39 +154,39 @@ func (s *Server) putProvider(c *gin.Context) {
 	if req.RatePerSecond != nil {
 		rate = *req.RatePerSecond
 		if rate < 0 || rate > 100_000 {
-			s.abort(c, badField("rate_per_second", "invalid_field", "rate_per_second must be from 0 (no cap) to 100000"))
+			h.abort(c, badField("rate_per_second", "invalid_field", "rate_per_second must be from 0 (no cap) to 100000"))
 			return
 		}
 	}
-	def, _ := s.cfg.Registry.Get(provider)
+	def, _ := h.cfg.Registry.Get(provider)
 	settings, secret, verr := validateProviderConfig(c.Request.Context(), def, req.Settings, req.Credentials)
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 
 	tenantID := tenantOf(c).ID
 	ctx := c.Request.Context()
-	existing, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, channel, provider)
+	existing, err := h.cfg.Store.GetProviderConfig(ctx, tenantID, channel, provider)
 	created := errors.Is(err, herald.ErrNotFound)
 	if err != nil && !created {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if secret == nil && def.NeedsCredentials && (created || !existing.HasSecret) {
-		s.abort(c, badField("credentials", "missing_field", "credentials are required when a %s config is created", provider))
+		h.abort(c, badField("credentials", "missing_field", "credentials are required when a %s config is created", provider))
 		return
 	}
-	if err := s.cfg.Providers.PutProviderConfig(ctx, providers.ProviderConfig{
+	if err := h.cfg.Store.PutProviderConfig(ctx, providers.ProviderConfig{
 		TenantID: tenantID, Channel: channel, Provider: provider, Priority: priority, Enabled: enabled,
 		Settings: settings, Secret: secret, RatePerSecond: rate,
 	}); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	stored, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, channel, provider)
+	stored, err := h.cfg.Store.GetProviderConfig(ctx, tenantID, channel, provider)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	status := http.StatusOK
@@ -167,20 +198,20 @@ func (s *Server) putProvider(c *gin.Context) {
 
 // listProviders lists the tenant's provider configs, enabled or not, in channel
 // order and then the registry's order. No secrets.
-func (s *Server) listProviders(c *gin.Context) {
-	if !s.haveProviders(c) {
+func (h *providersRoom) listProviders(c *gin.Context) {
+	if !h.haveProviders(c) {
 		return
 	}
 	tenantID := tenantOf(c).ID
 	items := []providerConfigView{}
 	for _, ch := range herald.ProviderChannels {
-		for _, p := range s.channelProviders(ch) {
-			pc, err := s.cfg.Providers.GetProviderConfig(c.Request.Context(), tenantID, ch, p)
+		for _, p := range h.channelProviders(ch) {
+			pc, err := h.cfg.Store.GetProviderConfig(c.Request.Context(), tenantID, ch, p)
 			if errors.Is(err, herald.ErrNotFound) {
 				continue
 			}
 			if err != nil {
-				s.abort(c, err)
+				h.abort(c, err)
 				return
 			}
 			items = append(items, viewProviderConfig(pc))
@@ -191,27 +222,27 @@ func (s *Server) listProviders(c *gin.Context) {
 
 // deleteProvider removes one provider config; the channel falls back to the next
 // configured provider, or to the sandbox when none is left.
-func (s *Server) deleteProvider(c *gin.Context) {
-	if !s.haveProviders(c) {
+func (h *providersRoom) deleteProvider(c *gin.Context) {
+	if !h.haveProviders(c) {
 		return
 	}
 	channel := c.Param("channel")
-	if err := s.validProviderChannel(channel); err != nil {
-		s.abort(c, err)
+	if err := h.validProviderChannel(channel); err != nil {
+		h.abort(c, err)
 		return
 	}
 	provider := c.Param("provider")
-	if !contains(s.channelProviders(channel), provider) {
-		s.abort(c, notFound("provider config"))
+	if !contains(h.channelProviders(channel), provider) {
+		h.abort(c, notFound("provider config"))
 		return
 	}
-	ok, err := s.cfg.Providers.DeleteProviderConfig(c.Request.Context(), tenantOf(c).ID, channel, provider)
+	ok, err := h.cfg.Store.DeleteProviderConfig(c.Request.Context(), tenantOf(c).ID, channel, provider)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if !ok {
-		s.abort(c, notFound("provider config"))
+		h.abort(c, notFound("provider config"))
 		return
 	}
 	c.Status(http.StatusNoContent)

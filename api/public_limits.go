@@ -110,30 +110,30 @@ func (p *publicLimiter) take(key string, n int, r Rate, now time.Time) (ok bool,
 // body the endpoint reads (what a body of unknown length is charged as);
 // byTenant also limits by the `tenant` query parameter, when present. Over a
 // limit: 429 rate_limited with Retry-After, before any work.
-func (s *Server) limitPublic(group string, maxBody int64, byTenant bool) gin.HandlerFunc {
+func (m *middleware) limitPublic(group string, maxBody int64, byTenant bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		now := time.Now()
-		l := s.public.limits
+		l := m.public.limits
 		size := c.Request.ContentLength
 		if size < 0 {
 			size = maxBody
 		}
 		units := max(1, int((min(size, maxBody)+BodyUnit-1)/BodyUnit))
-		if ok, retry := s.public.take(group+" ip "+c.RemoteIP(), units, l.PerIP, now); !ok {
-			s.abortRateLimited(c, retry, fmt.Sprintf("more than %g requests per second from this address", l.PerIP.PerSecond))
+		if ok, retry := m.public.take(group+" ip "+c.RemoteIP(), units, l.PerIP, now); !ok {
+			m.abortRateLimited(c, retry, fmt.Sprintf("more than %g requests per second from this address", l.PerIP.PerSecond))
 			return
 		}
 		if tenant := c.Query("tenant"); byTenant && tenant != "" {
-			if ok, retry := s.public.take(group+" tenant "+tenant, 1, l.PerTenant, now); !ok {
-				s.abortRateLimited(c, retry, fmt.Sprintf("more than %g requests per second for this tenant", l.PerTenant.PerSecond))
+			if ok, retry := m.public.take(group+" tenant "+tenant, 1, l.PerTenant, now); !ok {
+				m.abortRateLimited(c, retry, fmt.Sprintf("more than %g requests per second for this tenant", l.PerTenant.PerSecond))
 				return
 			}
 		}
 	}
 }
 
-func (s *Server) abortRateLimited(c *gin.Context, retry time.Duration, what string) {
+func (m *middleware) abortRateLimited(c *gin.Context, retry time.Duration, what string) {
 	c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
-	s.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+	m.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message: what + "; retry after the Retry-After seconds"})
 }

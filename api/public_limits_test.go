@@ -64,7 +64,7 @@ func TestPublicLimiterBuckets(t *testing.T) {
 // The per-tenant bucket refuses a tenant's flood from many addresses, and the
 // per-IP bucket charges a body by its size.
 func TestLimitPublicMiddleware(t *testing.T) {
-	s := &Server{public: newPublicLimiter(PublicLimits{PerIP: Rate{PerSecond: 1e-6, Burst: 40}, PerTenant: Rate{PerSecond: 1e-6, Burst: 3}})}
+	s := &middleware{public: newPublicLimiter(PublicLimits{PerIP: Rate{PerSecond: 1e-6, Burst: 40}, PerTenant: Rate{PerSecond: 1e-6, Burst: 3}})}
 	mw := s.limitPublic("webhook", sendgrid.MaxWebhookBodyBytes, true)
 	h := func(path, ip string, body int) int {
 		w := httptest.NewRecorder()

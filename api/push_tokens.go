@@ -39,17 +39,17 @@ func validPushToken(field, v string) *Error {
 // this user (first registration, or moved here from another user of the tenant:
 // the device changed hands), 200 when it was already this user's (refreshes
 // last_seen_at and the platform).
-func (s *Server) putPushToken(c *gin.Context) {
-	if !s.haveProviders(c) {
+func (h *providersRoom) putPushToken(c *gin.Context) {
+	if !h.haveProviders(c) {
 		return
 	}
-	tenantID, userID, ok := s.knownUser(c)
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
 	var req putPushTokenRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	token := ""
@@ -57,24 +57,24 @@ func (s *Server) putPushToken(c *gin.Context) {
 		token = *req.Token
 	}
 	if err := validPushToken("token", token); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if req.Platform == nil || *req.Platform == "" {
-		s.abort(c, badField("platform", "missing_field", "platform is required (android, ios or web)"))
+		h.abort(c, badField("platform", "missing_field", "platform is required (android, ios or web)"))
 		return
 	}
 	switch *req.Platform {
 	case providers.PlatformAndroid, providers.PlatformIOS, providers.PlatformWeb:
 	default:
-		s.abort(c, badField("platform", "invalid_field", "platform must be android, ios or web"))
+		h.abort(c, badField("platform", "invalid_field", "platform must be android, ios or web"))
 		return
 	}
-	t, err := s.cfg.Providers.PutPushToken(c.Request.Context(), providers.PushToken{
+	t, err := h.cfg.Store.PutPushToken(c.Request.Context(), providers.PushToken{
 		TenantID: tenantID, UserID: userID, Token: token, Platform: *req.Platform,
 	})
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	// One statement sets both to now() for a new row or a moved token; a refresh
@@ -90,11 +90,11 @@ func (s *Server) putPushToken(c *gin.Context) {
 // next_cursor is null on the last page). Tokens are returned in full: the caller
 // holds the tenant's server-side API key (which can already send to every device)
 // and needs the token to DELETE it.
-func (s *Server) listPushTokens(c *gin.Context) {
-	if !s.haveProviders(c) {
+func (h *providersRoom) listPushTokens(c *gin.Context) {
+	if !h.haveProviders(c) {
 		return
 	}
-	tenantID, userID, ok := s.knownUser(c)
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
@@ -105,15 +105,15 @@ func (s *Server) listPushTokens(c *gin.Context) {
 		cur, ok, verr = readPageCursor(c, "push-tokens")
 	}
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	if ok {
 		after = &providers.PushTokenCursor{CreatedAt: time.UnixMicro(cur.At), Token: cur.Key}
 	}
-	tokens, err := s.cfg.Providers.PushTokenPage(c.Request.Context(), tenantID, userID, after, limit+1)
+	tokens, err := h.cfg.Store.PushTokenPage(c.Request.Context(), tenantID, userID, after, limit+1)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	tokens, next := onePage(tokens, limit, func(last providers.PushToken) pageCursor {
@@ -128,26 +128,26 @@ func (s *Server) listPushTokens(c *gin.Context) {
 
 // deletePushToken unregisters one of the user's tokens: 204, or 404 when the user
 // does not have it.
-func (s *Server) deletePushToken(c *gin.Context) {
-	if !s.haveProviders(c) {
+func (h *providersRoom) deletePushToken(c *gin.Context) {
+	if !h.haveProviders(c) {
 		return
 	}
-	tenantID, userID, ok := s.knownUser(c)
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
 	token := c.Param("token")
 	if err := validPushToken("token", token); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	deleted, err := s.cfg.Providers.DeletePushToken(c.Request.Context(), tenantID, userID, token)
+	deleted, err := h.cfg.Store.DeletePushToken(c.Request.Context(), tenantID, userID, token)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if !deleted {
-		s.abort(c, notFound("push token"))
+		h.abort(c, notFound("push token"))
 		return
 	}
 	c.Status(http.StatusNoContent)

@@ -28,9 +28,9 @@ type sandboxMessageView struct {
 
 // sandboxOn answers 404, as for an unknown route and before authentication, when
 // the server runs without the sandbox API (production).
-func (s *Server) sandboxOn(c *gin.Context) {
-	if s.cfg.Sandbox == nil {
-		s.abort(c, notFound("route"))
+func (h *providersRoom) sandboxOn(c *gin.Context) {
+	if h.cfg.Sandbox == nil {
+		h.abort(c, notFound("route"))
 	}
 }
 
@@ -38,16 +38,16 @@ func (s *Server) sandboxOn(c *gin.Context) {
 // tenant, newest first (dev only: the route exists only when Config.Sandbox is
 // set). limit is 1..500 (default 50). With notification_id, only that
 // notification's messages among the tenant's newest 500 are listed.
-func (s *Server) listSandboxMessages(c *gin.Context) {
-	if s.cfg.Sandbox == nil {
-		s.abort(c, notFound("route"))
+func (h *providersRoom) listSandboxMessages(c *gin.Context) {
+	if h.cfg.Sandbox == nil {
+		h.abort(c, notFound("route"))
 		return
 	}
 	limit := providers.SandboxDefaultLimit
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > providers.SandboxMaxLimit {
-			s.abort(c, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", providers.SandboxMaxLimit))
+			h.abort(c, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", providers.SandboxMaxLimit))
 			return
 		}
 		limit = n
@@ -56,14 +56,14 @@ func (s *Server) listSandboxMessages(c *gin.Context) {
 	fetch := limit
 	if notificationID != "" {
 		if _, _, err := ids.ParseNotificationID(notificationID); err != nil {
-			s.abort(c, badField("notification_id", "invalid_field", "notification_id is not a Herald notification id"))
+			h.abort(c, badField("notification_id", "invalid_field", "notification_id is not a Herald notification id"))
 			return
 		}
 		fetch = providers.SandboxMaxLimit
 	}
-	msgs, err := s.cfg.Sandbox.List(c.Request.Context(), tenantOf(c).ID, fetch)
+	msgs, err := h.cfg.Sandbox.List(c.Request.Context(), tenantOf(c).ID, fetch)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items := []sandboxMessageView{}

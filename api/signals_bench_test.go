@@ -45,12 +45,13 @@ func BenchmarkSignalsOverhead(b *testing.B) {
 				tr.Provider = tp
 			}
 			s := New(nil, nil, cfg, slog.New(slog.DiscardHandler))
+			n := &notificationsRoom{responder: s.mw.responder, metrics: cfg.Metrics}
 			r := gin.New()
-			r.Use(s.accessLog)
-			r.POST("/v1/notifications", func(c *gin.Context) { c.Set(tenantKey, store.Tenant{ID: "t_bench"}) }, s.countSubmission,
+			r.Use(s.mw.accessLog)
+			r.POST("/v1/notifications", func(c *gin.Context) { c.Set(tenantKey, store.Tenant{ID: "t_bench"}) }, n.countSubmission,
 				func(c *gin.Context) {
 					c.Set(acceptLaneKey, "normal")
-					s.answerAccept(c, AcceptNew, http.StatusAccepted, gin.H{"notification_id": "n_bench", "status": "queued", "dedup": "new"})
+					n.answerAccept(c, acceptNew, http.StatusAccepted, gin.H{"notification_id": "n_bench", "status": "queued", "dedup": "new"})
 				})
 			h := tr.Handler(r)
 			b.ReportAllocs()

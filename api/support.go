@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.temporal.io/api/serviceerror"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // The support view answers "why didn't user X get notification Y" without SQL or
@@ -112,12 +112,12 @@ func supportFilter(c *gin.Context, list string) (store.UserNotificationFilter, *
 }
 
 // listSupport answers one page of f, newest first.
-func (s *Server) listSupport(c *gin.Context, list string, f store.UserNotificationFilter) {
+func (h *notificationsRoom) listSupport(c *gin.Context, list string, f store.UserNotificationFilter) {
 	limit := f.Limit
 	f.Limit++ // one more says whether another page follows
-	rows, err := s.store.ListUserNotifications(c.Request.Context(), tenantOf(c).ID, f)
+	rows, err := h.store.ListUserNotifications(c.Request.Context(), tenantOf(c).ID, f)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	rows, next := onePage(rows, limit, func(last store.SupportNotification) pageCursor {
@@ -132,28 +132,28 @@ func (s *Server) listSupport(c *gin.Context, list string, f store.UserNotificati
 
 // listUserNotifications is GET /v1/users/{user_id}/notifications: the user's
 // notifications, newest first.
-func (s *Server) listUserNotifications(c *gin.Context) {
+func (h *notificationsRoom) listUserNotifications(c *gin.Context) {
 	userID := c.Param("user_id")
 	if err := validID("user_id", userID); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	f, verr := supportFilter(c, "user-notifications")
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
-	_, exists, err := s.userLocale(c, tenantOf(c).ID, userID)
+	_, exists, err := h.users.userLocale(c, tenantOf(c).ID, userID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if !exists {
-		s.abort(c, notFound("user"))
+		h.abort(c, notFound("user"))
 		return
 	}
 	f.UserID = userID
-	s.listSupport(c, "user-notifications", f)
+	h.listSupport(c, "user-notifications", f)
 }
 
 // findNotifications is GET /v1/notifications?dedup_key=K (a client's idempotency
@@ -161,83 +161,70 @@ func (s *Server) listUserNotifications(c *gin.Context) {
 // keys): the notifications accepted with that key, one per dedup window, newest
 // first. A notification whose workflow has not recorded it yet is answered from
 // the workflow, as GET /v1/notifications/{id} does.
-func (s *Server) findNotifications(c *gin.Context) {
+func (h *notificationsRoom) findNotifications(c *gin.Context) {
 	rawKey, byKey := c.GetQuery("dedup_key")
 	rawHash, byHash := c.GetQuery("dedup_key_hash")
 	var key ids.KeyHash
 	switch {
 	case byKey && byHash:
-		s.abort(c, badField("dedup_key_hash", "invalid_field", "give dedup_key or dedup_key_hash, not both"))
+		h.abort(c, badField("dedup_key_hash", "invalid_field", "give dedup_key or dedup_key_hash, not both"))
 		return
 	case byKey:
 		if err := validID("dedup_key", rawKey); err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		key = ids.IdempotencyKeyHash(rawKey)
 	case byHash:
 		raw, err := hex.DecodeString(rawHash)
 		if err != nil || len(raw) != ids.KeyHashLen || hex.EncodeToString(raw) != rawHash {
-			s.abort(c, badField("dedup_key_hash", "invalid_field", "dedup_key_hash must be %d lowercase hex digits", 2*ids.KeyHashLen))
+			h.abort(c, badField("dedup_key_hash", "invalid_field", "dedup_key_hash must be %d lowercase hex digits", 2*ids.KeyHashLen))
 			return
 		}
 		copy(key[:], raw)
 	default:
-		s.abort(c, badField("dedup_key", "missing_field", "dedup_key (a client idempotency key) or dedup_key_hash is required"))
+		h.abort(c, badField("dedup_key", "missing_field", "dedup_key (a client idempotency key) or dedup_key_hash is required"))
 		return
 	}
 	f, verr := supportFilter(c, "key-notifications")
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
 	f.KeyHash = key.String()
 	if _, paging := c.GetQuery("cursor"); paging || f.From != nil || f.To != nil || f.TemplateID != "" || f.Status != "" {
-		s.listSupport(c, "key-notifications", f)
+		h.listSupport(c, "key-notifications", f)
 		return
 	}
 	// First page, no filter: a run that is only a workflow start so far is
 	// listed too.
+	h.listWithRun(c, key, f)
+}
+
+// listWithRun answers the first page of a key's notifications with, first, its
+// latest run when that run has not recorded its notification yet.
+func (h *notificationsRoom) listWithRun(c *gin.Context, key ids.KeyHash, f store.UserNotificationFilter) {
 	tenantID := tenantOf(c).ID
 	limit := f.Limit
 	f.Limit++
-	rows, err := s.store.ListUserNotifications(c.Request.Context(), tenantID, f)
+	rows, err := h.store.ListUserNotifications(c.Request.Context(), tenantID, f)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items := make([]supportItem, 0, len(rows)+1)
 	workflowID := ids.NotificationWorkflowID(tenantID, key)
-	desc, derr := s.temporal.DescribeWorkflow(c.Request.Context(), workflowID, "")
-	var nf *serviceerror.NotFound
+	run, err := h.workflows.DescribeNotification(c.Request.Context(), workflowID, "")
 	switch {
-	case errors.As(derr, &nf):
-	case derr != nil:
-		s.abort(c, temporalError(c, derr))
+	case errors.Is(err, workflows.ErrRunNotFound):
+	case err != nil:
+		h.abort(c, temporalError(c, err))
 		return
 	default:
-		runID := desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-		id := ids.NotificationID(key, runID)
-		if !hasID(rows, id) {
-			v, err := s.viewFromWorkflow(c.Request.Context(), workflowID, runID, id)
+		if id := ids.NotificationID(key, run.RunID); !hasID(rows, id) {
+			it, err := h.unrecordedItem(c, key, run, workflowID, id)
 			if err != nil {
-				s.abort(c, temporalError(c, err))
-				return
-			}
-			it := supportItem{NotificationID: id, UserID: v.UserID, TemplateID: v.TemplateID, Status: v.Status,
-				AcceptedAt: v.AcceptedAt, UpdatedAt: v.UpdatedAt, WorkflowID: workflowID, RunID: runID,
-				Channels: []store.Delivery{}, NotDelivered: []notDelivered{}}
-			for _, ch := range v.Channels {
-				it.Channels = append(it.Channels, ch.Delivery)
-			}
-			d, gerr := s.store.GetDedup(c.Request.Context(), tenantID, id)
-			switch {
-			case gerr == nil:
-				it.dedupView = newDedupView(key.String(), &d, v.AcceptedAt)
-			case errors.Is(gerr, herald.ErrNotFound):
-				it.dedupView = newDedupView(key.String(), nil, v.AcceptedAt)
-			default:
-				s.abort(c, gerr)
+				h.abort(c, err)
 				return
 			}
 			items = append(items, it)
@@ -257,6 +244,28 @@ func (s *Server) findNotifications(c *gin.Context) {
 		items = append(items, newSupportItem(n))
 	}
 	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
+}
+
+// unrecordedItem is the support view of a run whose notification is not
+// recorded yet, with what the dedup ledger saw of its key.
+func (h *notificationsRoom) unrecordedItem(c *gin.Context, key ids.KeyHash, run workflows.NotificationRun, workflowID, id string) (supportItem, error) {
+	v := viewFromRun(run, workflowID, id)
+	it := supportItem{NotificationID: id, UserID: v.UserID, TemplateID: v.TemplateID, Status: v.Status,
+		AcceptedAt: v.AcceptedAt, UpdatedAt: v.UpdatedAt, WorkflowID: workflowID, RunID: run.RunID,
+		Channels: []store.Delivery{}, NotDelivered: []notDelivered{}}
+	for _, ch := range v.Channels {
+		it.Channels = append(it.Channels, ch.Delivery)
+	}
+	d, err := h.store.GetDedup(c.Request.Context(), tenantOf(c).ID, id)
+	switch {
+	case err == nil:
+		it.dedupView = newDedupView(key.String(), &d, v.AcceptedAt)
+	case errors.Is(err, herald.ErrNotFound):
+		it.dedupView = newDedupView(key.String(), nil, v.AcceptedAt)
+	default:
+		return it, err
+	}
+	return it, nil
 }
 
 func hasID(rows []store.SupportNotification, id string) bool {

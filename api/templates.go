@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
@@ -20,6 +22,56 @@ import (
 // templates.MaxTemplateBytes, and JSON escaping and the object around them come on
 // top; templates.Validate then enforces the limits on the sources themselves.
 const MaxTemplateBodyBytes = 256 << 10
+
+// templatesRoom holds the tenants' templates and their preview.
+type templatesRoom struct {
+	responder
+	store     *store.Store
+	templates *templateCache
+}
+
+func (h *templatesRoom) register(v1, public gin.IRouter, mw *middleware) {
+	v1.PUT("/templates/:template_id", mw.limitCost("tenant-template-save:", mw.limits.Cost.TemplateSave, "template saves"),
+		mw.audited(auditTemplatePut, auditFields), h.putTemplate)
+	v1.GET("/templates/:template_id", h.getTemplate)
+	v1.DELETE("/templates/:template_id", mw.audited(auditTemplateDelete, auditFields), h.deleteTemplate)
+	v1.GET("/templates", h.listTemplates)
+	v1.POST("/templates/:template_id/preview", mw.limitCost("tenant-preview:", mw.limits.Cost.Preview, "previews"), h.previewTemplate)
+}
+
+// templateCacheTTL bounds how long another API replica may keep accepting with the
+// previous version of a template that was just saved.
+const templateCacheTTL = 2 * time.Second
+
+// templateCache holds the latest template versions for the accept paths (see
+// templateCacheTTL); saving or deleting through this process evicts at once.
+type templateCache struct {
+	store *store.Store
+	cache *expirable.LRU[string, store.TemplateRecord]
+}
+
+func newTemplateCache(st *store.Store) *templateCache {
+	return &templateCache{store: st, cache: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, templateCacheTTL)}
+}
+
+// latestTemplate is the template's latest version, cached for TemplateCacheTTL.
+func (tc *templateCache) latest(ctx context.Context, tenantID, templateID string) (store.TemplateRecord, error) {
+	key := tenantID + "/" + templateID
+	if rec, ok := tc.cache.Get(key); ok {
+		return rec, nil
+	}
+	rec, err := tc.store.GetTemplate(ctx, tenantID, templateID, 0)
+	if err == nil {
+		tc.cache.Add(key, rec)
+	}
+	return rec, err
+}
+
+// forget drops the cached version of a template saved or deleted through this
+// process.
+func (tc *templateCache) forget(tenantID, templateID string) {
+	tc.cache.Remove(tenantID + "/" + templateID)
+}
 
 // putTemplateRequest is a template as a tenant writes it: everything but the id
 // (from the path) and the version (assigned on save).
@@ -77,15 +129,15 @@ func templateFieldPath(e templates.FieldError) string {
 // 200 when it is a new version of a live one. Version numbers keep counting after a
 // delete, so a number is never reused. Problems found by templates.Validate answer
 // 422 invalid_template listing every one with its channel, field, locale and line.
-func (s *Server) putTemplate(c *gin.Context) {
+func (h *templatesRoom) putTemplate(c *gin.Context) {
 	id := c.Param("template_id")
 	if err := validTemplateID(id); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	var req putTemplateRequest
 	if err := decodeJSONLimit(c, &req, MaxTemplateBodyBytes); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	tenantID := tenantOf(c).ID
@@ -93,13 +145,13 @@ func (s *Server) putTemplate(c *gin.Context) {
 	if req.Critical {
 		// The right to send critical notifications is the operator's (read fresh,
 		// not from the accept path's cache: a grant applies to the next save).
-		l, err := s.store.GetTenantLimits(ctx, tenantID)
+		l, err := h.store.GetTenantLimits(ctx, tenantID)
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		if !l.AllowCritical {
-			s.abort(c, operatorOnly("critical", "critical templates bypass opt-outs, caps and quiet hours and share the critical lane; "+
+			h.abort(c, operatorOnly("critical", "critical templates bypass opt-outs, caps and quiet hours and share the critical lane; "+
 				"the operator has not allowed this tenant to send them (herald tenant limits --allow-critical=true)"))
 			return
 		}
@@ -116,16 +168,16 @@ func (s *Server) putTemplate(c *gin.Context) {
 		}})
 		return
 	}
-	_, err := s.store.GetTemplate(ctx, tenantID, id, 0)
+	_, err := h.store.GetTemplate(ctx, tenantID, id, 0)
 	existed := err == nil
 	if err != nil && !errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	rec, err := s.store.PutTemplate(ctx, tenantID, t)
-	s.templates.Remove(tenantID + "/" + t.ID)
+	rec, err := h.store.PutTemplate(ctx, tenantID, t)
+	h.templates.forget(tenantID, t.ID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	status := http.StatusOK
@@ -138,22 +190,22 @@ func (s *Server) putTemplate(c *gin.Context) {
 // getTemplate returns the latest live version, or with ?version=N that version.
 // A given version stays readable after the template is deleted: notifications
 // accepted before the delete still render with it.
-func (s *Server) getTemplate(c *gin.Context) {
+func (h *templatesRoom) getTemplate(c *gin.Context) {
 	id := c.Param("template_id")
 	if err := validTemplateID(id); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	version := 0
 	if v, ok := c.GetQuery("version"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1<<31-1 {
-			s.abort(c, badField("version", "invalid_field", "version must be a positive integer"))
+			h.abort(c, badField("version", "invalid_field", "version must be a positive integer"))
 			return
 		}
 		version = n
 	}
-	rec, ok := s.templateVersion(c, id, version)
+	rec, ok := h.templateVersion(c, id, version)
 	if !ok {
 		return
 	}
@@ -163,19 +215,19 @@ func (s *Server) getTemplate(c *gin.Context) {
 // listTemplates pages the latest version of every live template, by id: ?limit=
 // (DefaultPageLimit, at most MaxPageLimit) and ?cursor= (next_cursor of the page
 // before; null on the last page).
-func (s *Server) listTemplates(c *gin.Context) {
+func (h *templatesRoom) listTemplates(c *gin.Context) {
 	limit, verr := pageLimit(c)
 	var cur pageCursor
 	if verr == nil {
 		cur, _, verr = readPageCursor(c, "templates")
 	}
 	if verr != nil {
-		s.abort(c, verr)
+		h.abort(c, verr)
 		return
 	}
-	recs, more, err := s.store.ListTemplates(c.Request.Context(), tenantOf(c).ID, cur.Key, limit)
+	recs, more, err := h.store.ListTemplates(c.Request.Context(), tenantOf(c).ID, cur.Key, limit)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items := make([]templateView, 0, len(recs))
@@ -192,20 +244,20 @@ func (s *Server) listTemplates(c *gin.Context) {
 // deleteTemplate deletes a template (every version): 204, or 404 when there is no
 // live template with that id. New notifications can no longer use it; accepted
 // ones still render with their version.
-func (s *Server) deleteTemplate(c *gin.Context) {
+func (h *templatesRoom) deleteTemplate(c *gin.Context) {
 	id := c.Param("template_id")
 	if err := validTemplateID(id); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	deleted, err := s.store.DeleteTemplate(c.Request.Context(), tenantOf(c).ID, id)
-	s.templates.Remove(tenantOf(c).ID + "/" + id)
+	deleted, err := h.store.DeleteTemplate(c.Request.Context(), tenantOf(c).ID, id)
+	h.templates.forget(tenantOf(c).ID, id)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if !deleted {
-		s.abort(c, notFound("template"))
+		h.abort(c, notFound("template"))
 		return
 	}
 	c.Status(http.StatusNoContent)
@@ -213,14 +265,14 @@ func (s *Server) deleteTemplate(c *gin.Context) {
 
 // templateVersion reads a template version (0: the latest) of the caller's tenant,
 // answering 404 (or the error) itself when there is none.
-func (s *Server) templateVersion(c *gin.Context, id string, version int) (store.TemplateRecord, bool) {
-	rec, err := s.store.GetTemplate(c.Request.Context(), tenantOf(c).ID, id, version)
+func (h *templatesRoom) templateVersion(c *gin.Context, id string, version int) (store.TemplateRecord, bool) {
+	rec, err := h.store.GetTemplate(c.Request.Context(), tenantOf(c).ID, id, version)
 	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, notFound("template"))
+		h.abort(c, notFound("template"))
 		return rec, false
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return rec, false
 	}
 	return rec, true

@@ -56,10 +56,10 @@ func unsubscribeHeaders(c *gin.Context) {
 	c.Header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 }
 
-func (s *Server) renderUnsubscribePage(c *gin.Context, status int, d unsubscribePageData) {
+func (h *usersRoom) renderUnsubscribePage(c *gin.Context, status int, d unsubscribePageData) {
 	var b bytes.Buffer
 	if err := unsubscribePage.Execute(&b, d); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.Data(status, "text/html; charset=utf-8", b.Bytes())
@@ -67,15 +67,15 @@ func (s *Server) renderUnsubscribePage(c *gin.Context, status int, d unsubscribe
 
 // verifyUnsubscribe checks the token of the request: signed by this deployment and
 // naming a user that exists.
-func (s *Server) verifyUnsubscribe(c *gin.Context) (unsubscribe.Claims, *Error) {
-	if s.cfg.Unsubscribe == nil {
+func (h *usersRoom) verifyUnsubscribe(c *gin.Context) (unsubscribe.Claims, *Error) {
+	if h.unsubscribe == nil {
 		return unsubscribe.Claims{}, notFound("route")
 	}
 	token := c.Query("token")
 	if token == "" {
 		return unsubscribe.Claims{}, badField("token", "missing_field", "token is required; use the link from the email")
 	}
-	claims, err := s.cfg.Unsubscribe.Verify(token)
+	claims, err := h.unsubscribe.Verify(token)
 	if err != nil {
 		return claims, errBadUnsubscribeToken
 	}
@@ -93,33 +93,33 @@ func wantsHTML(c *gin.Context) bool {
 // the user's preferences (keeping the rest) and answers 200; repeating it is
 // harmless. Any body (List-Unsubscribe=One-Click) is ignored. A token that does not
 // verify, or names no existing user, answers 400 and changes nothing.
-func (s *Server) postUnsubscribe(c *gin.Context) {
+func (h *usersRoom) postUnsubscribe(c *gin.Context) {
 	unsubscribeHeaders(c)
 	html := wantsHTML(c)
 	fail := func(e *Error) {
 		if html && e.Status == http.StatusBadRequest {
-			s.renderUnsubscribePage(c, e.Status, unsubscribePageData{Title: "Link not valid",
+			h.renderUnsubscribePage(c, e.Status, unsubscribePageData{Title: "Link not valid",
 				Text: "This unsubscribe link is not valid. Use the link from the most recent email."})
 			return
 		}
-		s.abort(c, e)
+		h.abort(c, e)
 	}
-	claims, verr := s.verifyUnsubscribe(c)
+	claims, verr := h.verifyUnsubscribe(c)
 	if verr != nil {
 		fail(verr)
 		return
 	}
-	err := s.store.SetCategoryEnabled(c.Request.Context(), claims.TenantID, claims.UserID, claims.Category, false)
+	err := h.store.SetCategoryEnabled(c.Request.Context(), claims.TenantID, claims.UserID, claims.Category, false)
 	if errors.Is(err, herald.ErrNotFound) {
 		fail(errBadUnsubscribeToken)
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if html {
-		s.renderUnsubscribePage(c, http.StatusOK, unsubscribePageData{Title: "Unsubscribed",
+		h.renderUnsubscribePage(c, http.StatusOK, unsubscribePageData{Title: "Unsubscribed",
 			Text: "You will no longer receive " + claims.Category + " notifications."})
 		return
 	}
@@ -129,13 +129,13 @@ func (s *Server) postUnsubscribe(c *gin.Context) {
 // getUnsubscribe shows a confirmation page whose button POSTs the same link: per
 // RFC 8058 a GET (a link scanner, a mail client's prefetch) never unsubscribes.
 // An invalid link answers 400 with a page saying so.
-func (s *Server) getUnsubscribe(c *gin.Context) {
+func (h *usersRoom) getUnsubscribe(c *gin.Context) {
 	unsubscribeHeaders(c)
-	claims, verr := s.verifyUnsubscribe(c)
+	claims, verr := h.verifyUnsubscribe(c)
 	if verr == nil {
-		ok, err := s.store.UserExists(c.Request.Context(), claims.TenantID, claims.UserID)
+		ok, err := h.store.UserExists(c.Request.Context(), claims.TenantID, claims.UserID)
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		if !ok {
@@ -144,14 +144,14 @@ func (s *Server) getUnsubscribe(c *gin.Context) {
 	}
 	if verr != nil {
 		if verr.Status != http.StatusBadRequest {
-			s.abort(c, verr)
+			h.abort(c, verr)
 			return
 		}
-		s.renderUnsubscribePage(c, http.StatusBadRequest, unsubscribePageData{Title: "Link not valid",
+		h.renderUnsubscribePage(c, http.StatusBadRequest, unsubscribePageData{Title: "Link not valid",
 			Text: "This unsubscribe link is not valid. Use the link from the most recent email."})
 		return
 	}
-	s.renderUnsubscribePage(c, http.StatusOK, unsubscribePageData{
+	h.renderUnsubscribePage(c, http.StatusOK, unsubscribePageData{
 		Title: "Unsubscribe from " + claims.Category + " notifications?",
 		Text:  "You will no longer receive " + claims.Category + " notifications. Other notifications are not affected.",
 		Form:  true,

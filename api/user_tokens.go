@@ -15,7 +15,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/herald-notify/herald/internal/herald"
-	"github.com/herald-notify/herald/internal/store"
 )
 
 // User tokens let a browser read one user's inbox without the tenant's API key.
@@ -35,8 +34,8 @@ import (
 
 // User token lifetimes.
 const (
-	DefaultUserTokenTTL = time.Hour
-	MinUserTokenTTL     = time.Minute
+	defaultUserTokenTTL = time.Hour
+	minUserTokenTTL     = time.Minute
 	MaxUserTokenTTL     = 24 * time.Hour
 )
 
@@ -67,151 +66,20 @@ func MintUserToken(key []byte, tenantID, userID string, now time.Time, ttl time.
 	return tok, exp, err
 }
 
-// parseUserToken verifies a token: signature (HS256 only), issuer, audience,
-// expiry (required) and the presence of a tenant and a user.
-func parseUserToken(key []byte, raw string) (*UserClaims, error) {
-	var claims UserClaims
-	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return key, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(userTokenIssuer),
-		jwt.WithAudience(userTokenAudience), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
-	if err != nil {
-		return nil, err
-	}
-	if claims.TenantID == "" || claims.Subject == "" {
-		return nil, errors.New("token names no tenant or user")
-	}
-	return &claims, nil
-}
-
-// looksLikeJWT tells a user token from an API key (keys start with hk_).
-func looksLikeJWT(s string) bool {
-	return !strings.HasPrefix(s, store.APIKeyPrefix) && strings.Count(s, ".") == 2
-}
-
-// authenticateUserToken resolves a user token to its tenant and user, or
-// answers 401 (a bad token, or a route a user token may not call).
-func (s *Server) authenticateUserToken(c *gin.Context, raw string) {
-	if len(s.cfg.UserTokenKey) == 0 {
-		s.abortInvalidToken(c, "user tokens are not enabled on this server")
-		return
-	}
-	claims, err := parseUserToken(s.cfg.UserTokenKey, raw)
-	if err != nil {
-		msg := "the user token is not valid"
-		if errors.Is(err, jwt.ErrTokenExpired) {
-			msg = "the user token has expired; get a new one"
-		}
-		s.abortInvalidToken(c, msg)
-		return
-	}
-	if !userTokenRoutes[c.FullPath()] {
-		// 401, not 403: every endpoint already documents its 401, and the answer is
-		// the same whatever the endpoint (the token is not a credential for it).
-		c.Header("WWW-Authenticate", `Bearer realm="herald", error="insufficient_scope"`)
-		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "user_token_not_allowed", Field: "Authorization",
-			Message: "a user token opens only that user's inbox; call this endpoint with the tenant's API key"})
-		return
-	}
-	t, err := s.tenantByID(c, claims.TenantID)
-	if errors.Is(err, herald.ErrNotFound) {
-		s.abortInvalidToken(c, "the user token is not valid")
-		return
-	}
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	notBefore, err := s.userTokensNotBefore(c, t.ID, claims.Subject)
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	if !notBefore.IsZero() && claims.IssuedAtMs <= notBefore.UnixMilli() {
-		s.abortInvalidToken(c, "the user token was revoked; get a new one")
-		return
-	}
-	c.Set(tenantKey, t)
-	c.Set(userKey, claims.Subject)
-	c.Set(userTokenExpiryKey, claims.ExpiresAt.Time)
-	c.Set(userTokenIssuedKey, claims.IssuedAtMs)
-}
-
-const userTokenIssuedKey = "herald.user_token_issued_ms"
-
-// tokenRevoked reports whether the request's user token has been revoked since
-// it was checked (the stream asks at every heartbeat).
-func (s *Server) tokenRevoked(c *gin.Context, tenantID, userID string) bool {
-	issued, ok := c.Get(userTokenIssuedKey)
-	if !ok {
-		return false
-	}
-	nb, err := s.userTokensNotBefore(c, tenantID, userID)
-	return err == nil && !nb.IsZero() && issued.(int64) <= nb.UnixMilli()
-}
-
-// userTokensNotBefore is the user's token revocation instant, cached a few
-// seconds (the process that revokes evicts at once; others within
-// RevocationCacheTTL).
-func (s *Server) userTokensNotBefore(c *gin.Context, tenantID, userID string) (time.Time, error) {
-	key := tenantID + "/" + userID
-	if at, ok := s.revocations.Get(key); ok {
-		return at, nil
-	}
-	at, err := s.store.UserTokensNotBefore(c.Request.Context(), tenantID, userID)
-	if err == nil {
-		s.revocations.Add(key, at)
-	}
-	return at, err
-}
-
-// RevocationCacheTTL bounds how long another API process may still accept a
-// user token revoked through this one.
-const RevocationCacheTTL = 5 * time.Second
-
 // revokeUserTokens is DELETE /v1/users/{user_id}/tokens (tenant key): every
 // user token of the user issued so far is refused, and the streams opened with
 // one end at their next heartbeat.
-func (s *Server) revokeUserTokens(c *gin.Context) {
-	tenantID, userID, ok := s.knownUser(c)
+func (h *inboxRoom) revokeUserTokens(c *gin.Context) {
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
-	if _, err := s.store.RevokeUserTokens(c.Request.Context(), tenantID, userID); err != nil {
-		s.abort(c, err)
+	if _, err := h.store.RevokeUserTokens(c.Request.Context(), tenantID, userID); err != nil {
+		h.abort(c, err)
 		return
 	}
-	s.revocations.Remove(tenantID + "/" + userID)
+	h.auth.forgetRevocations(tenantID, userID)
 	c.Status(http.StatusNoContent)
-}
-
-const userTokenExpiryKey = "herald.user_token_expiry"
-
-func (s *Server) abortInvalidToken(c *gin.Context, msg string) {
-	c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-	s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_user_token", Message: msg, Field: "Authorization"})
-}
-
-// tokenUser is the user a user token names ("" for the tenant's API key).
-func tokenUser(c *gin.Context) (string, bool) {
-	v, ok := c.Get(userKey)
-	if !ok {
-		return "", false
-	}
-	return v.(string), true
-}
-
-func (s *Server) tenantByID(c *gin.Context, id string) (store.Tenant, error) {
-	cacheKey := "id:" + id
-	if s.tenants != nil {
-		if t, ok := s.tenants.Get(cacheKey); ok {
-			return t, nil
-		}
-	}
-	t, err := s.store.TenantByID(c.Request.Context(), id)
-	if err == nil && s.tenants != nil {
-		s.tenants.Add(cacheKey, t)
-	}
-	return t, err
 }
 
 type mintTokenRequest struct {
@@ -226,38 +94,38 @@ type userTokenResponse struct {
 }
 
 // mintUserToken is POST /v1/users/{user_id}/token (tenant key).
-func (s *Server) mintUserToken(c *gin.Context) {
-	tenantID, userID, ok := s.knownUser(c)
+func (h *inboxRoom) mintUserToken(c *gin.Context) {
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
-	ttl := DefaultUserTokenTTL
+	ttl := defaultUserTokenTTL
 	if c.Request.ContentLength != 0 {
 		var req mintTokenRequest
 		if err := decodeJSON(c, &req); err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		if req.TTLSeconds != nil {
 			ttl = time.Duration(*req.TTLSeconds) * time.Second
-			if *req.TTLSeconds < int64(MinUserTokenTTL/time.Second) || *req.TTLSeconds > int64(MaxUserTokenTTL/time.Second) {
-				s.abort(c, badField("ttl_seconds", "invalid_field", "ttl_seconds must be from %d to %d",
-					int(MinUserTokenTTL/time.Second), int(MaxUserTokenTTL/time.Second)))
+			if *req.TTLSeconds < int64(minUserTokenTTL/time.Second) || *req.TTLSeconds > int64(MaxUserTokenTTL/time.Second) {
+				h.abort(c, badField("ttl_seconds", "invalid_field", "ttl_seconds must be from %d to %d",
+					int(minUserTokenTTL/time.Second), int(MaxUserTokenTTL/time.Second)))
 				return
 			}
 		}
 	}
-	s.answerToken(c, tenantID, userID, ttl)
+	h.answerToken(c, tenantID, userID, ttl)
 }
 
-func (s *Server) answerToken(c *gin.Context, tenantID, userID string, ttl time.Duration) {
-	if len(s.cfg.UserTokenKey) == 0 {
-		s.abort(c, &Error{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "user tokens are not enabled on this server"})
+func (h *inboxRoom) answerToken(c *gin.Context, tenantID, userID string, ttl time.Duration) {
+	if len(h.cfg.UserTokenKey) == 0 {
+		h.abort(c, &Error{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "user tokens are not enabled on this server"})
 		return
 	}
-	tok, exp, err := MintUserToken(s.cfg.UserTokenKey, tenantID, userID, time.Now(), ttl)
+	tok, exp, err := MintUserToken(h.cfg.UserTokenKey, tenantID, userID, time.Now(), ttl)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")
@@ -279,11 +147,11 @@ type sessionRequest struct {
 }
 
 // inboxSession is POST /v1/inbox/session (no API key): a user hash for a user
-// token, valid DefaultUserTokenTTL. Every refusal of the hash looks the same.
-func (s *Server) inboxSession(c *gin.Context) {
+// token, valid defaultUserTokenTTL. Every refusal of the hash looks the same.
+func (h *inboxRoom) inboxSession(c *gin.Context) {
 	var req sessionRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	for _, f := range []struct {
@@ -291,42 +159,42 @@ func (s *Server) inboxSession(c *gin.Context) {
 		v    *string
 	}{{"tenant_id", req.TenantID}, {"user_id", req.UserID}, {"user_hash", req.UserHash}} {
 		if f.v == nil {
-			s.abort(c, badField(f.name, "missing_field", "%s is required", f.name))
+			h.abort(c, badField(f.name, "missing_field", "%s is required", f.name))
 			return
 		}
 		if err := validID(f.name, *f.v); err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 	}
 	refuse := func() {
-		s.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_user_hash", Field: "user_hash",
+		h.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_user_hash", Field: "user_hash",
 			Message: "user_hash is not hex(HMAC-SHA256(inbox secret, user_id)) for this tenant"})
 	}
-	t, err := s.tenantByID(c, *req.TenantID)
+	t, err := h.auth.tenantByID(c, *req.TenantID)
 	if errors.Is(err, herald.ErrNotFound) {
 		refuse()
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	st, err := s.store.GetInboxSettings(c.Request.Context(), t.ID)
+	st, err := h.store.GetInboxSettings(c.Request.Context(), t.ID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	if !s.corsAllowed(c, t.ID, st.AllowedOrigins) {
+	if !h.corsAllowed(c, t.ID, st.AllowedOrigins) {
 		return
 	}
-	if st.HMACSecret == nil || s.cfg.InboxSecrets == nil {
+	if st.HMACSecret == nil || h.cfg.Secrets == nil {
 		refuse()
 		return
 	}
-	secret, err := s.cfg.InboxSecrets.Open(st.HMACSecret, []byte("inbox-secret/"+t.ID))
+	secret, err := h.cfg.Secrets.Open(st.HMACSecret, []byte("inbox-secret/"+t.ID))
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	want := UserHash(secret, *req.UserID)
@@ -336,35 +204,35 @@ func (s *Server) inboxSession(c *gin.Context) {
 	}
 	c.Set(tenantKey, t)
 	c.Params = append(c.Params, gin.Param{Key: "user_id", Value: *req.UserID})
-	tenantID, userID, ok := s.knownUser(c)
+	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
 		return
 	}
-	s.answerToken(c, tenantID, userID, DefaultUserTokenTTL)
+	h.answerToken(c, tenantID, userID, defaultUserTokenTTL)
 }
 
 // rotateInboxSecret is POST /v1/inbox/secret: a new inbox secret, shown once;
 // hashes made with the old one stop working at once (tokens already minted
 // from them live out their TTL).
-func (s *Server) rotateInboxSecret(c *gin.Context) {
-	if s.cfg.InboxSecrets == nil {
-		s.abort(c, &Error{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "inbox secrets are not enabled on this server"})
+func (h *inboxRoom) rotateInboxSecret(c *gin.Context) {
+	if h.cfg.Secrets == nil {
+		h.abort(c, &Error{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "inbox secrets are not enabled on this server"})
 		return
 	}
 	tenantID := tenantOf(c).ID
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	secret := base64.RawURLEncoding.EncodeToString(raw)
-	sealed, err := s.cfg.InboxSecrets.Seal([]byte(secret), []byte("inbox-secret/"+tenantID))
+	sealed, err := h.cfg.Secrets.Seal([]byte(secret), []byte("inbox-secret/"+tenantID))
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	if err := s.store.PutInboxHMACSecret(c.Request.Context(), tenantID, sealed); err != nil {
-		s.abort(c, err)
+	if err := h.store.PutInboxHMACSecret(c.Request.Context(), tenantID, sealed); err != nil {
+		h.abort(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")

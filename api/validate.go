@@ -1,12 +1,20 @@
 package api
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"net/mail"
 	"regexp"
+	"sort"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/templates"
 	"golang.org/x/text/language"
 )
 
@@ -72,4 +80,148 @@ func validTimezone(v string) *Error {
 		return badField("timezone", "invalid_field", "timezone must be an IANA time zone such as Europe/Berlin")
 	}
 	return nil
+}
+
+// The rules every accept path shares (POST /v1/notifications and POST
+// /v1/campaigns): the same fields are checked alike and refused with the same
+// codes and messages.
+
+// knownChannels are the channels Herald delivers; anything else is rejected, never dropped.
+var knownChannels = []string{herald.ChannelInApp, herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}
+
+// maxScheduleAhead bounds send_at.
+const maxScheduleAhead = 366 * 24 * time.Hour
+
+// requireTemplateID checks a request's template_id, which is required.
+func requireTemplateID(v *string) (string, *Error) {
+	if v == nil {
+		return "", badField("template_id", "missing_field", "template_id is required")
+	}
+	if err := validTemplateID(*v); err != nil {
+		return "", err
+	}
+	return *v, nil
+}
+
+// validChannels checks a request's channels: absent (nil) means the template's;
+// given, at least one, each known and listed once. It returns them in a
+// canonical order, so a resubmission in another order is equal.
+func validChannels(channels []string) ([]string, *Error) {
+	if channels != nil && len(channels) == 0 {
+		return nil, badField("channels", "invalid_field", "channels must list at least one of %v, or be left out for the template's channels", knownChannels)
+	}
+	seen := map[string]bool{}
+	for i, ch := range channels {
+		field := "channels[" + itoa(i) + "]"
+		switch {
+		case !contains(knownChannels, ch):
+			return nil, badField(field, "unknown_channel", "unknown channel %q; channels are %v", ch, knownChannels)
+		case seen[ch]:
+			return nil, badField(field, "duplicate_channel", "channel %q is listed twice", ch)
+		}
+		seen[ch] = true
+	}
+	sorted := append([]string(nil), channels...)
+	sort.Strings(sorted)
+	return sorted, nil
+}
+
+// sendTime is a request's send_at.
+type sendTime struct {
+	// given is the time as sent (zero when absent).
+	given time.Time
+	// ahead is the instant to wait for, in UTC; zero to send now (a time in the
+	// past means now).
+	ahead time.Time
+}
+
+// parseSendAt checks a request's send_at: an RFC 3339 time at most
+// maxScheduleAhead after now.
+func parseSendAt(v *string, now time.Time) (sendTime, *Error) {
+	var st sendTime
+	if v == nil {
+		return st, nil
+	}
+	t, err := time.Parse(time.RFC3339, *v)
+	if err != nil {
+		return st, badField("send_at", "invalid_field", "send_at must be an RFC 3339 time such as 2026-12-24T18:00:00Z")
+	}
+	st.given = t
+	if t.After(now.Add(maxScheduleAhead)) {
+		return st, badField("send_at", "invalid_field", "send_at must be at most a year ahead")
+	}
+	if t.After(now) {
+		st.ahead = t.UTC()
+	}
+	return st, nil
+}
+
+// forSend is the latest version of the template a request sends with: 422
+// unknown_template when the tenant has none.
+func (tc *templateCache) forSend(ctx context.Context, tenantID, templateID string) (templates.Template, error) {
+	rec, err := tc.latest(ctx, tenantID, templateID)
+	if errors.Is(err, herald.ErrNotFound) {
+		return templates.Template{}, &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
+			Message: "template " + templateID + " does not exist; create it with PUT /v1/templates/{template_id}"}
+	}
+	return rec.Template, err
+}
+
+// templateChannels are the channels to send on: the template's when the request
+// named none; otherwise the request's, each of which the template must have
+// content for (422 channel_not_in_template).
+func templateChannels(t templates.Template, channels []string) ([]string, error) {
+	if len(channels) == 0 {
+		return t.Channels(), nil
+	}
+	for i, ch := range channels {
+		if !t.HasChannel(ch) {
+			return nil, &Error{Status: http.StatusUnprocessableEntity, Code: "channel_not_in_template", Field: "channels[" + itoa(i) + "]",
+				Message: fmt.Sprintf("template %s has no %s content; it has %v", t.ID, ch, t.Channels())}
+		}
+	}
+	return channels, nil
+}
+
+// checkContent refuses, at submit time rather than at delivery, data that
+// lacks a variable the template needs and every channel that cannot render the
+// data or renders too large to carry. It renders exactly as the worker will:
+// the same template version, the same data (json.Number and all) and the same
+// locale resolution (userLocale, else the tenant's default). A deterministic
+// failure is known here, so it is a 422 naming the channel instead of an
+// accepted notification that fails later; content over
+// contract.MaxRenderedBytes would otherwise make Temporal terminate the run (no
+// status, no dead letter, dedup key released).
+func checkContent(ctx context.Context, settings *settingsCache, tenantID string, t templates.Template, channels []string, userLocale string, data templates.Data) error {
+	if missing := templates.MissingVariables(t, "", data, channels...); len(missing) > 0 {
+		return missingVariablesError(missing)
+	}
+	ts, err := settings.get(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	locale := templates.ResolveLocale(userLocale, t.AvailableLocales(), ts.DefaultLocale)
+	for _, ch := range channels {
+		if _, err := checkRender(t, ch, locale, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRender renders one channel and answers what a delivery would meet: 422
+// render_failed, or 422 content_too_large over contract.MaxRenderedBytes, both
+// naming the channel.
+func checkRender(t templates.Template, ch, locale string, data templates.Data) (templates.Rendered, *Error) {
+	r, err := templates.Render(t, ch, locale, data)
+	if err != nil {
+		return r, &Error{Status: http.StatusUnprocessableEntity, Code: "render_failed", Field: "data", Channel: ch,
+			Message: ch + ": " + err.Error()}
+	}
+	var big *contract.ContentTooLargeError
+	if err := contract.CheckRendered(r); errors.As(err, &big) {
+		return r, &Error{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data", Channel: ch,
+			Message: big.Error()}
+	}
+	return r, nil
 }

@@ -37,6 +37,27 @@ type WebhookConfig struct {
 	Egress *egress.Policy
 }
 
+// webhookEndpointsRoom holds the tenants' status webhook endpoints.
+type webhookEndpointsRoom struct {
+	responder
+	store *store.Store
+	cfg   WebhookConfig
+}
+
+func (h *webhookEndpointsRoom) register(v1, public gin.IRouter, mw *middleware) {
+	v1.POST("/webhook-endpoints", mw.audited(auditWebhookEndpointCreate, auditFields), h.createWebhookEndpoint)
+	v1.GET("/webhook-endpoints", h.listWebhookEndpoints)
+	v1.GET("/webhook-endpoints/:endpoint_id", h.getWebhookEndpoint)
+	v1.PATCH("/webhook-endpoints/:endpoint_id", mw.audited(auditWebhookEndpointUpdate, auditFields), h.updateWebhookEndpoint)
+	v1.DELETE("/webhook-endpoints/:endpoint_id", mw.audited(auditWebhookEndpointDelete, auditFields), h.deleteWebhookEndpoint)
+	v1.POST("/webhook-endpoints/:endpoint_id/rotate-secret", mw.audited(auditWebhookSecretRotate, auditFields), h.rotateWebhookSecret)
+	v1.GET("/webhook-endpoints/:endpoint_id/attempts", h.listWebhookAttempts)
+	v1.POST("/webhook-endpoints/:endpoint_id/replay", mw.limitCost("tenant-redrive:", mw.limits.Cost.Redrive, "replays"),
+		mw.audited(auditWebhookReplay, auditFields), h.replayWebhookMessages)
+	v1.POST("/webhook-endpoints/:endpoint_id/messages/:message_id/replay", mw.limitCost("tenant-redrive:", mw.limits.Cost.Redrive, "replays"),
+		mw.audited(auditWebhookReplay, auditFields), h.replayWebhookMessage)
+}
+
 // SecretRotationGrace is how long a rotated-out secret still signs.
 const SecretRotationGrace = 24 * time.Hour
 
@@ -77,7 +98,7 @@ func endpointView(e store.WebhookEndpoint) webhookEndpointView {
 }
 
 // validateEndpoint checks the fields that are set.
-func (s *Server) validateEndpoint(c *gin.Context, req webhookEndpointRequest) *Error {
+func (h *webhookEndpointsRoom) validateEndpoint(c *gin.Context, req webhookEndpointRequest) *Error {
 	if req.Description != nil {
 		if len(*req.Description) > MaxWebhookDescriptionBytes || !utf8.ValidString(*req.Description) {
 			return badField("description", "invalid_field", "description must be UTF-8 of at most %d bytes", MaxWebhookDescriptionBytes)
@@ -97,7 +118,7 @@ func (s *Server) validateEndpoint(c *gin.Context, req webhookEndpointRequest) *E
 		}
 	}
 	if req.URL != nil {
-		policy := s.cfg.Webhooks.Egress
+		policy := h.cfg.Egress
 		if policy == nil {
 			policy = egress.Default()
 		}
@@ -108,28 +129,28 @@ func (s *Server) validateEndpoint(c *gin.Context, req webhookEndpointRequest) *E
 	return nil
 }
 
-func (s *Server) createWebhookEndpoint(c *gin.Context) {
+func (h *webhookEndpointsRoom) createWebhookEndpoint(c *gin.Context) {
 	var req webhookEndpointRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if req.URL == nil {
-		s.abort(c, badField("url", "missing_field", "url is required"))
+		h.abort(c, badField("url", "missing_field", "url is required"))
 		return
 	}
-	if err := s.validateEndpoint(c, req); err != nil {
-		s.abort(c, err)
+	if err := h.validateEndpoint(c, req); err != nil {
+		h.abort(c, err)
 		return
 	}
-	if s.cfg.Webhooks.Keys == nil {
-		s.abort(c, errors.New("webhook endpoints need the secrets keyring"))
+	if h.cfg.Keys == nil {
+		h.abort(c, errors.New("webhook endpoints need the secrets keyring"))
 		return
 	}
 	tenantID := tenantOf(c).ID
 	secret, err := webhooks.NewSecret()
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	e := store.WebhookEndpoint{TenantID: tenantID, ID: webhooks.NewEndpointID(), URL: *req.URL, Events: []string{}, Enabled: true}
@@ -142,28 +163,28 @@ func (s *Server) createWebhookEndpoint(c *gin.Context) {
 	if req.Enabled != nil {
 		e.Enabled = *req.Enabled
 	}
-	if e.SecretSealed, err = webhooks.Seal(s.cfg.Webhooks.Keys, tenantID, e.ID, secret); err != nil {
-		s.abort(c, err)
+	if e.SecretSealed, err = webhooks.Seal(h.cfg.Keys, tenantID, e.ID, secret); err != nil {
+		h.abort(c, err)
 		return
 	}
-	created, err := s.store.CreateWebhookEndpoint(c.Request.Context(), e)
+	created, err := h.store.CreateWebhookEndpoint(c.Request.Context(), e)
 	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, &Error{Status: http.StatusConflict, Code: "limit_reached",
+		h.abort(c, &Error{Status: http.StatusConflict, Code: "limit_reached",
 			Message: "a tenant has at most " + itoa(store.MaxWebhookEndpoints) + " webhook endpoints; delete one first"})
 		return
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, gin.H{"endpoint": endpointView(created), "secret": secret})
 }
 
-func (s *Server) listWebhookEndpoints(c *gin.Context) {
-	eps, err := s.store.ListWebhookEndpoints(c.Request.Context(), tenantOf(c).ID)
+func (h *webhookEndpointsRoom) listWebhookEndpoints(c *gin.Context) {
+	eps, err := h.store.ListWebhookEndpoints(c.Request.Context(), tenantOf(c).ID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items := make([]webhookEndpointView, 0, len(eps))
@@ -175,87 +196,87 @@ func (s *Server) listWebhookEndpoints(c *gin.Context) {
 
 // endpointOf reads the endpoint named in the path, answering 404 for an id the
 // tenant does not have.
-func (s *Server) endpointOf(c *gin.Context) (store.WebhookEndpoint, bool) {
+func (h *webhookEndpointsRoom) endpointOf(c *gin.Context) (store.WebhookEndpoint, bool) {
 	id := c.Param("endpoint_id")
 	if !strings.HasPrefix(id, "we_") || len(id) > 64 {
-		s.abort(c, notFound("webhook endpoint"))
+		h.abort(c, notFound("webhook endpoint"))
 		return store.WebhookEndpoint{}, false
 	}
-	e, err := s.store.GetWebhookEndpoint(c.Request.Context(), tenantOf(c).ID, id)
+	e, err := h.store.GetWebhookEndpoint(c.Request.Context(), tenantOf(c).ID, id)
 	if errors.Is(err, herald.ErrNotFound) {
-		s.abort(c, notFound("webhook endpoint"))
+		h.abort(c, notFound("webhook endpoint"))
 		return e, false
 	}
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return e, false
 	}
 	return e, true
 }
 
-func (s *Server) getWebhookEndpoint(c *gin.Context) {
-	if e, ok := s.endpointOf(c); ok {
+func (h *webhookEndpointsRoom) getWebhookEndpoint(c *gin.Context) {
+	if e, ok := h.endpointOf(c); ok {
 		c.JSON(http.StatusOK, endpointView(e))
 	}
 }
 
-func (s *Server) updateWebhookEndpoint(c *gin.Context) {
+func (h *webhookEndpointsRoom) updateWebhookEndpoint(c *gin.Context) {
 	var req webhookEndpointRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	if err := s.validateEndpoint(c, req); err != nil {
-		s.abort(c, err)
+	if err := h.validateEndpoint(c, req); err != nil {
+		h.abort(c, err)
 		return
 	}
-	e, ok := s.endpointOf(c)
+	e, ok := h.endpointOf(c)
 	if !ok {
 		return
 	}
-	updated, err := s.store.UpdateWebhookEndpoint(c.Request.Context(), e.TenantID, e.ID, store.WebhookEndpointUpdate{
+	updated, err := h.store.UpdateWebhookEndpoint(c.Request.Context(), e.TenantID, e.ID, store.WebhookEndpointUpdate{
 		URL: req.URL, Description: req.Description, Events: req.Events, Enabled: req.Enabled})
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if req.Enabled != nil && *req.Enabled {
-		s.cfg.Webhooks.Emitter.Wake(c.Request.Context(), e.TenantID, e.ID)
+		h.cfg.Emitter.Wake(c.Request.Context(), e.TenantID, e.ID)
 	}
 	c.JSON(http.StatusOK, endpointView(updated))
 }
 
-func (s *Server) deleteWebhookEndpoint(c *gin.Context) {
-	e, ok := s.endpointOf(c)
+func (h *webhookEndpointsRoom) deleteWebhookEndpoint(c *gin.Context) {
+	e, ok := h.endpointOf(c)
 	if !ok {
 		return
 	}
-	if err := s.store.DeleteWebhookEndpoint(c.Request.Context(), e.TenantID, e.ID); err != nil {
-		s.abort(c, err)
+	if err := h.store.DeleteWebhookEndpoint(c.Request.Context(), e.TenantID, e.ID); err != nil {
+		h.abort(c, err)
 		return
 	}
 	c.Status(http.StatusNoContent)
 }
 
-func (s *Server) rotateWebhookSecret(c *gin.Context) {
-	e, ok := s.endpointOf(c)
+func (h *webhookEndpointsRoom) rotateWebhookSecret(c *gin.Context) {
+	e, ok := h.endpointOf(c)
 	if !ok {
 		return
 	}
 	secret, err := webhooks.NewSecret()
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	sealed, err := webhooks.Seal(s.cfg.Webhooks.Keys, e.TenantID, e.ID, secret)
+	sealed, err := webhooks.Seal(h.cfg.Keys, e.TenantID, e.ID, secret)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
-	updated, err := s.store.UpdateWebhookEndpoint(c.Request.Context(), e.TenantID, e.ID, store.WebhookEndpointUpdate{
+	updated, err := h.store.UpdateWebhookEndpoint(c.Request.Context(), e.TenantID, e.ID, store.WebhookEndpointUpdate{
 		SecretSealed: sealed, PreviousUntil: time.Now().Add(SecretRotationGrace)})
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")
@@ -264,31 +285,31 @@ func (s *Server) rotateWebhookSecret(c *gin.Context) {
 
 // listWebhookAttempts lists every delivery attempt of the endpoint, newest
 // first; ?status=dead_lettered narrows to messages whose retries ran out.
-func (s *Server) listWebhookAttempts(c *gin.Context) {
-	e, ok := s.endpointOf(c)
+func (h *webhookEndpointsRoom) listWebhookAttempts(c *gin.Context) {
+	e, ok := h.endpointOf(c)
 	if !ok {
 		return
 	}
 	limit, lerr := pageLimit(c)
 	if lerr != nil {
-		s.abort(c, lerr)
+		h.abort(c, lerr)
 		return
 	}
 	status := c.Query("status")
 	switch status {
 	case "", store.WebhookPending, store.WebhookDelivered, store.WebhookDeadLettered:
 	default:
-		s.abort(c, badField("status", "invalid_field", "status must be pending, delivered or dead_lettered"))
+		h.abort(c, badField("status", "invalid_field", "status must be pending, delivered or dead_lettered"))
 		return
 	}
 	cur, _, cerr := readPageCursor(c, "webhook-attempts")
 	if cerr != nil {
-		s.abort(c, cerr)
+		h.abort(c, cerr)
 		return
 	}
-	items, err := s.store.ListWebhookAttempts(c.Request.Context(), e.TenantID, e.ID, status, cur.ID, limit+1)
+	items, err := h.store.ListWebhookAttempts(c.Request.Context(), e.TenantID, e.ID, status, cur.ID, limit+1)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	items, next := onePage(items, limit, func(last store.WebhookAttempt) pageCursor {
@@ -298,23 +319,23 @@ func (s *Server) listWebhookAttempts(c *gin.Context) {
 }
 
 // replayWebhookMessage queues one delivered or dead-lettered message again.
-func (s *Server) replayWebhookMessage(c *gin.Context) {
-	e, ok := s.endpointOf(c)
+func (h *webhookEndpointsRoom) replayWebhookMessage(c *gin.Context) {
+	e, ok := h.endpointOf(c)
 	if !ok {
 		return
 	}
 	msgID := c.Param("message_id")
-	exists, err := s.store.WebhookMessageExists(c.Request.Context(), e.TenantID, e.ID, msgID)
+	exists, err := h.store.WebhookMessageExists(c.Request.Context(), e.TenantID, e.ID, msgID)
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if !exists {
-		s.abort(c, notFound("webhook message"))
+		h.abort(c, notFound("webhook message"))
 		return
 	}
-	n, err := s.store.ReplayWebhookMessages(c.Request.Context(), e.TenantID, e.ID, msgID, time.Time{}, time.Time{})
-	s.replayed(c, e, n, err)
+	n, err := h.store.ReplayWebhookMessages(c.Request.Context(), e.TenantID, e.ID, msgID, time.Time{}, time.Time{})
+	h.replayed(c, e, n, err)
 }
 
 type replayRequest struct {
@@ -327,10 +348,10 @@ const MaxReplayRange = 7 * 24 * time.Hour
 
 // replayWebhookMessages queues again every message of the endpoint created in
 // [since, until) that is not pending (delivered or dead-lettered).
-func (s *Server) replayWebhookMessages(c *gin.Context) {
+func (h *webhookEndpointsRoom) replayWebhookMessages(c *gin.Context) {
 	var req replayRequest
 	if err := decodeJSON(c, &req); err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	parse := func(field string, v *string) (time.Time, *Error) {
@@ -345,33 +366,33 @@ func (s *Server) replayWebhookMessages(c *gin.Context) {
 	}
 	since, perr := parse("since", req.Since)
 	if perr != nil {
-		s.abort(c, perr)
+		h.abort(c, perr)
 		return
 	}
 	until, perr := parse("until", req.Until)
 	if perr != nil {
-		s.abort(c, perr)
+		h.abort(c, perr)
 		return
 	}
 	if !until.After(since) || until.Sub(since) > MaxReplayRange {
-		s.abort(c, badField("until", "invalid_field", "until must be after since, at most 7 days later"))
+		h.abort(c, badField("until", "invalid_field", "until must be after since, at most 7 days later"))
 		return
 	}
-	e, ok := s.endpointOf(c)
+	e, ok := h.endpointOf(c)
 	if !ok {
 		return
 	}
-	n, err := s.store.ReplayWebhookMessages(c.Request.Context(), e.TenantID, e.ID, "", since, until)
-	s.replayed(c, e, n, err)
+	n, err := h.store.ReplayWebhookMessages(c.Request.Context(), e.TenantID, e.ID, "", since, until)
+	h.replayed(c, e, n, err)
 }
 
-func (s *Server) replayed(c *gin.Context, e store.WebhookEndpoint, n int64, err error) {
+func (h *webhookEndpointsRoom) replayed(c *gin.Context, e store.WebhookEndpoint, n int64, err error) {
 	if err != nil {
-		s.abort(c, err)
+		h.abort(c, err)
 		return
 	}
 	if n > 0 {
-		s.cfg.Webhooks.Emitter.Wake(c.Request.Context(), e.TenantID, e.ID)
+		h.cfg.Emitter.Wake(c.Request.Context(), e.TenantID, e.ID)
 	}
 	c.JSON(http.StatusAccepted, gin.H{"replayed": n})
 }

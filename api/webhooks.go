@@ -31,9 +31,9 @@ var webhookProviders = []string{"sendgrid", "twilio"}
 
 // webhookMaxBody is the body cap of a provider's webhook (what a request is
 // charged by in the public rate limit); MaxBodyBytes without a registry.
-func (s *Server) webhookMaxBody(provider string) int64 {
-	if s.cfg.Registry != nil {
-		if def, ok := s.cfg.Registry.Get(provider); ok && def.Webhook != nil {
+func (h *providersRoom) webhookMaxBody(provider string) int64 {
+	if h.cfg.Registry != nil {
+		if def, ok := h.cfg.Registry.Get(provider); ok && def.Webhook != nil {
 			return def.Webhook.MaxBodyBytes
 		}
 	}
@@ -95,31 +95,31 @@ func readRawBody(c *gin.Context, limit int64) (raw []byte, release func(), err e
 // webhook receives one provider's webhook: the provider's Receive verifies the
 // request with the config of the tenant it names and returns the receipts,
 // which are applied here.
-func (s *Server) webhook(provider string) gin.HandlerFunc {
+func (h *providersRoom) webhook(provider string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if !s.haveProviders(c) {
+		if !h.haveProviders(c) {
 			return
 		}
-		def, ok := s.cfg.Registry.Get(provider)
+		def, ok := h.cfg.Registry.Get(provider)
 		if !ok || def.Webhook == nil {
-			s.abort(c, notFound("route"))
+			h.abort(c, notFound("route"))
 			return
 		}
 		wh := def.Webhook
 		if wh.Precheck != nil {
-			if err := wh.Precheck(c.Request, s.cfg.WebhookTolerance); err != nil {
-				s.abort(c, webhookError(err))
+			if err := wh.Precheck(c.Request, h.cfg.WebhookTolerance); err != nil {
+				h.abort(c, webhookError(err))
 				return
 			}
 		}
 		raw, release, err := readRawBody(c, wh.MaxBodyBytes)
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		defer release()
 		config := func(ctx context.Context, tenantID string) (providers.ProviderConfig, error) {
-			pc, err := s.cfg.Providers.GetProviderConfig(ctx, tenantID, wh.Channel, provider)
+			pc, err := h.cfg.Store.GetProviderConfig(ctx, tenantID, wh.Channel, provider)
 			if errors.Is(err, herald.ErrNotFound) {
 				return providers.ProviderConfig{}, nil
 			}
@@ -127,9 +127,9 @@ func (s *Server) webhook(provider string) gin.HandlerFunc {
 		}
 		ctx := c.Request.Context()
 		batch, err := wh.Receive(ctx, providers.WebhookRequest{HTTP: c.Request, Body: raw,
-			PublicBaseURL: s.publicBaseURL(c), Tolerance: s.cfg.WebhookTolerance}, config)
+			PublicBaseURL: h.publicBaseURL(c), Tolerance: h.cfg.WebhookTolerance}, config)
 		if err != nil {
-			s.abort(c, webhookError(err))
+			h.abort(c, webhookError(err))
 			return
 		}
 		if batch.TenantID == "" { // names nothing Herald sent
@@ -137,9 +137,9 @@ func (s *Server) webhook(provider string) gin.HandlerFunc {
 			c.JSON(http.StatusOK, webhookResult{Received: n, Ignored: n})
 			return
 		}
-		res, err := s.applyReceipts(ctx, batch.TenantID, wh.Channel, batch.Receipts)
+		res, err := h.applyReceipts(ctx, batch.TenantID, wh.Channel, batch.Receipts)
 		if err != nil {
-			s.abort(c, err)
+			h.abort(c, err)
 			return
 		}
 		res.Received += batch.Untracked
@@ -164,9 +164,9 @@ func webhookError(err error) error {
 
 // publicBaseURL is how providers reach this API. Without a configured one it is
 // the request's own scheme and host (correct only without a proxy in between).
-func (s *Server) publicBaseURL(c *gin.Context) string {
-	if s.cfg.PublicBaseURL != "" {
-		return s.cfg.PublicBaseURL
+func (h *providersRoom) publicBaseURL(c *gin.Context) string {
+	if h.baseURL != "" {
+		return h.baseURL
 	}
 	scheme := "http"
 	if c.Request.TLS != nil {
@@ -187,7 +187,7 @@ func (s *Server) publicBaseURL(c *gin.Context) string {
 //
 // Every step is idempotent: after an error the provider's retry of the whole
 // request converges to the same state.
-func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, receipts []providers.Receipt) (webhookResult, error) {
+func (h *providersRoom) applyReceipts(ctx context.Context, tenantID, channel string, receipts []providers.Receipt) (webhookResult, error) {
 	mine := providers.FilterTenant(receipts, tenantID)
 	res := webhookResult{Received: len(receipts), Ignored: len(receipts) - len(mine)}
 	known := map[string]bool{} // notification id → the tenant has it
@@ -200,7 +200,7 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 		isKnown, seen := known[r.NotificationID]
 		if !seen {
 			if _, _, err := ids.ParseNotificationID(r.NotificationID); err == nil {
-				_, _, err := s.store.NotificationStatus(ctx, tenantID, r.NotificationID)
+				_, _, err := h.store.NotificationStatus(ctx, tenantID, r.NotificationID)
 				switch {
 				case err == nil:
 					isKnown = true
@@ -214,7 +214,7 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 			res.Ignored++
 			continue
 		}
-		recorded, err := s.cfg.Providers.RecordReceipt(ctx, r)
+		recorded, err := h.cfg.Store.RecordReceipt(ctx, r)
 		if err != nil {
 			return res, err
 		}
@@ -237,7 +237,7 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 			}
 			u.Reason = &reason
 		}
-		applied, err := s.store.UpdateDelivery(ctx, tenantID, r.NotificationID, r.Channel, u)
+		applied, err := h.store.UpdateDelivery(ctx, tenantID, r.NotificationID, r.Channel, u)
 		if err != nil {
 			return res, err
 		}
@@ -249,9 +249,9 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 			if u.Reason != nil {
 				reason = *u.Reason
 			}
-			if err := s.cfg.Webhooks.Emitter.Emit(ctx, webhooks.Event{TenantID: tenantID, NotificationID: r.NotificationID,
+			if err := h.emitter.Emit(ctx, webhooks.Event{TenantID: tenantID, NotificationID: r.NotificationID,
 				Channel: r.Channel, Status: u.Status, Provider: r.Provider, Reason: reason}); err != nil {
-				s.log.Warn("queueing the webhook event of a receipt failed", "error", err)
+				h.log.Warn("queueing the webhook event of a receipt failed", "error", err)
 			}
 		}
 		if applied || recorded {
@@ -264,7 +264,7 @@ func (s *Server) applyReceipts(ctx context.Context, tenantID, channel string, re
 	}
 	sort.Strings(order)
 	for _, id := range order {
-		if _, err := s.store.RecomputeNotificationStatus(ctx, tenantID, id); err != nil && !errors.Is(err, herald.ErrNotFound) {
+		if _, err := h.store.RecomputeNotificationStatus(ctx, tenantID, id); err != nil && !errors.Is(err, herald.ErrNotFound) {
 			return res, err
 		}
 	}

@@ -77,8 +77,8 @@ func startForgeryEnv(tb testing.TB, limits api.PublicLimits) forgeryEnv {
 			tb.Fatal(err)
 		}
 	}
-	srv := api.New(st, nil, api.Config{Providers: ps, PublicBaseURL: forgeryPublicBase, WebhookTolerance: 5 * time.Minute,
-		Unsubscribe: unsubscribe.NewSigner(raw), PublicLimits: limits},
+	srv := api.New(st, nil, api.Config{Providers: api.ProviderConfig{Store: ps, WebhookTolerance: 5 * time.Minute},
+		PublicBaseURL: forgeryPublicBase, Unsubscribe: unsubscribe.NewSigner(raw), Limits: api.LimitConfig{Public: limits}},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return forgeryEnv{handler: srv.Handler(), tenantID: tn.ID, signKey: k}
 }

@@ -15,8 +15,8 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // noisyShare is the share of busy CPU used by unrelated processes above which a
@@ -235,7 +235,7 @@ func (b *bench) startEmpty(ctx context.Context, list []notification, dup bool) l
 		nt := list[i]
 		// The same derivation as the API: tenant + hashed idempotency key.
 		id := ids.NotificationWorkflowID(b.tenantID, ids.IdempotencyKeyHash(nt.key))
-		_, err := b.tc.ExecuteWorkflow(ctx, api.StartOptions(id, b.benchQueue, nt.input), benchWorkflowName, nt.input)
+		_, err := b.tc.ExecuteWorkflow(ctx, workflows.NotificationStartOptions(id, b.benchQueue, nt.input), benchWorkflowName, nt.input)
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		switch {
 		case err == nil:

@@ -180,26 +180,25 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		authTTL = opts.AuthCacheTTL
 	}
 	apiCfg := api.Config{
-		TaskQueue: cfg.TaskQueue, DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: authTTL,
-		Providers: a.Providers, Registry: reg, PublicBaseURL: cfg.PublicBaseURL, WebhookTolerance: cfg.WebhookTolerance,
-		Unsubscribe: signer, Limiter: apiLimiter,
-		TenantLimits: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
-		CostLimits: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
-			Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
-		Metrics:     m,
-		Webhooks:    api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
-		OperatorKey: cfg.OperatorKey, CampaignPageSize: cfg.CampaignPageSize, CampaignWindow: cfg.CampaignWindow,
-		UserTokenKey: tokenKey, InboxSecrets: keys, InboxHeartbeat: cfg.InboxHeartbeat,
-		CampaignInDoubtWait: cfg.CampaignInDoubtWait,
+		DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: authTTL, PublicBaseURL: cfg.PublicBaseURL,
+		OperatorKey: cfg.OperatorKey, Metrics: m, Unsubscribe: signer,
+		Limits: api.LimitConfig{Limiter: apiLimiter,
+			Tenant: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
+			Cost: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
+				Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)}},
+		Providers: api.ProviderConfig{Store: a.Providers, Registry: reg, WebhookTolerance: cfg.WebhookTolerance},
+		Inbox:     api.InboxConfig{UserTokenKey: tokenKey, Secrets: keys, Heartbeat: cfg.InboxHeartbeat},
+		Webhooks:  api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
+		Campaigns: api.CampaignConfig{PageSize: cfg.CampaignPageSize, Window: cfg.CampaignWindow, InDoubtWait: cfg.CampaignInDoubtWait},
 	}
 	a.hub = inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{PerUser: cfg.InboxStreamsPerUser,
 		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess}, logger)
-	apiCfg.InboxHub = a.hub
+	apiCfg.Inbox.Hub = a.hub
 	m.RegisterInboxStreamsOpen(a.hub.Open)
 	if cfg.SandboxAPI {
-		apiCfg.Sandbox = a.Sandbox
+		apiCfg.Providers.Sandbox = a.Sandbox
 	}
-	a.api = api.New(apiStore, apiTemporal, apiCfg, logger)
+	a.api = api.New(apiStore, workflows.NewClient(apiTemporal, cfg.TaskQueue), apiCfg, logger)
 	a.handler = a.tracing.Handler(a.api.Handler())
 	return a, nil
 }

@@ -54,7 +54,7 @@ type acceptedNotification struct {
 // validateNotification checks every field and returns the notification to
 // start; the user and the template are checked against the store after the
 // ledger had its say (createNotification).
-func (h *notificationsRoom) validateNotification(c *gin.Context, req createNotificationRequest) (acceptedNotification, *Error) {
+func (h *notificationsRoom) validateNotification(c *gin.Context, req createNotificationRequest) (acceptedNotification, *httpError) {
 	var out acceptedNotification
 	if req.UserID == nil {
 		return out, badField("user_id", "missing_field", "user_id is required")
@@ -109,7 +109,7 @@ func (h *notificationsRoom) validateNotification(c *gin.Context, req createNotif
 
 // dedupWindow is dedup_ttl_sec when given (minDedupTTL to maxDedupTTL), else the
 // server's default window.
-func (h *notificationsRoom) dedupWindow(ttlSec *int64) (time.Duration, *Error) {
+func (h *notificationsRoom) dedupWindow(ttlSec *int64) (time.Duration, *httpError) {
 	if ttlSec == nil {
 		return h.defaultDedupWindow, nil
 	}
@@ -123,7 +123,7 @@ func (h *notificationsRoom) dedupWindow(ttlSec *int64) (time.Duration, *Error) {
 // Idempotency-Key header or idempotency_key, which must agree), else one
 // derived from user, template and data. clientKey is the client's key ("" for
 // a derived one).
-func dedupKey(c *gin.Context, req createNotificationRequest, data map[string]any) (key ids.KeyHash, clientKey string, e *Error) {
+func dedupKey(c *gin.Context, req createNotificationRequest, data map[string]any) (key ids.KeyHash, clientKey string, e *httpError) {
 	idemKey := c.GetHeader("Idempotency-Key")
 	if req.IdempotencyKey != nil {
 		if idemKey != "" && idemKey != *req.IdempotencyKey {
@@ -149,7 +149,7 @@ func dedupKey(c *gin.Context, req createNotificationRequest, data map[string]any
 
 // requestedLane is the lane priority asks for (normal when absent); critical
 // is the template's to choose, never the request's.
-func requestedLane(priority *string) (string, *Error) {
+func requestedLane(priority *string) (string, *httpError) {
 	if priority == nil {
 		return workflows.LaneNormal, nil
 	}
@@ -184,7 +184,7 @@ func (h *notificationsRoom) createNotification(c *gin.Context) {
 		return
 	}
 	if !exists {
-		h.rejectAccept(c, &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_user", Field: "user_id",
+		h.rejectAccept(c, &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_user", Field: "user_id",
 			Message: "user " + acc.input.UserID + " does not exist; create it with PUT /v1/users/{user_id}"})
 		return
 	}
@@ -193,7 +193,7 @@ func (h *notificationsRoom) createNotification(c *gin.Context) {
 		return
 	}
 	if n := contract.PayloadSize(acc.input); n < 0 || n > contract.MaxWorkflowInputBytes {
-		h.rejectAccept(c, &Error{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data",
+		h.rejectAccept(c, &httpError{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data",
 			Message: fmt.Sprintf("the notification is %d bytes as its workflow carries it (JSON-encoded); the limit is %d bytes (%d KiB)",
 				n, contract.MaxWorkflowInputBytes, contract.MaxWorkflowInputBytes>>10)})
 		return
@@ -217,7 +217,7 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 	case err != nil:
 		h.log.Error("starting notification workflow failed", "workflow_id", workflowID, "error", err)
 		c.Header("Retry-After", "1")
-		h.answerAccept(c, acceptUnavailable, http.StatusServiceUnavailable, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+		h.answerAccept(c, acceptUnavailable, http.StatusServiceUnavailable, &httpError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
 			Message: "the notification was not accepted; retry with the same idempotency_key"})
 	case run.Existing:
 		h.duplicate(c, acc, workflowID, run.RunID, seenAt)
@@ -417,7 +417,7 @@ func (h *notificationsRoom) answerFromLedger(c *gin.Context, acc acceptedNotific
 // keyReused answers 422 idempotency_key_reused: the key was accepted with another
 // body during its window.
 func (h *notificationsRoom) keyReused(c *gin.Context, acc acceptedNotification, id string) {
-	h.answerAccept(c, acceptKeyReused, http.StatusUnprocessableEntity, &Error{Status: http.StatusUnprocessableEntity,
+	h.answerAccept(c, acceptKeyReused, http.StatusUnprocessableEntity, &httpError{Status: http.StatusUnprocessableEntity,
 		Code: "idempotency_key_reused", Field: "idempotency_key",
 		Message: fmt.Sprintf("idempotency_key %q was already used for notification %s with a different body (user_id, template_id, data, channels or send_at); "+
 			"resend that body to get the original, or use a new key for a new notification", acc.clientKey, id)})

@@ -25,8 +25,8 @@ import (
 // other key can, the one making the request included: rotating a leaked key is
 // "create, switch, revoke", and revoking the key in hand is a valid last step.
 
-// MaxAPIKeyNameBytes bounds an API key's name.
-const MaxAPIKeyNameBytes = 100
+// maxAPIKeyNameBytes bounds an API key's name.
+const maxAPIKeyNameBytes = 100
 
 type createAPIKeyRequest struct {
 	Name *string `json:"name"`
@@ -72,9 +72,9 @@ func (h *accountRoom) createAPIKey(c *gin.Context) {
 	c.JSON(http.StatusCreated, createdAPIKey{APIKey: k, Key: key})
 }
 
-func validKeyName(name string) *Error {
-	if len(name) > MaxAPIKeyNameBytes || !utf8.ValidString(name) {
-		return badField("name", "invalid_field", "name must be at most %d bytes of UTF-8", MaxAPIKeyNameBytes)
+func validKeyName(name string) *httpError {
+	if len(name) > maxAPIKeyNameBytes || !utf8.ValidString(name) {
+		return badField("name", "invalid_field", "name must be at most %d bytes of UTF-8", maxAPIKeyNameBytes)
 	}
 	for _, r := range name {
 		if unicode.IsControl(r) {
@@ -91,7 +91,7 @@ func (h *accountRoom) revokeAPIKey(c *gin.Context) {
 		h.abort(c, notFound("API key"))
 		return
 	case errors.Is(err, store.ErrLastActiveKey):
-		h.abort(c, &Error{Status: http.StatusConflict, Code: "last_active_key",
+		h.abort(c, &httpError{Status: http.StatusConflict, Code: "last_active_key",
 			Message: "this is the tenant's last active API key; create another one before revoking it"})
 		return
 	case err != nil:

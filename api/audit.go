@@ -21,8 +21,8 @@ import (
 )
 
 // The audit log: every change a tenant makes through the API is recorded by one
-// middleware, audited(action), set on each mutating route in Handler. After the
-// handler answered with a success it appends {API key id, time, action, target
+// middleware, audited(action), set on each mutating route where its room
+// registers it. After the handler answered with a success it appends {API key id, time, action, target
 // (the path parameters), status, details} to audit_log. details is the request's
 // fields with every secret removed (redact), so "what changed" is answerable
 // without ever storing a credential.
@@ -105,7 +105,7 @@ func (m *middleware) audited(action string, routeMode auditMode) gin.HandlerFunc
 		if mode != auditUpload && c.Request.Body != nil && c.Request.ContentLength != 0 {
 			raw, err := io.ReadAll(io.LimitReader(c.Request.Body, maxAuditBody+1))
 			if err != nil {
-				m.abort(c, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
+				m.abort(c, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
 				return
 			}
 			// The handler reads the same bytes (and applies its own limit).
@@ -143,7 +143,7 @@ func (m *middleware) audited(action string, routeMode auditMode) gin.HandlerFunc
 		if err != nil {
 			m.log.Error("writing the audit log failed; the change was not attempted", "tenant_id", tenantID, "action", action, "error", err)
 			c.Header("Retry-After", "1")
-			m.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+			m.abort(c, &httpError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
 				Message: "the change could not be recorded in the audit log, so it was not made; retry"})
 			return
 		}

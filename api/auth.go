@@ -79,7 +79,7 @@ func (a *authenticator) authenticate(c *gin.Context) {
 	scheme, key, ok := strings.Cut(h, " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="herald"`)
-		a.abort(c, &Error{Status: http.StatusUnauthorized, Code: "missing_api_key",
+		a.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "missing_api_key",
 			Message: "send your API key as 'Authorization: Bearer <key>'", Field: "Authorization"})
 		return
 	}
@@ -98,7 +98,7 @@ func (a *authenticator) authenticate(c *gin.Context) {
 	t, err := a.store.TenantByAPIKey(c.Request.Context(), key)
 	if errors.Is(err, herald.ErrNotFound) {
 		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-		a.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "the API key is not valid", Field: "Authorization"})
+		a.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "the API key is not valid", Field: "Authorization"})
 		return
 	}
 	if err != nil {
@@ -117,8 +117,8 @@ func tenantOf(c *gin.Context) store.Tenant {
 
 // parseUserToken verifies a token: signature (HS256 only), issuer, audience,
 // expiry (required) and the presence of a tenant and a user.
-func parseUserToken(key []byte, raw string) (*UserClaims, error) {
-	var claims UserClaims
+func parseUserToken(key []byte, raw string) (*userClaims, error) {
+	var claims userClaims
 	_, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return key, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(userTokenIssuer),
 		jwt.WithAudience(userTokenAudience), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
@@ -156,7 +156,7 @@ func (a *authenticator) authenticateUserToken(c *gin.Context, raw string) {
 		// 401, not 403: every endpoint already documents its 401, and the answer is
 		// the same whatever the endpoint (the token is not a credential for it).
 		c.Header("WWW-Authenticate", `Bearer realm="herald", error="insufficient_scope"`)
-		a.abort(c, &Error{Status: http.StatusUnauthorized, Code: "user_token_not_allowed", Field: "Authorization",
+		a.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "user_token_not_allowed", Field: "Authorization",
 			Message: "a user token opens only that user's inbox; call this endpoint with the tenant's API key"})
 		return
 	}
@@ -220,7 +220,7 @@ const userTokenExpiryKey = "herald.user_token_expiry"
 
 func (a *authenticator) abortInvalidToken(c *gin.Context, msg string) {
 	c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-	a.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_user_token", Message: msg, Field: "Authorization"})
+	a.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_user_token", Message: msg, Field: "Authorization"})
 }
 
 // tokenUser is the user a user token names ("" for the tenant's API key).

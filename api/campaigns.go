@@ -78,7 +78,7 @@ func (h *campaignsRoom) register(v1, public gin.IRouter, mw *middleware) {
 
 // validateCampaign checks every field and returns the campaign to record (and,
 // for an inline audience, its user ids).
-func validateCampaign(tenantID string, req createCampaignRequest) (store.Campaign, []string, *Error) {
+func validateCampaign(tenantID string, req createCampaignRequest) (store.Campaign, []string, *httpError) {
 	out := store.Campaign{TenantID: tenantID, Status: herald.CampaignScheduled}
 	id, err := campaignID(req)
 	if err != nil {
@@ -124,7 +124,7 @@ func validateCampaign(tenantID string, req createCampaignRequest) (store.Campaig
 
 // campaignID is the campaign's id: the client's campaign_id, one derived from
 // its idempotency_key, or a new random one.
-func campaignID(req createCampaignRequest) (string, *Error) {
+func campaignID(req createCampaignRequest) (string, *httpError) {
 	switch {
 	case req.CampaignID != nil && req.IdempotencyKey != nil:
 		return "", badField("idempotency_key", "conflicting_field", "give campaign_id or idempotency_key, not both")
@@ -147,7 +147,7 @@ func campaignID(req createCampaignRequest) (string, *Error) {
 // validAudience checks the audience, which names exactly one of user_ids,
 // list_id, topic or all_users, and sets the campaign's audience kind and
 // reference; it returns an inline audience's user ids, each once.
-func validAudience(a *audienceRequest, out *store.Campaign) ([]string, *Error) {
+func validAudience(a *audienceRequest, out *store.Campaign) ([]string, *httpError) {
 	if a == nil {
 		return nil, badField("audience", "missing_field", "audience is required: one of user_ids, list_id, topic or all_users")
 	}
@@ -189,7 +189,7 @@ func validAudience(a *audienceRequest, out *store.Campaign) ([]string, *Error) {
 
 // inlineAudience checks audience.user_ids (1 to maxInlineRecipients) and drops
 // repeats.
-func inlineAudience(userIDs []string) ([]string, *Error) {
+func inlineAudience(userIDs []string) ([]string, *httpError) {
 	switch {
 	case len(userIDs) == 0:
 		return nil, badField("audience.user_ids", "empty_audience", "audience.user_ids must name at least one user")
@@ -222,7 +222,7 @@ func (h *campaignsRoom) checkCampaignTemplate(c *gin.Context, cp *store.Campaign
 		return err
 	}
 	if t.Critical {
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "critical_template", Field: "template_id",
+		return &httpError{Status: http.StatusUnprocessableEntity, Code: "critical_template", Field: "template_id",
 			Message: "template " + t.ID + " is critical; campaigns send on the bulk lane and honour every preference: use POST /v1/notifications for critical messages"}
 	}
 	if cp.Channels, err = templateChannels(t, cp.Channels); err != nil {
@@ -248,27 +248,27 @@ func (h *campaignsRoom) checkAudience(c *gin.Context, cp store.Campaign) error {
 	case herald.AudienceList:
 		l, err := h.store.GetList(ctx, cp.TenantID, cp.AudienceRef)
 		if errors.Is(err, herald.ErrNotFound) || (err == nil && l.Kind != herald.ListUploaded) {
-			return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_list", Field: "audience.list_id",
+			return &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_list", Field: "audience.list_id",
 				Message: "list " + cp.AudienceRef + " does not exist; upload it with POST /v1/lists"}
 		}
 		if err != nil {
 			return err
 		}
 		if l.MemberCount-l.UnknownCount == 0 {
-			return &Error{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.list_id",
+			return &httpError{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.list_id",
 				Message: "list " + cp.AudienceRef + " names no existing user"}
 		}
 	case herald.AudienceTopic:
 		n, err := h.store.CountTopicSubscribers(ctx, cp.TenantID, cp.AudienceRef)
 		if errors.Is(err, herald.ErrNotFound) {
-			return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_topic", Field: "audience.topic",
+			return &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_topic", Field: "audience.topic",
 				Message: "topic " + cp.AudienceRef + " does not exist; add subscribers with POST /v1/topics/{topic}/subscribers"}
 		}
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			return &Error{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.topic",
+			return &httpError{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.topic",
 				Message: "topic " + cp.AudienceRef + " has no subscribers"}
 		}
 	}
@@ -346,7 +346,7 @@ func (h *campaignsRoom) startCampaign(c *gin.Context, cp store.Campaign, created
 	if err := h.workflows.StartCampaign(ctx, in); err != nil {
 		h.log.Error("starting campaign workflow failed", "workflow_id", cp.WorkflowID, "error", err)
 		c.Header("Retry-After", "1")
-		h.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+		h.abort(c, &httpError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
 			Message: "the campaign was not started; retry with the same campaign_id or idempotency_key"})
 		return
 	}
@@ -543,7 +543,7 @@ func (h *campaignsRoom) controlCampaign(update string) gin.HandlerFunc {
 		switch {
 		case errors.Is(err, workflows.ErrCampaignFinal):
 			cp, _ = h.store.GetCampaign(c.Request.Context(), tenantID, id)
-			h.abort(c, &Error{Status: http.StatusConflict, Code: "campaign_finished", Message: "the campaign has finished (" + cp.Status + ")"})
+			h.abort(c, &httpError{Status: http.StatusConflict, Code: "campaign_finished", Message: "the campaign has finished (" + cp.Status + ")"})
 			return
 		case err != nil:
 			h.abort(c, temporalError(c, err))

@@ -72,7 +72,7 @@ func (h *notificationsRoom) conflict(c *gin.Context, tenantID, id, workflowID, r
 		h.abort(c, err)
 		return
 	}
-	body := gin.H{"error": &Error{Code: "not_cancellable", Message: "cannot cancel: " + why}}
+	body := gin.H{"error": &httpError{Code: "not_cancellable", Message: "cannot cancel: " + why}}
 	if err == nil {
 		body["notification"] = viewFromStore(n)
 	}

@@ -31,7 +31,7 @@ import (
 // The walk uses json.Decoder's tokens, with their input offsets, because the
 // decoded strings no longer show invalid UTF-8 (encoding/json replaces it), so
 // the raw literal is examined when a string contains U+FFFD.
-func decodeData(raw json.RawMessage) (templates.Data, *Error) {
+func decodeData(raw json.RawMessage) (templates.Data, *httpError) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return templates.Data{}, nil
@@ -62,7 +62,7 @@ type dataDecoder struct {
 // it to every body, so such input is a clear 400 rather than a 500 from the
 // database (a user's name, a template's content) or a stuck delivery. Bodies
 // without a \u escape and with valid UTF-8, nearly all of them, are not walked.
-func checkBodyText(raw []byte) *Error {
+func checkBodyText(raw []byte) *httpError {
 	if utf8.Valid(raw) && !bytes.Contains(raw, []byte(`\u`)) {
 		return nil
 	}
@@ -74,9 +74,9 @@ func checkBodyText(raw []byte) *Error {
 
 // malformedData cannot happen for a body the request decoder accepted (a
 // json.RawMessage is valid JSON); it is answered rather than trusted.
-var malformedData = &Error{Status: http.StatusBadRequest, Code: "malformed_json", Field: "data", Message: "data is not valid JSON"}
+var malformedData = &httpError{Status: http.StatusBadRequest, Code: "malformed_json", Field: "data", Message: "data is not valid JSON"}
 
-func (d *dataDecoder) value(path string) (any, *Error) {
+func (d *dataDecoder) value(path string) (any, *httpError) {
 	start := d.dec.InputOffset()
 	tok, err := d.dec.Token()
 	if err != nil {
@@ -147,7 +147,7 @@ func (d *dataDecoder) value(path string) (any, *Error) {
 // checkString refuses a key or string value that a delivery cannot carry as
 // sent. start is the decoder offset before the token, so raw[start:] begins
 // with the separators and then the string's literal.
-func (d *dataDecoder) checkString(path, what, s string, start int64) *Error {
+func (d *dataDecoder) checkString(path, what, s string, start int64) *httpError {
 	if strings.IndexByte(s, 0) >= 0 {
 		return badField(path, "invalid_field", "%s: the %s contains a NUL character (\\u0000), which no channel can carry", path, what)
 	}

@@ -17,7 +17,7 @@ import (
 const maxBulkRedrive = 1000
 
 // deadLetterFilter reads channel, template_id, since, until (RFC 3339), status,
-// limit (DefaultPageLimit, at most MaxPageLimit) and cursor from the query string.
+// limit (defaultPageLimit, at most maxPageLimit) and cursor from the query string.
 func deadLetterFilter(c *gin.Context, tenantID string) (store.DeadLetterFilter, error) {
 	f := store.DeadLetterFilter{TenantID: tenantID, Channel: c.Query("channel"), TemplateID: c.Query("template_id"),
 		Status: c.DefaultQuery("status", store.DeadLetterOpen)}
@@ -98,7 +98,7 @@ func (h *notificationsRoom) redriveDeadLetter(c *gin.Context) {
 		return
 	}
 	if d.Status != store.DeadLetterOpen {
-		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": &Error{Code: "not_redrivable",
+		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": &httpError{Code: "not_redrivable",
 			Message: "dead letter is " + d.Status + "; only open dead letters can be redriven"}, "dead_letter": d})
 		return
 	}
@@ -106,7 +106,7 @@ func (h *notificationsRoom) redriveDeadLetter(c *gin.Context) {
 	if errors.Is(err, workflows.ErrAlreadyStarted) {
 		// Another request started this dead letter's redrive a moment ago.
 		d.Status = store.DeadLetterRedriving
-		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": &Error{Code: "not_redrivable",
+		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": &httpError{Code: "not_redrivable",
 			Message: "a redrive of this dead letter is already running"}, "dead_letter": d})
 		return
 	}

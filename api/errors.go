@@ -14,12 +14,12 @@ import (
 	"github.com/herald-notify/herald/internal/jsondecode"
 )
 
-// MaxBodyBytes caps request bodies; larger ones get 413.
-const MaxBodyBytes = 64 << 10
+// maxBodyBytes caps request bodies; larger ones get 413.
+const maxBodyBytes = 64 << 10
 
-// Error is the JSON body of every error response:
+// httpError is the JSON body of every error response:
 // {"error": {"code": "...", "message": "...", "field": "..."}}.
-type Error struct {
+type httpError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -30,14 +30,14 @@ type Error struct {
 	Missing []string `json:"missing,omitempty"`
 }
 
-func (e *Error) Error() string { return e.Message }
+func (e *httpError) Error() string { return e.Message }
 
-func badField(field, code, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+func badField(field, code, format string, args ...any) *httpError {
+	return &httpError{Status: http.StatusBadRequest, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-func notFound(what string) *Error {
-	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
+func notFound(what string) *httpError {
+	return &httpError{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
 }
 
 // responder writes the error answers of a room or a middleware; every one
@@ -46,13 +46,13 @@ type responder struct {
 	log *slog.Logger
 }
 
-// abort writes err as the response. Anything that is not an *Error is logged and
+// abort writes err as the response. Anything that is not an *httpError is logged and
 // answered with a generic 500 that leaks nothing.
 func (r responder) abort(c *gin.Context, err error) {
-	var e *Error
+	var e *httpError
 	if !errors.As(err, &e) {
 		r.log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
-		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"}
+		e = &httpError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"}
 	}
 	c.Set(errorCodeKey, e.Code)
 	c.AbortWithStatusJSON(e.Status, gin.H{"error": e})
@@ -65,7 +65,7 @@ const errorCodeKey = "herald.error_code"
 // wrong types, trailing data, oversized bodies and strings no channel or column
 // can carry (checkBodyText) with errors that name the problem.
 func decodeJSON(c *gin.Context, dst any) error {
-	return decodeJSONLimit(c, dst, MaxBodyBytes)
+	return decodeJSONLimit(c, dst, maxBodyBytes)
 }
 
 // decodeJSONLimit is decodeJSON with a body limit of max bytes.
@@ -74,13 +74,13 @@ func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			return &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 				Message: fmt.Sprintf("request body exceeds %d bytes", max)}
 		}
-		return &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
+		return &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
 	}
 	if len(strings.TrimSpace(string(raw))) == 0 {
-		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "request body is empty; expected a JSON object"}
+		return &httpError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "request body is empty; expected a JSON object"}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.UseNumber()
@@ -89,7 +89,7 @@ func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
 		return jsonError(err)
 	}
 	if dec.More() {
-		return &Error{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
+		return &httpError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
 	}
 	if err := checkBodyText(raw); err != nil {
 		return err
@@ -98,10 +98,10 @@ func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
 }
 
 // jsonError answers a body that does not decode: 400 naming the problem.
-func jsonError(err error) *Error { return fieldError(jsondecode.Explain(err)) }
+func jsonError(err error) *httpError { return fieldError(jsondecode.Explain(err)) }
 
 // fieldError is a 400 for a problem named by field (a body's, or a provider
 // config's as the provider's Validate reported it).
-func fieldError(e *jsondecode.Error) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: e.Code, Field: e.Field, Message: e.Message}
+func fieldError(e *jsondecode.Error) *httpError {
+	return &httpError{Status: http.StatusBadRequest, Code: e.Code, Field: e.Field, Message: e.Message}
 }

@@ -8,3 +8,12 @@ var CampaignInput = campaignInput
 
 // LedgerMargin is ledgerMargin: a dedup test waits it out.
 const LedgerMargin = ledgerMargin
+
+// UserHash is userHash: the tests compute a user hash as a tenant would.
+var UserHash = userHash
+
+// UserClaims are userClaims: the tests read a user token's claims.
+type UserClaims = userClaims
+
+// RequestIDHeader is requestIDHeader: the access log test sends one.
+const RequestIDHeader = requestIDHeader

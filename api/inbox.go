@@ -55,7 +55,7 @@ func (h *inboxRoom) register(v1, public gin.IRouter, mw *middleware) {
 	v1.GET("/inbox/settings", h.getInboxSettings)
 	v1.PUT("/inbox/settings", mw.audited(auditInboxSettingsPut, auditFields), h.putInboxSettings)
 	v1.POST("/inbox/secret", mw.audited(auditInboxSecretRotate, auditFields), h.rotateInboxSecret)
-	public.POST("/v1/inbox/session", mw.limitPublic("inbox-session", MaxBodyBytes, false), h.inboxSession)
+	public.POST("/v1/inbox/session", mw.limitPublic("inbox-session", maxBodyBytes, false), h.inboxSession)
 	public.GET(inboxComponentPath, serveInboxComponent)
 	public.GET(InboxDemoPath, serveInboxDemo)
 }

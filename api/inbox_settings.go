@@ -166,7 +166,7 @@ func (h *inboxRoom) corsAllowed(c *gin.Context, tenantID string, origins []strin
 		c.Header("Access-Control-Allow-Origin", origin)
 		return true
 	}
-	h.abort(c, &Error{Status: http.StatusForbidden, Code: "origin_not_allowed", Field: "Origin",
+	h.abort(c, &httpError{Status: http.StatusForbidden, Code: "origin_not_allowed", Field: "Origin",
 		Message: "this origin is not in the tenant's inbox allowed_origins (PUT /v1/inbox/settings)"})
 	return false
 }

@@ -55,7 +55,7 @@ func (h *inboxRoom) inboxStream(c *gin.Context) {
 		return
 	}
 	if h.cfg.Hub == nil {
-		h.abort(c, &Error{Status: http.StatusServiceUnavailable, Code: "streams_unavailable", Message: "inbox streams are not enabled on this server"})
+		h.abort(c, &httpError{Status: http.StatusServiceUnavailable, Code: "streams_unavailable", Message: "inbox streams are not enabled on this server"})
 		return
 	}
 	last, verr := lastEventID(c)
@@ -67,7 +67,7 @@ func (h *inboxRoom) inboxStream(c *gin.Context) {
 	var tooMany *inboxlive.ErrTooManyStreams
 	if errors.As(err, &tooMany) {
 		c.Header("Retry-After", "5")
-		h.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: tooMany.Error() + "; close one first"})
+		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: tooMany.Error() + "; close one first"})
 		return
 	}
 	if err != nil {
@@ -92,7 +92,7 @@ func (h *inboxRoom) inboxStream(c *gin.Context) {
 
 // lastEventID is the id the client saw last (Last-Event-ID, or ?last_event_id=
 // for a client that cannot set headers); -1 for none.
-func lastEventID(c *gin.Context) (int64, *Error) {
+func lastEventID(c *gin.Context) (int64, *httpError) {
 	raw, field := c.GetHeader("Last-Event-ID"), "Last-Event-ID"
 	if raw == "" {
 		raw, field = c.Query("last_event_id"), "last_event_id"

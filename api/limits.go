@@ -69,7 +69,7 @@ func (m *middleware) limitTenant(c *gin.Context) {
 		}
 		if !ok {
 			c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(resetAt.Sub(now))))
-			m.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "daily_quota_exceeded",
+			m.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "daily_quota_exceeded",
 				Message: fmt.Sprintf("the daily quota of %d notifications is used up (%d counted today); it resets at %s", l.DailyQuota, used, resetAt.Format(time.RFC3339))})
 			return
 		}
@@ -96,7 +96,7 @@ type CostLimits struct {
 	TemplateSave Bucket
 	// Redrive: POST /v1/dead-letters/{id}/redrive (starts a workflow).
 	Redrive Bucket
-	// BulkRedrive: POST /v1/dead-letters/redrive (up to MaxBulkRedrive workflows
+	// BulkRedrive: POST /v1/dead-letters/redrive (up to maxBulkRedrive workflows
 	// per request).
 	BulkRedrive Bucket
 }
@@ -129,7 +129,7 @@ func (m *middleware) takeToken(c *gin.Context, key string, b Bucket, what string
 	}
 	if !ok {
 		c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
-		m.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+		m.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: fmt.Sprintf("more than %g %s per second; retry after the Retry-After seconds", b.RatePerSecond, what)})
 		return false
 	}

@@ -178,7 +178,7 @@ func (l *lineReader) Next() bool {
 func (h *campaignsRoom) createList(c *gin.Context) {
 	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	if mt != contentTypeCSV && mt != contentTypeNDJSON {
-		h.abort(c, &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+		h.abort(c, &httpError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 			Message: "upload a list as text/csv (a header with user_id) or application/x-ndjson (one {\"user_id\": ...} per line)"})
 		return
 	}
@@ -197,7 +197,7 @@ func (h *campaignsRoom) createList(c *gin.Context) {
 	l, err := h.store.UploadList(c.Request.Context(), tenantOf(c).ID, id, name, src)
 	var bad *listLineError
 	if errors.As(err, &bad) {
-		h.abort(c, &Error{Status: http.StatusBadRequest, Code: "invalid_line", Field: fmt.Sprintf("line %d", bad.line), Message: bad.Error()})
+		h.abort(c, &httpError{Status: http.StatusBadRequest, Code: "invalid_line", Field: fmt.Sprintf("line %d", bad.line), Message: bad.Error()})
 		return
 	}
 	if err != nil {
@@ -243,7 +243,7 @@ func (h *campaignsRoom) deleteList(c *gin.Context) {
 }
 
 // validTopic checks a topic name (an id: no whitespace, control characters or '/').
-func validTopic(field, v string) *Error { return validID(field, v) }
+func validTopic(field, v string) *httpError { return validID(field, v) }
 
 type topicSubscribersRequest struct {
 	UserIDs []string `json:"user_ids"`

@@ -50,9 +50,9 @@ func newMiddleware(r responder, st *store.Store, auth *authenticator, settings *
 // (authenticator.authenticate).
 func (m *middleware) authenticate(c *gin.Context) { m.auth.authenticate(c) }
 
-// RequestIDHeader is the request id a client or proxy may send; the access log
+// requestIDHeader is the request id a client or proxy may send; the access log
 // carries it.
-const RequestIDHeader = "X-Request-Id"
+const requestIDHeader = "X-Request-Id"
 
 // accessLog writes one structured line per request, after it: method, route (the
 // matched pattern, so ids and keys in paths stay out), status, duration, bytes
@@ -88,7 +88,7 @@ func (m *middleware) accessLog(c *gin.Context) {
 		slog.Int("status", status),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000),
 		slog.Int("bytes", max(c.Writer.Size(), 0)))
-	if id := c.GetHeader(RequestIDHeader); id != "" {
+	if id := c.GetHeader(requestIDHeader); id != "" {
 		attrs = append(attrs, slog.String("request_id", truncateID(id)))
 	}
 	if t, ok := c.Get(tenantKey); ok {
@@ -110,7 +110,7 @@ func (m *middleware) recoverJSON(c *gin.Context) {
 	defer func() {
 		if p := recover(); p != nil {
 			m.log.Error("panic in handler", "path", c.FullPath(), "panic", p)
-			m.abort(c, &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"})
+			m.abort(c, &httpError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the request can be retried"})
 		}
 	}()
 	c.Next()
@@ -129,14 +129,14 @@ func (m *middleware) operatorAuth(c *gin.Context) {
 	key = strings.TrimSpace(key)
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="herald"`)
-		m.abort(c, &Error{Status: http.StatusUnauthorized, Code: "missing_api_key",
+		m.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "missing_api_key",
 			Message: "send the operator key (HERALD_OPERATOR_KEY) as 'Authorization: Bearer <key>'", Field: "Authorization"})
 		return
 	}
 	got, want := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(m.operatorKey))
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-		m.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+		m.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
 			Message: "the operator key is not valid (a tenant's API key is not an operator key)", Field: "Authorization"})
 		return
 	}

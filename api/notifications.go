@@ -192,7 +192,7 @@ func viewFromRun(run workflows.NotificationRun, workflowID, id string) notificat
 func temporalError(c *gin.Context, err error) error {
 	if workflows.IsUnavailable(err) {
 		c.Header("Retry-After", "1")
-		return &Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Message: "Temporal is unreachable; retry shortly"}
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Message: "Temporal is unreachable; retry shortly"}
 	}
 	return err
 }

@@ -25,8 +25,8 @@ import (
 )
 
 // operatorOnly is the 403 for a tenant trying to set what the operator decides.
-func operatorOnly(field, message string) *Error {
-	return &Error{Status: http.StatusForbidden, Code: "operator_only", Field: field, Message: message}
+func operatorOnly(field, message string) *httpError {
+	return &httpError{Status: http.StatusForbidden, Code: "operator_only", Field: field, Message: message}
 }
 
 // tenantLimitsView is a tenant's limits as the operator API shows them: the stored
@@ -63,7 +63,7 @@ func (h *accountRoom) effective(l store.TenantLimits) effectiveLimits {
 // loosely: anything else cannot be a tenant.
 var tenantIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-func operatorTenantID(c *gin.Context) (string, *Error) {
+func operatorTenantID(c *gin.Context) (string, *httpError) {
 	id := c.Param("tenant_id")
 	if !tenantIDPattern.MatchString(id) {
 		return "", badField("tenant_id", "invalid_field", "tenant_id must be a tenant id such as t_0123456789abcdef")

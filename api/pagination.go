@@ -9,26 +9,26 @@ import (
 )
 
 // Page sizes of the keyset-paginated lists (templates, dead letters, push tokens).
-// The inbox keeps its own (DefaultInboxLimit, MaxInboxLimit).
+// The inbox keeps its own (defaultInboxLimit, maxInboxLimit).
 const (
-	DefaultPageLimit = 50
-	MaxPageLimit     = 200
+	defaultPageLimit = 50
+	maxPageLimit     = 200
 )
 
 // maxCursorBytes bounds a cursor query value (a push token cursor carries the
-// token, up to MaxPushTokenBytes).
+// token, up to maxPushTokenBytes).
 const maxCursorBytes = 8 << 10
 
-// pageLimit reads ?limit= (DefaultPageLimit when absent): 400 naming limit unless it
-// is an integer from 1 to MaxPageLimit.
-func pageLimit(c *gin.Context) (int, *Error) {
+// pageLimit reads ?limit= (defaultPageLimit when absent): 400 naming limit unless it
+// is an integer from 1 to maxPageLimit.
+func pageLimit(c *gin.Context) (int, *httpError) {
 	v, ok := c.GetQuery("limit")
 	if !ok {
-		return DefaultPageLimit, nil
+		return defaultPageLimit, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > MaxPageLimit {
-		return 0, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", MaxPageLimit)
+	if err != nil || n < 1 || n > maxPageLimit {
+		return 0, badField("limit", "invalid_field", "limit must be an integer from 1 to %d", maxPageLimit)
 	}
 	return n, nil
 }
@@ -68,7 +68,7 @@ func encodePageCursor(p pageCursor) *string {
 
 // readPageCursor reads ?cursor= for the named list: ok false and no error when
 // absent; 400 naming cursor when it is not one this list returned.
-func readPageCursor(c *gin.Context, list string) (p pageCursor, ok bool, e *Error) {
+func readPageCursor(c *gin.Context, list string) (p pageCursor, ok bool, e *httpError) {
 	v, present := c.GetQuery("cursor")
 	if !present {
 		return p, false, nil

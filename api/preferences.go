@@ -12,8 +12,8 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 )
 
-// MaxCategoryCap bounds one category cap (notifications per user per rolling 24 h).
-const MaxCategoryCap = 1_000_000
+// maxCategoryCap bounds one category cap (notifications per user per rolling 24 h).
+const maxCategoryCap = 1_000_000
 
 // categoryName is templates.Validate's rule for a template category.
 var categoryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)

@@ -25,8 +25,8 @@ import (
 // (AES-GCM, bound to tenant/channel/provider) and never returned, echoed in an
 // error message or logged. A response only says whether credentials are stored.
 
-// MaxProviderPriority bounds a provider config's priority.
-const MaxProviderPriority = 1000
+// maxProviderPriority bounds a provider config's priority.
+const maxProviderPriority = 1000
 
 // providersRoom holds the tenants' provider configs and push tokens, the
 // providers' delivery receipt webhooks and, in development, the sandbox's
@@ -106,7 +106,7 @@ func (h *providersRoom) channelProviders(channel string) []string {
 	return h.cfg.Registry.ForChannel(channel)
 }
 
-func (h *providersRoom) validProviderChannel(channel string) *Error {
+func (h *providersRoom) validProviderChannel(channel string) *httpError {
 	if len(h.channelProviders(channel)) == 0 {
 		return badField("channel", "unknown_channel", "channel must be email, sms or push")
 	}
@@ -141,8 +141,8 @@ func (h *providersRoom) putProvider(c *gin.Context) {
 	priority := 0
 	if req.Priority != nil {
 		priority = *req.Priority
-		if priority < 0 || priority > MaxProviderPriority {
-			h.abort(c, badField("priority", "invalid_field", "priority must be an integer from 0 to %d", MaxProviderPriority))
+		if priority < 0 || priority > maxProviderPriority {
+			h.abort(c, badField("priority", "invalid_field", "priority must be an integer from 0 to %d", maxProviderPriority))
 			return
 		}
 	}
@@ -252,7 +252,7 @@ func (h *providersRoom) deleteProvider(c *gin.Context) {
 // Validate and returns the settings to store (compact JSON) and the secret (nil
 // when the body had no credentials). Error messages never include a
 // credential's value.
-func validateProviderConfig(ctx context.Context, def providers.Definition, rawSettings, rawCreds json.RawMessage) (json.RawMessage, []byte, *Error) {
+func validateProviderConfig(ctx context.Context, def providers.Definition, rawSettings, rawCreds json.RawMessage) (json.RawMessage, []byte, *httpError) {
 	var settings, creds json.RawMessage
 	if !isAbsent(rawSettings) {
 		settings = rawSettings

@@ -38,7 +38,7 @@ type PublicLimits struct {
 	// PerIP limits every request to those endpoints by source address (the TCP
 	// peer: X-Forwarded-For is not trusted, so behind a proxy every caller is
 	// the proxy). Webhooks and unsubscribe links have separate buckets. A
-	// request costs one token per BodyUnit of its Content-Length started (a
+	// request costs one token per bodyUnit of its Content-Length started (a
 	// body of unknown length costs the endpoint's largest), so the bytes a
 	// source may make the API read and scan are limited too: a 2 MiB batch
 	// costs 32 requests' worth.
@@ -49,13 +49,13 @@ type PublicLimits struct {
 	Keys int
 }
 
-// BodyUnit is the body size one PerIP token pays for.
-const BodyUnit = 64 << 10
+// bodyUnit is the body size one PerIP token pays for.
+const bodyUnit = 64 << 10
 
-// DefaultPublicLimits are well above what providers post (Twilio posts one
+// defaultPublicLimits are well above what providers post (Twilio posts one
 // callback per message status, SendGrid batches its events), so they only stop
 // floods.
-var DefaultPublicLimits = PublicLimits{
+var defaultPublicLimits = PublicLimits{
 	PerIP:     Rate{PerSecond: 100, Burst: 200},
 	PerTenant: Rate{PerSecond: 500, Burst: 1000},
 	Keys:      10_000,
@@ -69,7 +69,7 @@ type publicLimiter struct {
 }
 
 func newPublicLimiter(l PublicLimits) *publicLimiter {
-	d := DefaultPublicLimits
+	d := defaultPublicLimits
 	if l.PerIP.PerSecond == 0 {
 		l.PerIP = d.PerIP
 	}
@@ -118,7 +118,7 @@ func (m *middleware) limitPublic(group string, maxBody int64, byTenant bool) gin
 		if size < 0 {
 			size = maxBody
 		}
-		units := max(1, int((min(size, maxBody)+BodyUnit-1)/BodyUnit))
+		units := max(1, int((min(size, maxBody)+bodyUnit-1)/bodyUnit))
 		if ok, retry := m.public.take(group+" ip "+c.RemoteIP(), units, l.PerIP, now); !ok {
 			m.abortRateLimited(c, retry, fmt.Sprintf("more than %g requests per second from this address", l.PerIP.PerSecond))
 			return
@@ -134,6 +134,6 @@ func (m *middleware) limitPublic(group string, maxBody int64, byTenant bool) gin
 
 func (m *middleware) abortRateLimited(c *gin.Context, retry time.Duration, what string) {
 	c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
-	m.abort(c, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+	m.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 		Message: what + "; retry after the Retry-After seconds"})
 }

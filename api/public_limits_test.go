@@ -51,7 +51,7 @@ func TestPublicLimiterBuckets(t *testing.T) {
 	}
 	// Defaults fill what is zero; a negative rate is off.
 	d := newPublicLimiter(PublicLimits{PerTenant: Rate{PerSecond: -1}})
-	if d.limits.PerIP != DefaultPublicLimits.PerIP || d.limits.Keys != DefaultPublicLimits.Keys {
+	if d.limits.PerIP != defaultPublicLimits.PerIP || d.limits.Keys != defaultPublicLimits.Keys {
 		t.Fatalf("defaults not applied: %+v", d.limits)
 	}
 	for range 10_000 {

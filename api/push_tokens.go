@@ -9,9 +9,9 @@ import (
 	"github.com/herald-notify/herald/providers"
 )
 
-// MaxPushTokenBytes bounds a device token (FCM registration tokens are ~160–200
+// maxPushTokenBytes bounds a device token (FCM registration tokens are ~160–200
 // bytes; APNs tokens 64 hex digits; web push tokens are FCM tokens).
-const MaxPushTokenBytes = 4096
+const maxPushTokenBytes = 4096
 
 type putPushTokenRequest struct {
 	Token    *string `json:"token"`
@@ -20,12 +20,12 @@ type putPushTokenRequest struct {
 
 // validPushToken: 1 to 4096 bytes of printable ASCII without spaces or '/', so a
 // token is safe as the DELETE route's path segment.
-func validPushToken(field, v string) *Error {
+func validPushToken(field, v string) *httpError {
 	if v == "" {
 		return badField(field, "missing_field", "%s is required", field)
 	}
-	if len(v) > MaxPushTokenBytes {
-		return badField(field, "invalid_field", "%s must be at most %d bytes", field, MaxPushTokenBytes)
+	if len(v) > maxPushTokenBytes {
+		return badField(field, "invalid_field", "%s must be at most %d bytes", field, maxPushTokenBytes)
 	}
 	for i := 0; i < len(v); i++ {
 		if b := v[i]; b <= ' ' || b >= 0x7f || b == '/' {

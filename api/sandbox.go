@@ -35,7 +35,7 @@ func (h *providersRoom) sandboxOn(c *gin.Context) {
 }
 
 // listSandboxMessages shows what the sandbox provider would have sent for the
-// tenant, newest first (dev only: the route exists only when Config.Sandbox is
+// tenant, newest first (dev only: the route answers only when Config.Providers.Sandbox is
 // set). limit is 1..500 (default 50). With notification_id, only that
 // notification's messages among the tenant's newest 500 are listed.
 func (h *providersRoom) listSandboxMessages(c *gin.Context) {

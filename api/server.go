@@ -1,6 +1,16 @@
 // Package api is Herald's REST API (gin). It authenticates the tenant from the API
 // key, validates input, and turns POST /v1/notifications into a workflow start: the
 // start is both the durable acceptance and the Layer-1 dedup check.
+//
+// The handlers live in rooms, one per resource, each holding only what it needs
+// and registering its own routes: notificationsRoom (accept, status, cancel,
+// dead letters, support view), campaignsRoom (campaigns, lists, topics),
+// inboxRoom (inbox, stream, user tokens, inbox settings), usersRoom (users,
+// preferences, unsubscribe), templatesRoom, providersRoom (providers, push
+// tokens, receipt webhooks, sandbox), webhookEndpointsRoom and accountRoom (API
+// keys, audit log, settings, operator). They share the middleware
+// (middleware.go) and the caches of users, templates and settings; Temporal is
+// reached only through workflows.Client.
 package api
 
 import (
@@ -153,7 +163,7 @@ func (s *Server) Handler() http.Handler {
 	r.Use(mw.accessLog, mw.recoverJSON, preflight)
 	r.NoRoute(func(c *gin.Context) { mw.abort(c, notFound("route")) })
 	r.NoMethod(func(c *gin.Context) {
-		mw.abort(c, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: c.Request.Method + " is not allowed here"})
+		mw.abort(c, &httpError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: c.Request.Method + " is not allowed here"})
 	})
 
 	r.GET("/healthz", s.healthz)

@@ -36,7 +36,7 @@ type putSettingsRequest struct {
 // sent with the value it already has is accepted and changes nothing, so a client
 // may PUT back the document GET /v1/settings returned; allow_critical is not in
 // that document and is always refused.
-func (r putSettingsRequest) operatorOnlyFields(cur store.TenantSettings) *Error {
+func (r putSettingsRequest) operatorOnlyFields(cur store.TenantSettings) *httpError {
 	const how = "; the operator sets it (herald tenant limits, or the operator API)"
 	switch {
 	case r.APIRatePerSecond != nil && *r.APIRatePerSecond != cur.APIRatePerSecond:
@@ -62,7 +62,7 @@ type retryPolicyRequest struct {
 // retries validates the retry overrides: provider channels only, positive
 // durations (Go syntax: "500ms", "2m"), coefficient ≥ 1, attempts 1..100, and
 // each policy whole as it applies over the default (herald.RetryPolicy.Validate).
-func (r putSettingsRequest) retries() (map[string]herald.RetryPolicy, *Error) {
+func (r putSettingsRequest) retries() (map[string]herald.RetryPolicy, *httpError) {
 	out := map[string]herald.RetryPolicy{}
 	for _, ch := range sortedChannels(r.RetryPolicies) {
 		in := r.RetryPolicies[ch]
@@ -120,7 +120,7 @@ func sortedChannels[V any](m map[string]V) []string {
 }
 
 // caps validates the category caps and returns them as integers.
-func (r putSettingsRequest) caps() (map[string]int, *Error) {
+func (r putSettingsRequest) caps() (map[string]int, *httpError) {
 	cats := make([]string, 0, len(r.CategoryCaps))
 	for cat := range r.CategoryCaps {
 		cats = append(cats, cat)
@@ -143,15 +143,15 @@ func (r putSettingsRequest) caps() (map[string]int, *Error) {
 		if err != nil {
 			return nil, badField(field, "invalid_type", "%s must be an integer, not %s", field, num)
 		}
-		if n < 1 || n > MaxCategoryCap {
-			return nil, badField(field, "invalid_field", "a cap is an integer from 1 to %d; leave the category out for no cap", MaxCategoryCap)
+		if n < 1 || n > maxCategoryCap {
+			return nil, badField(field, "invalid_field", "a cap is an integer from 1 to %d; leave the category out for no cap", maxCategoryCap)
 		}
 		out[cat] = int(n)
 	}
 	return out, nil
 }
 
-func (r putSettingsRequest) validLocale() *Error {
+func (r putSettingsRequest) validLocale() *httpError {
 	if r.DefaultLocale != nil {
 		if _, err := language.Parse(*r.DefaultLocale); err != nil || len(*r.DefaultLocale) > 35 {
 			return badField("default_locale", "invalid_field", "default_locale must be a BCP 47 language tag such as en-US")

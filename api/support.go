@@ -69,7 +69,7 @@ func newSupportItem(n store.SupportNotification) supportItem {
 
 // supportFilter reads from, until (RFC 3339), template_id, status, limit and
 // cursor.
-func supportFilter(c *gin.Context, list string) (store.UserNotificationFilter, *Error) {
+func supportFilter(c *gin.Context, list string) (store.UserNotificationFilter, *httpError) {
 	var f store.UserNotificationFilter
 	for _, p := range []struct {
 		name string

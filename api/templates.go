@@ -17,11 +17,11 @@ import (
 	"github.com/herald-notify/herald/internal/templates"
 )
 
-// MaxTemplateBodyBytes caps a PUT /v1/templates body. It is larger than
-// MaxBodyBytes because the template sources alone may add up to
+// maxTemplateBodyBytes caps a PUT /v1/templates body. It is larger than
+// maxBodyBytes because the template sources alone may add up to
 // templates.MaxTemplateBytes, and JSON escaping and the object around them come on
 // top; templates.Validate then enforces the limits on the sources themselves.
-const MaxTemplateBodyBytes = 256 << 10
+const maxTemplateBodyBytes = 256 << 10
 
 // templatesRoom holds the tenants' templates and their preview.
 type templatesRoom struct {
@@ -54,7 +54,7 @@ func newTemplateCache(st *store.Store) *templateCache {
 	return &templateCache{store: st, cache: expirable.NewLRU[string, store.TemplateRecord](10_000, nil, templateCacheTTL)}
 }
 
-// latestTemplate is the template's latest version, cached for TemplateCacheTTL.
+// latest is the template's latest version, cached for templateCacheTTL.
 func (tc *templateCache) latest(ctx context.Context, tenantID, templateID string) (store.TemplateRecord, error) {
 	key := tenantID + "/" + templateID
 	if rec, ok := tc.cache.Get(key); ok {
@@ -136,7 +136,7 @@ func (h *templatesRoom) putTemplate(c *gin.Context) {
 		return
 	}
 	var req putTemplateRequest
-	if err := decodeJSONLimit(c, &req, MaxTemplateBodyBytes); err != nil {
+	if err := decodeJSONLimit(c, &req, maxTemplateBodyBytes); err != nil {
 		h.abort(c, err)
 		return
 	}
@@ -213,7 +213,7 @@ func (h *templatesRoom) getTemplate(c *gin.Context) {
 }
 
 // listTemplates pages the latest version of every live template, by id: ?limit=
-// (DefaultPageLimit, at most MaxPageLimit) and ?cursor= (next_cursor of the page
+// (defaultPageLimit, at most maxPageLimit) and ?cursor= (next_cursor of the page
 // before; null on the last page).
 func (h *templatesRoom) listTemplates(c *gin.Context) {
 	limit, verr := pageLimit(c)
@@ -279,7 +279,7 @@ func (h *templatesRoom) templateVersion(c *gin.Context, id string, version int) 
 }
 
 // missingVariablesError is the 422 for data that lacks variables a template needs.
-func missingVariablesError(missing []string) *Error {
-	return &Error{Status: http.StatusUnprocessableEntity, Code: "missing_variables", Field: "data",
+func missingVariablesError(missing []string) *httpError {
+	return &httpError{Status: http.StatusUnprocessableEntity, Code: "missing_variables", Field: "data",
 		Message: fmt.Sprintf("data lacks variables the template needs: %s", strings.Join(missing, ", ")), Missing: missing}
 }

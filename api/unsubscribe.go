@@ -67,7 +67,7 @@ func (h *usersRoom) renderUnsubscribePage(c *gin.Context, status int, d unsubscr
 
 // verifyUnsubscribe checks the token of the request: signed by this deployment and
 // naming a user that exists.
-func (h *usersRoom) verifyUnsubscribe(c *gin.Context) (unsubscribe.Claims, *Error) {
+func (h *usersRoom) verifyUnsubscribe(c *gin.Context) (unsubscribe.Claims, *httpError) {
 	if h.unsubscribe == nil {
 		return unsubscribe.Claims{}, notFound("route")
 	}
@@ -96,7 +96,7 @@ func wantsHTML(c *gin.Context) bool {
 func (h *usersRoom) postUnsubscribe(c *gin.Context) {
 	unsubscribeHeaders(c)
 	html := wantsHTML(c)
-	fail := func(e *Error) {
+	fail := func(e *httpError) {
 		if html && e.Status == http.StatusBadRequest {
 			h.renderUnsubscribePage(c, e.Status, unsubscribePageData{Title: "Link not valid",
 				Text: "This unsubscribe link is not valid. Use the link from the most recent email."})

@@ -45,8 +45,8 @@ const (
 	userKey           = "herald.user_token_subject"
 )
 
-// UserClaims are a user token's claims.
-type UserClaims struct {
+// userClaims are a user token's claims.
+type userClaims struct {
 	TenantID string `json:"tid"`
 	// IssuedAtMs is iat in milliseconds: a revocation (DELETE
 	// /v1/users/{user_id}/tokens) refuses what was issued before it, and a
@@ -58,7 +58,7 @@ type UserClaims struct {
 // MintUserToken signs a token for one user, valid from now for ttl.
 func MintUserToken(key []byte, tenantID, userID string, now time.Time, ttl time.Duration) (string, time.Time, error) {
 	exp := now.Add(ttl).Truncate(time.Second)
-	claims := UserClaims{TenantID: tenantID, IssuedAtMs: now.UnixMilli(), RegisteredClaims: jwt.RegisteredClaims{
+	claims := userClaims{TenantID: tenantID, IssuedAtMs: now.UnixMilli(), RegisteredClaims: jwt.RegisteredClaims{
 		Issuer: userTokenIssuer, Subject: userID, Audience: jwt.ClaimStrings{userTokenAudience},
 		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now.Add(-time.Minute)), ExpiresAt: jwt.NewNumericDate(exp),
 	}}
@@ -120,7 +120,7 @@ func (h *inboxRoom) mintUserToken(c *gin.Context) {
 
 func (h *inboxRoom) answerToken(c *gin.Context, tenantID, userID string, ttl time.Duration) {
 	if len(h.cfg.UserTokenKey) == 0 {
-		h.abort(c, &Error{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "user tokens are not enabled on this server"})
+		h.abort(c, &httpError{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "user tokens are not enabled on this server"})
 		return
 	}
 	tok, exp, err := MintUserToken(h.cfg.UserTokenKey, tenantID, userID, time.Now(), ttl)
@@ -132,9 +132,9 @@ func (h *inboxRoom) answerToken(c *gin.Context, tenantID, userID string, ttl tim
 	c.JSON(http.StatusCreated, userTokenResponse{Token: tok, TokenType: "Bearer", UserID: userID, ExpiresAt: exp.UTC()})
 }
 
-// UserHash is what the tenant computes for a user with its inbox secret:
+// userHash is what the tenant computes for a user with its inbox secret:
 // hex(HMAC-SHA256(secret, user_id)).
-func UserHash(secret []byte, userID string) string {
+func userHash(secret []byte, userID string) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(userID))
 	return hex.EncodeToString(m.Sum(nil))
@@ -168,7 +168,7 @@ func (h *inboxRoom) inboxSession(c *gin.Context) {
 		}
 	}
 	refuse := func() {
-		h.abort(c, &Error{Status: http.StatusUnauthorized, Code: "invalid_user_hash", Field: "user_hash",
+		h.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_user_hash", Field: "user_hash",
 			Message: "user_hash is not hex(HMAC-SHA256(inbox secret, user_id)) for this tenant"})
 	}
 	t, err := h.auth.tenantByID(c, *req.TenantID)
@@ -197,7 +197,7 @@ func (h *inboxRoom) inboxSession(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	want := UserHash(secret, *req.UserID)
+	want := userHash(secret, *req.UserID)
 	if !hmac.Equal([]byte(want), []byte(strings.ToLower(*req.UserHash))) {
 		refuse()
 		return
@@ -216,7 +216,7 @@ func (h *inboxRoom) inboxSession(c *gin.Context) {
 // from them live out their TTL).
 func (h *inboxRoom) rotateInboxSecret(c *gin.Context) {
 	if h.cfg.Secrets == nil {
-		h.abort(c, &Error{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "inbox secrets are not enabled on this server"})
+		h.abort(c, &httpError{Status: http.StatusNotImplemented, Code: "user_tokens_disabled", Message: "inbox secrets are not enabled on this server"})
 		return
 	}
 	tenantID := tenantOf(c).ID

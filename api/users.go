@@ -30,8 +30,8 @@ func (h *usersRoom) register(v1, public gin.IRouter, mw *middleware) {
 	v1.GET("/users/:user_id/preferences", h.getUserPreferences)
 	v1.PUT("/preferences/defaults", mw.audited(auditPreferenceDefaults, auditFields), h.putPreferenceDefaults)
 	v1.GET("/preferences/defaults", h.getPreferenceDefaults)
-	public.GET(unsubscribe.Path, mw.limitPublic("unsubscribe", MaxBodyBytes, false), h.getUnsubscribe)
-	public.POST(unsubscribe.Path, mw.limitPublic("unsubscribe", MaxBodyBytes, false), h.postUnsubscribe)
+	public.GET(unsubscribe.Path, mw.limitPublic("unsubscribe", maxBodyBytes, false), h.getUnsubscribe)
+	public.POST(unsubscribe.Path, mw.limitPublic("unsubscribe", maxBodyBytes, false), h.postUnsubscribe)
 }
 
 type putUserRequest struct {
@@ -42,7 +42,7 @@ type putUserRequest struct {
 	Timezone *string `json:"timezone"`
 }
 
-func (r putUserRequest) validate() *Error {
+func (r putUserRequest) validate() *httpError {
 	if r.Name != nil && len(*r.Name) > 200 {
 		return badField("name", "invalid_field", "name must be at most 200 bytes")
 	}

@@ -25,7 +25,7 @@ var (
 
 // validID checks a tenant-chosen identifier (user_id, idempotency key): 1–255
 // printable characters with no slash, so it is safe in a URL path segment.
-func validID(field, v string) *Error {
+func validID(field, v string) *httpError {
 	if v == "" {
 		return badField(field, "missing_field", "%s is required", field)
 	}
@@ -40,7 +40,7 @@ func validID(field, v string) *Error {
 	return nil
 }
 
-func validTemplateID(v string) *Error {
+func validTemplateID(v string) *httpError {
 	if v == "" {
 		return badField("template_id", "missing_field", "template_id is required")
 	}
@@ -50,7 +50,7 @@ func validTemplateID(v string) *Error {
 	return nil
 }
 
-func validEmail(v string) *Error {
+func validEmail(v string) *httpError {
 	addr, err := mail.ParseAddress(v)
 	if err != nil || addr.Address != v || len(v) > 254 {
 		return badField("email", "invalid_field", "email must be a plain address such as ada@example.com")
@@ -58,21 +58,21 @@ func validEmail(v string) *Error {
 	return nil
 }
 
-func validPhone(v string) *Error {
+func validPhone(v string) *httpError {
 	if !e164.MatchString(v) {
 		return badField("phone", "invalid_field", "phone must be in E.164 form, such as +14155550100")
 	}
 	return nil
 }
 
-func validLocale(v string) *Error {
+func validLocale(v string) *httpError {
 	if _, err := language.Parse(v); err != nil || len(v) > 35 {
 		return badField("locale", "invalid_field", "locale must be a BCP 47 language tag such as en-US")
 	}
 	return nil
 }
 
-func validTimezone(v string) *Error {
+func validTimezone(v string) *httpError {
 	if v == "" || v == "Local" {
 		return badField("timezone", "invalid_field", "timezone must be an IANA time zone such as Europe/Berlin")
 	}
@@ -93,7 +93,7 @@ var knownChannels = []string{herald.ChannelInApp, herald.ChannelEmail, herald.Ch
 const maxScheduleAhead = 366 * 24 * time.Hour
 
 // requireTemplateID checks a request's template_id, which is required.
-func requireTemplateID(v *string) (string, *Error) {
+func requireTemplateID(v *string) (string, *httpError) {
 	if v == nil {
 		return "", badField("template_id", "missing_field", "template_id is required")
 	}
@@ -106,7 +106,7 @@ func requireTemplateID(v *string) (string, *Error) {
 // validChannels checks a request's channels: absent (nil) means the template's;
 // given, at least one, each known and listed once. It returns them in a
 // canonical order, so a resubmission in another order is equal.
-func validChannels(channels []string) ([]string, *Error) {
+func validChannels(channels []string) ([]string, *httpError) {
 	if channels != nil && len(channels) == 0 {
 		return nil, badField("channels", "invalid_field", "channels must list at least one of %v, or be left out for the template's channels", knownChannels)
 	}
@@ -137,7 +137,7 @@ type sendTime struct {
 
 // parseSendAt checks a request's send_at: an RFC 3339 time at most
 // maxScheduleAhead after now.
-func parseSendAt(v *string, now time.Time) (sendTime, *Error) {
+func parseSendAt(v *string, now time.Time) (sendTime, *httpError) {
 	var st sendTime
 	if v == nil {
 		return st, nil
@@ -161,7 +161,7 @@ func parseSendAt(v *string, now time.Time) (sendTime, *Error) {
 func (tc *templateCache) forSend(ctx context.Context, tenantID, templateID string) (templates.Template, error) {
 	rec, err := tc.latest(ctx, tenantID, templateID)
 	if errors.Is(err, herald.ErrNotFound) {
-		return templates.Template{}, &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
+		return templates.Template{}, &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_template", Field: "template_id",
 			Message: "template " + templateID + " does not exist; create it with PUT /v1/templates/{template_id}"}
 	}
 	return rec.Template, err
@@ -176,7 +176,7 @@ func templateChannels(t templates.Template, channels []string) ([]string, error)
 	}
 	for i, ch := range channels {
 		if !t.HasChannel(ch) {
-			return nil, &Error{Status: http.StatusUnprocessableEntity, Code: "channel_not_in_template", Field: "channels[" + itoa(i) + "]",
+			return nil, &httpError{Status: http.StatusUnprocessableEntity, Code: "channel_not_in_template", Field: "channels[" + itoa(i) + "]",
 				Message: fmt.Sprintf("template %s has no %s content; it has %v", t.ID, ch, t.Channels())}
 		}
 	}
@@ -212,15 +212,15 @@ func checkContent(ctx context.Context, settings *settingsCache, tenantID string,
 // checkRender renders one channel and answers what a delivery would meet: 422
 // render_failed, or 422 content_too_large over contract.MaxRenderedBytes, both
 // naming the channel.
-func checkRender(t templates.Template, ch, locale string, data templates.Data) (templates.Rendered, *Error) {
+func checkRender(t templates.Template, ch, locale string, data templates.Data) (templates.Rendered, *httpError) {
 	r, err := templates.Render(t, ch, locale, data)
 	if err != nil {
-		return r, &Error{Status: http.StatusUnprocessableEntity, Code: "render_failed", Field: "data", Channel: ch,
+		return r, &httpError{Status: http.StatusUnprocessableEntity, Code: "render_failed", Field: "data", Channel: ch,
 			Message: ch + ": " + err.Error()}
 	}
 	var big *contract.ContentTooLargeError
 	if err := contract.CheckRendered(r); errors.As(err, &big) {
-		return r, &Error{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data", Channel: ch,
+		return r, &httpError{Status: http.StatusUnprocessableEntity, Code: "content_too_large", Field: "data", Channel: ch,
 			Message: big.Error()}
 	}
 	return r, nil

@@ -24,7 +24,7 @@ import (
 // allowed it in HERALD_EGRESS_ALLOW), an events filter (herald.EventTypes;
 // empty: all) and a signing secret shown once, when it is created or rotated.
 // After a rotation the previous secret keeps signing, beside the new one, for
-// SecretRotationGrace, so receivers can switch without dropping messages.
+// secretRotationGrace, so receivers can switch without dropping messages.
 
 // WebhookConfig is what the webhook endpoints need.
 type WebhookConfig struct {
@@ -58,11 +58,11 @@ func (h *webhookEndpointsRoom) register(v1, public gin.IRouter, mw *middleware) 
 		mw.audited(auditWebhookReplay, auditFields), h.replayWebhookMessage)
 }
 
-// SecretRotationGrace is how long a rotated-out secret still signs.
-const SecretRotationGrace = 24 * time.Hour
+// secretRotationGrace is how long a rotated-out secret still signs.
+const secretRotationGrace = 24 * time.Hour
 
-// MaxWebhookDescriptionBytes bounds an endpoint's description.
-const MaxWebhookDescriptionBytes = 500
+// maxWebhookDescriptionBytes bounds an endpoint's description.
+const maxWebhookDescriptionBytes = 500
 
 type webhookEndpointRequest struct {
 	URL         *string   `json:"url"`
@@ -98,10 +98,10 @@ func endpointView(e store.WebhookEndpoint) webhookEndpointView {
 }
 
 // validateEndpoint checks the fields that are set.
-func (h *webhookEndpointsRoom) validateEndpoint(c *gin.Context, req webhookEndpointRequest) *Error {
+func (h *webhookEndpointsRoom) validateEndpoint(c *gin.Context, req webhookEndpointRequest) *httpError {
 	if req.Description != nil {
-		if len(*req.Description) > MaxWebhookDescriptionBytes || !utf8.ValidString(*req.Description) {
-			return badField("description", "invalid_field", "description must be UTF-8 of at most %d bytes", MaxWebhookDescriptionBytes)
+		if len(*req.Description) > maxWebhookDescriptionBytes || !utf8.ValidString(*req.Description) {
+			return badField("description", "invalid_field", "description must be UTF-8 of at most %d bytes", maxWebhookDescriptionBytes)
 		}
 	}
 	if req.Events != nil {
@@ -123,7 +123,7 @@ func (h *webhookEndpointsRoom) validateEndpoint(c *gin.Context, req webhookEndpo
 			policy = egress.Default()
 		}
 		if err := webhooks.ValidateURL(c.Request.Context(), policy, *req.URL); err != nil {
-			return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_url", Field: "url", Message: err.Error()}
+			return &httpError{Status: http.StatusUnprocessableEntity, Code: "invalid_url", Field: "url", Message: err.Error()}
 		}
 	}
 	return nil
@@ -169,7 +169,7 @@ func (h *webhookEndpointsRoom) createWebhookEndpoint(c *gin.Context) {
 	}
 	created, err := h.store.CreateWebhookEndpoint(c.Request.Context(), e)
 	if errors.Is(err, herald.ErrNotFound) {
-		h.abort(c, &Error{Status: http.StatusConflict, Code: "limit_reached",
+		h.abort(c, &httpError{Status: http.StatusConflict, Code: "limit_reached",
 			Message: "a tenant has at most " + itoa(store.MaxWebhookEndpoints) + " webhook endpoints; delete one first"})
 		return
 	}
@@ -274,7 +274,7 @@ func (h *webhookEndpointsRoom) rotateWebhookSecret(c *gin.Context) {
 		return
 	}
 	updated, err := h.store.UpdateWebhookEndpoint(c.Request.Context(), e.TenantID, e.ID, store.WebhookEndpointUpdate{
-		SecretSealed: sealed, PreviousUntil: time.Now().Add(SecretRotationGrace)})
+		SecretSealed: sealed, PreviousUntil: time.Now().Add(secretRotationGrace)})
 	if err != nil {
 		h.abort(c, err)
 		return
@@ -343,8 +343,8 @@ type replayRequest struct {
 	Until *string `json:"until"`
 }
 
-// MaxReplayRange bounds a replay by time range.
-const MaxReplayRange = 7 * 24 * time.Hour
+// maxReplayRange bounds a replay by time range.
+const maxReplayRange = 7 * 24 * time.Hour
 
 // replayWebhookMessages queues again every message of the endpoint created in
 // [since, until) that is not pending (delivered or dead-lettered).
@@ -354,7 +354,7 @@ func (h *webhookEndpointsRoom) replayWebhookMessages(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	parse := func(field string, v *string) (time.Time, *Error) {
+	parse := func(field string, v *string) (time.Time, *httpError) {
 		if v == nil {
 			return time.Time{}, badField(field, "missing_field", "%s is required", field)
 		}
@@ -374,7 +374,7 @@ func (h *webhookEndpointsRoom) replayWebhookMessages(c *gin.Context) {
 		h.abort(c, perr)
 		return
 	}
-	if !until.After(since) || until.Sub(since) > MaxReplayRange {
+	if !until.After(since) || until.Sub(since) > maxReplayRange {
 		h.abort(c, badField("until", "invalid_field", "until must be after since, at most 7 days later"))
 		return
 	}

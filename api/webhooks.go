@@ -30,14 +30,14 @@ import (
 var webhookProviders = []string{"sendgrid", "twilio"}
 
 // webhookMaxBody is the body cap of a provider's webhook (what a request is
-// charged by in the public rate limit); MaxBodyBytes without a registry.
+// charged by in the public rate limit); maxBodyBytes without a registry.
 func (h *providersRoom) webhookMaxBody(provider string) int64 {
 	if h.cfg.Registry != nil {
 		if def, ok := h.cfg.Registry.Get(provider); ok && def.Webhook != nil {
 			return def.Webhook.MaxBodyBytes
 		}
 	}
-	return MaxBodyBytes
+	return maxBodyBytes
 }
 
 // webhookResult is the body of a 200 from a webhook.
@@ -66,7 +66,7 @@ const maxPooledBody = 4 << 20
 // signatures are over these bytes), into a pooled buffer: the bytes are valid
 // until release is called. A Content-Length over limit is refused unread.
 func readRawBody(c *gin.Context, limit int64) (raw []byte, release func(), err error) {
-	tooBig := &Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+	tooBig := &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 		Message: fmt.Sprintf("request body exceeds %d bytes", limit)}
 	if c.Request.ContentLength > limit {
 		return nil, nil, tooBig
@@ -87,7 +87,7 @@ func readRawBody(c *gin.Context, limit int64) (raw []byte, release func(), err e
 		if errors.As(err, &mbe) {
 			return nil, nil, tooBig
 		}
-		return nil, nil, &Error{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
+		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"}
 	}
 	return buf.Bytes(), release, nil
 }
@@ -155,7 +155,7 @@ func webhookError(err error) error {
 	var fe *providers.FieldError
 	switch {
 	case errors.As(err, &se):
-		return &Error{Status: http.StatusUnauthorized, Code: "invalid_signature", Message: se.Message}
+		return &httpError{Status: http.StatusUnauthorized, Code: "invalid_signature", Message: se.Message}
 	case errors.As(err, &fe):
 		return fieldError(fe)
 	}

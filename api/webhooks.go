@@ -221,38 +221,14 @@ func (h *providersRoom) applyReceipts(ctx context.Context, tenantID, channel str
 		if recorded {
 			res.Recorded++
 		}
-		u := store.DeliveryUpdate{Status: r.DeliveryStatus()}
-		if r.Provider != "" {
-			p := r.Provider
-			u.Provider = &p
-		}
-		if r.ProviderMessageID != "" {
-			id := r.ProviderMessageID
-			u.ProviderMessageID = &id
-		}
-		if u.Status == herald.DeliveryFailed {
-			reason := r.Reason
-			if reason == "" {
-				reason = r.ProviderStatus
-			}
-			u.Reason = &reason
-		}
+		u := receiptUpdate(r)
 		applied, err := h.store.UpdateDelivery(ctx, tenantID, r.NotificationID, r.Channel, u)
 		if err != nil {
 			return res, err
 		}
 		if applied {
 			res.Applied++
-			// The tenant's status webhooks hear of it (queued; best effort
-			// here: the provider's retry of this request would queue it again).
-			reason := ""
-			if u.Reason != nil {
-				reason = *u.Reason
-			}
-			if err := h.emitter.Emit(ctx, webhooks.Event{TenantID: tenantID, NotificationID: r.NotificationID,
-				Channel: r.Channel, Status: u.Status, Provider: r.Provider, Reason: reason}); err != nil {
-				h.log.Warn("queueing the webhook event of a receipt failed", "error", err)
-			}
+			h.emitReceipt(ctx, tenantID, r, u)
 		}
 		if applied || recorded {
 			touched[r.NotificationID] = true
@@ -269,4 +245,40 @@ func (h *providersRoom) applyReceipts(ctx context.Context, tenantID, channel str
 		}
 	}
 	return res, nil
+}
+
+// receiptUpdate is the delivery update a receipt makes: its status, provider
+// and message id, and for a failure the provider's reason (else its status).
+func receiptUpdate(r providers.Receipt) store.DeliveryUpdate {
+	u := store.DeliveryUpdate{Status: r.DeliveryStatus()}
+	if r.Provider != "" {
+		p := r.Provider
+		u.Provider = &p
+	}
+	if r.ProviderMessageID != "" {
+		id := r.ProviderMessageID
+		u.ProviderMessageID = &id
+	}
+	if u.Status == herald.DeliveryFailed {
+		reason := r.Reason
+		if reason == "" {
+			reason = r.ProviderStatus
+		}
+		u.Reason = &reason
+	}
+	return u
+}
+
+// emitReceipt tells the tenant's status webhooks of a delivery a receipt moved
+// (queued; best effort here: the provider's retry of this request would queue
+// it again).
+func (h *providersRoom) emitReceipt(ctx context.Context, tenantID string, r providers.Receipt, u store.DeliveryUpdate) {
+	reason := ""
+	if u.Reason != nil {
+		reason = *u.Reason
+	}
+	if err := h.emitter.Emit(ctx, webhooks.Event{TenantID: tenantID, NotificationID: r.NotificationID,
+		Channel: r.Channel, Status: u.Status, Provider: r.Provider, Reason: reason}); err != nil {
+		h.log.Warn("queueing the webhook event of a receipt failed", "error", err)
+	}
 }

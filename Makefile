@@ -10,7 +10,7 @@ SHELL := /bin/bash
 ARGS ?=
 FUZZTIME ?= 2m
 
-.PHONY: help run test fuzz build tools services-up services-down bench bench-lanes clean
+.PHONY: help run test lint fuzz build tools services-up services-down bench bench-lanes clean
 
 help: ## List the targets
 	@echo "Herald make targets:"
@@ -22,6 +22,9 @@ run: ## Run the dev stack in the foreground: PostgreSQL, Temporal (UI http://127
 test: ## Vet, gofmt, workflowcheck and go test against throwaway services (ARGS='...' goes to go test)
 	@bash scripts/test.sh $(ARGS)
 
+lint: ## Run golangci-lint with .golangci.yml (the same linters make test runs)
+	@bash -c 'source scripts/lib.sh && ensure_golangci_lint' && bin/golangci-lint run ./...
+
 fuzz: ## Fuzz POST /v1/notifications (FuzzAccept: no 5xx, every 202 final) for FUZZTIME (2m) against throwaway services; new failures land in api/testdata/fuzz/FuzzAccept
 	@eval "$$(bash scripts/test-services.sh start)" && \
 	go test -count=1 -run '^$$' -fuzz '^FuzzAccept$$' -fuzztime $(FUZZTIME) ./api/; \
@@ -30,7 +33,7 @@ fuzz: ## Fuzz POST /v1/notifications (FuzzAccept: no 5xx, every 202 final) for F
 build: ## Build bin/herald
 	go build -o bin/herald ./cmd/herald
 
-tools: ## Install the project-local tools (bin/temporal, bin/workflowcheck, bin/staticcheck, PostgreSQL)
+tools: ## Install the project-local tools (bin/temporal, bin/workflowcheck, bin/golangci-lint, PostgreSQL)
 	@bash scripts/ensure-tools.sh
 
 services-up: ## Start the test services for running go test by hand (prints the exports)

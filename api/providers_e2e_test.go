@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -183,7 +184,7 @@ func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 			t.Fatalf("%s: %d %s", c.what, d.Status, d.Body)
 		}
 	}
-	if _, err := h.Providers.GetProviderConfig(ctx, tenantID, "push", "sandbox"); err != herald.ErrNotFound {
+	if _, err := h.Providers.GetProviderConfig(ctx, tenantID, "push", "sandbox"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("deleted config still stored: %v", err)
 	}
 }

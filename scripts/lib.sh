@@ -19,8 +19,8 @@ TEMPORAL_CLI_MODULE="github.com/temporalio/cli/cmd/temporal"
 TEMPORAL_CLI_VERSION="${TEMPORAL_CLI_VERSION:-v1.5.1}"
 WORKFLOWCHECK_MODULE="go.temporal.io/sdk/contrib/tools/workflowcheck"
 WORKFLOWCHECK_VERSION="${WORKFLOWCHECK_VERSION:-v0.6.0}"
-STATICCHECK_MODULE="honnef.co/go/tools/cmd/staticcheck"
-STATICCHECK_VERSION="${STATICCHECK_VERSION:-v0.8.2}"
+GOLANGCI_LINT_MODULE="github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
+GOLANGCI_LINT_VERSION="${GOLANGCI_LINT_VERSION:-v2.15.0}"
 
 # Herald's custom search attributes (all Keyword), registered on every Temporal
 # server the scripts start.
@@ -147,17 +147,18 @@ ensure_postgres() {
 	pg_bin_dir >/dev/null || die "PostgreSQL is installed but no initdb was found under /usr/lib/postgresql/*/bin"
 }
 
-# ensure_staticcheck: the linter `make test` runs; a failure to build it is fatal
-# (CI must not pass with the lint skipped).
-ensure_staticcheck() {
-	if [[ -x "$BIN_DIR/staticcheck" ]] && "$BIN_DIR/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+# ensure_golangci_lint: the linters `make test` runs (.golangci.yml: the standard
+# set, staticcheck with every check, and a few chosen ones); a failure to build it
+# is fatal (CI must not pass with the lint skipped).
+ensure_golangci_lint() {
+	if [[ -x "$BIN_DIR/golangci-lint" ]] && "$BIN_DIR/golangci-lint" version 2>/dev/null | grep -q "${GOLANGCI_LINT_VERSION#v}"; then
 		return 0
 	fi
 	ensure_go
 	mkdir -p "$BIN_DIR"
-	log "building staticcheck $STATICCHECK_VERSION into bin/staticcheck"
-	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$STATICCHECK_MODULE@$STATICCHECK_VERSION"); then
-		die "could not build staticcheck ($STATICCHECK_MODULE@$STATICCHECK_VERSION)"
+	log "building golangci-lint $GOLANGCI_LINT_VERSION into bin/golangci-lint (a few minutes the first time)"
+	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$GOLANGCI_LINT_MODULE@$GOLANGCI_LINT_VERSION"); then
+		die "could not build golangci-lint ($GOLANGCI_LINT_MODULE@$GOLANGCI_LINT_VERSION)"
 	fi
 }
 
@@ -196,7 +197,7 @@ ensure_tools() {
 	ensure_temporal_cli
 	ensure_postgres
 	ensure_workflowcheck
-	ensure_staticcheck
+	ensure_golangci_lint
 }
 
 # ---------------------------------------------------------------------------

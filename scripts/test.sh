@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `make test`: everything CI checks, from a fresh machine.
 #
-#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck, bin/staticcheck (scripts/ensure-tools.sh),
+#   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck, bin/golangci-lint (scripts/ensure-tools.sh),
 #      and Debian's chromium for the inbox component's browser test (installed when missing)
 #   2. throwaway services, wiped first: PostgreSQL 127.0.0.1:55433 (database herald_test,
 #      data .herald/test/pg) and an in-memory headless Temporal dev server 127.0.0.1:7243
 #      (log .herald/test/temporal.log); always stopped on exit
-#   3. go vet ./...; go mod tidy -diff; staticcheck ./...; gofmt -l (fails if any file is
+#   3. go vet ./...; go mod tidy -diff; golangci-lint run ./... (.golangci.yml); gofmt -l (fails if any file is
 #      listed); workflowcheck ./workflows/...
 #   4. go test -count=1 -timeout 20m ./...   (arguments to this script go to go test;
 #      packages default to ./...)
@@ -56,9 +56,9 @@ if ! go mod tidy -diff; then
 	failed+=("go mod tidy")
 fi
 
-log "staticcheck ./..."
-if ! "$BIN_DIR/staticcheck" ./...; then
-	failed+=("staticcheck")
+log "golangci-lint run ./... (.golangci.yml)"
+if ! "$BIN_DIR/golangci-lint" run ./...; then
+	failed+=("golangci-lint")
 fi
 
 log "gofmt -l"
@@ -114,4 +114,4 @@ if ((${#failed[@]} > 0)); then
 	fi
 	exit 1
 fi
-printf '\nmake test: vet, go mod tidy, staticcheck, gofmt, workflowcheck and go test all passed (%ss)\n' "$elapsed" >&2
+printf '\nmake test: vet, go mod tidy, golangci-lint, gofmt, workflowcheck and go test all passed (%ss)\n' "$elapsed" >&2

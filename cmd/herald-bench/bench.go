@@ -257,7 +257,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	b.tenantID, b.apiKey = t.ID, key
 	tmpl := benchTemplateDef()
 	if errs := templates.Validate(tmpl); len(errs) > 0 {
-		return fmt.Errorf("bench template: %v", errs[0])
+		return fmt.Errorf("bench template: %w", errs[0])
 	}
 	rec, err := st.PutTemplate(ctx, t.ID, tmpl)
 	if err != nil {

@@ -353,11 +353,11 @@ func (b *streamBench) setupUsers(ctx context.Context, n int, reqTimeout time.Dur
 	}
 	res := closedLoop(ctx, n, 16, reqTimeout, func(ctx context.Context, i int) (outcome, error) {
 		if st, body, err := b.do(ctx, http.MethodPut, "/v1/users/"+b.users[i], b.child.Key, []byte(`{}`)); err != nil || st/100 != 2 {
-			return outcomeError, fmt.Errorf("create user: %d %s %v", st, truncate(body, 200), err)
+			return outcomeError, requestFailed("create user", st, body, err)
 		}
 		st, body, err := b.do(ctx, http.MethodPost, "/v1/users/"+b.users[i]+"/token", b.child.Key, []byte(`{"ttl_seconds":86400}`))
 		if err != nil || st != http.StatusCreated {
-			return outcomeError, fmt.Errorf("mint token: %d %s %v", st, truncate(body, 200), err)
+			return outcomeError, requestFailed("mint token", st, body, err)
 		}
 		var tok struct{ Token string }
 		if err := json.Unmarshal(body, &tok); err != nil {
@@ -478,7 +478,7 @@ func (b *streamBench) submit(ctx context.Context, user int, seq string, reqTimeo
 	st, raw, err := b.do(rctx, http.MethodPost, "/v1/notifications", b.child.Key, []byte(body))
 	s.accepted = time.Now()
 	if err != nil || st != http.StatusAccepted {
-		s.err = fmt.Errorf("POST /v1/notifications: %d %s %v", st, truncate(raw, 200), err)
+		s.err = requestFailed("POST /v1/notifications", st, raw, err)
 		return s
 	}
 	var a struct {
@@ -706,4 +706,13 @@ func printInboxStreamReport(w io.Writer, r *InboxStreamReport) {
 	if r.Error != "" {
 		fmt.Fprintln(w, "error:", r.Error)
 	}
+}
+
+// requestFailed says why a bench request did not get the status it wanted: the
+// transport error (wrapped), or the status and the start of the body.
+func requestFailed(what string, status int, body []byte, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %d %s", what, status, truncate(body, 200))
 }

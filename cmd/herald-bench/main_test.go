@@ -142,10 +142,10 @@ func TestClosedLoopCountsOutcomes(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 		inFlight.Add(-1)
-		switch {
-		case i%10 == 0:
+		switch i % 10 {
+		case 0:
 			return outcomeError, errors.New("boom")
-		case i%10 == 1:
+		case 1:
 			return outcomeUnexpected, errors.New("odd")
 		}
 		return outcomeOK, nil

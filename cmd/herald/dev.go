@@ -204,7 +204,7 @@ func writeDevKey(key string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // a no-op after the rename
+	defer func() { _ = os.Remove(f.Name()) }() // a no-op after the rename
 	if err := f.Chmod(0o600); err != nil {
 		f.Close()
 		return err

@@ -179,7 +179,7 @@ func (s *openAPISpec) checkTrailingSlashRedirect(req *http.Request, resp *http.R
 	u.Path, u.RawPath = trimmed, ""
 	r.URL = &u
 	if _, _, err := s.findRoute(r); err != nil {
-		return fmt.Errorf("the path is not in the document, nor is it without its trailing slash (%v)", err)
+		return fmt.Errorf("the path is not in the document, nor is it without its trailing slash (%w)", err)
 	}
 	if loc := resp.Header.Get("Location"); loc == "" || !strings.HasSuffix(strings.SplitN(loc, "?", 2)[0], trimmed) {
 		return fmt.Errorf("a trailing-slash redirect must point at %s, Location is %q", trimmed, loc)

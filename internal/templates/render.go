@@ -263,13 +263,13 @@ func normalizeData(data map[string]any) (map[string]any, error) {
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidData, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidData, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var out map[string]any
 	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidData, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidData, err)
 	}
 	return convertNumbers(out).(map[string]any), nil
 }
@@ -302,7 +302,7 @@ func checkActionURL(s string) error {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsafeURL, err)
+		return fmt.Errorf("%w: %w", ErrUnsafeURL, err)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "javascript", "data", "vbscript", "file", "blob":

@@ -245,7 +245,10 @@ func validateField(f field, locale string, d *dryRun) (FieldError, bool) {
 		return fe, true // nil, or an error of the missing data
 	}
 	d.spent = d.spent || shared
-	se := execError(err).(*syntaxError)
+	var se *syntaxError
+	if !errors.As(execError(err), &se) {
+		return fe, false
+	}
 	fe.Line, fe.Message = se.line, se.msg
 	return fe, false
 }

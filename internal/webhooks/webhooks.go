@@ -282,7 +282,7 @@ func (s *Sender) Send(ctx context.Context, tenantID, endpointID string, messageI
 	out := Outcome{Took: time.Since(now)}
 	if err != nil {
 		out.Err = err
-		return out, nil
+		return out, nil //nolint:nilerr // a failed attempt is an outcome to record and retry, not an error of Send
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()

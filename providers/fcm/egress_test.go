@@ -138,7 +138,7 @@ func TestAStoredTokenURIIsIgnoredAtSendTime(t *testing.T) {
 func TestTheTokenExchangeIsUnderThePolicy(t *testing.T) {
 	fake := newFake()
 	defer fake.Close()
-	key := json.RawMessage(withTokenURI(t, fcm.GoogleTokenURL, nil))
+	key := withTokenURI(t, fcm.GoogleTokenURL, nil)
 	build := func(tokenURL string, hc *http.Client) *fcm.Client {
 		c, err := fcm.FromConfig(context.Background(), providers.ProviderConfig{Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: key},
 			fcm.Process{BaseURL: fake.URL, TokenURL: tokenURL, HTTPClient: hc})

@@ -398,7 +398,7 @@ func flatten(err error) (violations []string, security int) {
 			}
 			return where + ": " + s
 		}
-		switch e := err.(type) {
+		switch e := err.(type) { //nolint:errorlint // walks kin-openapi's error tree node by node; errors.As would skip levels
 		case openapi3.MultiError:
 			for _, x := range e {
 				walk(x, where)
@@ -416,7 +416,7 @@ func flatten(err error) (violations []string, security int) {
 			case e.RequestBody != nil:
 				w = "request body"
 			}
-			switch inner := e.Err.(type) {
+			switch inner := e.Err.(type) { //nolint:errorlint // the same walk, one level down
 			case nil:
 				violations = append(violations, w+": "+oneLine(e.Reason))
 			case openapi3.MultiError, *openapi3.SchemaError:

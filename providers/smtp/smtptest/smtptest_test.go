@@ -1,6 +1,7 @@
 package smtptest_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -102,9 +103,5 @@ func TestHangIsReleasedByClose(t *testing.T) {
 }
 
 func asSMTP(err error, target **gosmtp.SMTPError) bool {
-	se, ok := err.(*gosmtp.SMTPError)
-	if ok {
-		*target = se
-	}
-	return ok
+	return errors.As(err, target)
 }

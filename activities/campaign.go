@@ -612,7 +612,12 @@ func (b *campaignBatch) sendEmailBatches(ctx context.Context, sends []providerSe
 		return single, nil
 	}
 	chain, err := b.a.Senders.Chain(ctx, b.c.TenantID, herald.ChannelEmail)
-	if err != nil || len(chain) == 0 || chain[0].Email == nil {
+	if err != nil {
+		// The single path looks the chain up again and reports the failure
+		// per recipient.
+		chain = nil
+	}
+	if len(chain) == 0 || chain[0].Email == nil {
 		// No provider (or no batching): the single path reports it per recipient.
 		return sends, nil
 	}

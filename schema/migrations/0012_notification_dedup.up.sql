@@ -1,4 +1,4 @@
--- The dedup ledger (seed 000's delivery_log): one row per accepted notification
+-- The dedup ledger (docs/design.md): one row per accepted notification
 -- (one run of its workflow, one dedup window), written with the notification row by
 -- the workflow's first activity (store.InsertNotification):
 --   * body_hash: SHA-256 of the canonical request body (user, template, data,

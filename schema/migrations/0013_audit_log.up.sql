@@ -1,4 +1,4 @@
--- The audit log (seed 003's audit_logs): every change a tenant makes through the
+-- The audit log (docs/api.md, "Audit log"): every change a tenant makes through the
 -- API, with the id of the API key that made it (api_keys.id, never the key), when,
 -- the action ("template.put", "provider.delete", ...), its target and what changed
 -- (the request's fields with secrets removed). Written by one middleware

@@ -1,4 +1,4 @@
--- The live inbox (issue 11): categories on inbox items, per-user counters and
+-- The live inbox (docs/inbox.md): categories on inbox items, per-user counters and
 -- event log, and the tenant's inbox settings.
 
 -- The template's category, for the inbox's category filter.

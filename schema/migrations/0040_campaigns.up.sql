@@ -1,4 +1,4 @@
--- Campaigns (issue 10): one row per campaign, the audiences a campaign sends to
+-- Campaigns (docs/campaigns.md): one row per campaign, the audiences a campaign sends to
 -- (uploaded recipient lists, API-managed topics, or every user), and the
 -- per-recipient work a campaign still owes (quiet-hours deferrals and retries).
 -- Each recipient's message is an ordinary notifications row (with campaign_id

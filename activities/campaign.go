@@ -47,7 +47,10 @@ func (a *Activities) CampaignStart(ctx context.Context, c contract.CampaignSpec)
 
 // CampaignPages returns the next page boundaries of the audience (keyset).
 func (a *Activities) CampaignPages(ctx context.Context, in contract.CampaignPagesInput) ([]string, error) {
-	return a.Store.AudienceBoundaries(ctx, in.Campaign.TenantID, in.Campaign.AudienceKind, in.Campaign.AudienceRef, in.After, in.PageSize, in.Pages)
+	c := in.Campaign
+	return a.Store.AudienceBoundaries(ctx, store.AudienceBoundariesParams{
+		TenantID: c.TenantID, Kind: c.AudienceKind, Ref: c.AudienceRef, After: in.After, PageSize: in.PageSize, Pages: in.Pages,
+	})
 }
 
 // CampaignSetStatus records the campaign's status; cancelling also cancels the
@@ -97,7 +100,9 @@ func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatc
 	// dies mid-batch is noticed within the heartbeat timeout.
 	defer keepHeartbeating(ctx, nil)()
 	c := in.Campaign
-	members, err := a.Store.AudiencePage(ctx, c.TenantID, c.AudienceKind, c.AudienceRef, in.After, in.Through, nil, max(in.Limit, 1))
+	members, err := a.Store.AudiencePage(ctx, store.AudiencePageParams{
+		TenantID: c.TenantID, Kind: c.AudienceKind, Ref: c.AudienceRef, After: in.After, Through: in.Through, Limit: max(in.Limit, 1),
+	})
 	if err != nil {
 		return contract.CampaignBatchResult{}, err
 	}
@@ -137,7 +142,9 @@ func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.Campa
 		w.attempts[it.Channel] = it.Attempt
 		w.doubtOver[it.Channel] = it.Reason == herald.ReasonInDoubt
 	}
-	members, err := a.Store.AudiencePage(ctx, c.TenantID, c.AudienceKind, c.AudienceRef, "", "", users, len(users))
+	members, err := a.Store.AudiencePage(ctx, store.AudiencePageParams{
+		TenantID: c.TenantID, Kind: c.AudienceKind, Ref: c.AudienceRef, Only: users, Limit: len(users),
+	})
 	if err != nil {
 		return contract.CampaignPendingResult{}, err
 	}
@@ -372,7 +379,9 @@ func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []st
 		}
 	}
 	if limit := b.ts.CategoryCaps[b.c.Category]; limit > 0 && live > 0 && !b.c.Critical {
-		allowed, err := b.a.Store.ClaimCap(ctx, b.c.TenantID, w.member.UserID, b.c.Category, w.id, limit, b.now)
+		allowed, err := b.a.Store.ClaimCap(ctx, store.ClaimCapParams{
+			TenantID: b.c.TenantID, UserID: w.member.UserID, Category: b.c.Category, NotificationID: w.id, Limit: limit, At: b.now,
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 )
@@ -30,7 +31,9 @@ func (a *Activities) LoadPreferences(ctx context.Context, in contract.LoadPrefer
 
 // ClaimCap reports whether the notification fits under the cap (see store.ClaimCap).
 func (a *Activities) ClaimCap(ctx context.Context, in contract.ClaimCapInput) (bool, error) {
-	return a.Store.ClaimCap(ctx, in.TenantID, in.UserID, in.Category, in.NotificationID, in.Limit, in.At)
+	return a.Store.ClaimCap(ctx, store.ClaimCapParams{
+		TenantID: in.TenantID, UserID: in.UserID, Category: in.Category, NotificationID: in.NotificationID, Limit: in.Limit, At: in.At,
+	})
 }
 
 // Render renders one channel of the template version the notification was accepted

@@ -325,7 +325,9 @@ func (h *notificationsRoom) duplicate(c *gin.Context, acc acceptedNotification, 
 	ctx := c.Request.Context()
 	tenantID := tenantOf(c).ID
 	id := ids.NotificationID(acc.key, runID)
-	o, err := h.store.RecordDuplicate(ctx, tenantID, id, acc.key.String(), acc.input.BodyHash, seenAt)
+	o, err := h.store.RecordDuplicate(ctx, store.RecordDuplicateParams{
+		TenantID: tenantID, NotificationID: id, KeyHash: acc.key.String(), BodyHash: acc.input.BodyHash, SeenAt: seenAt,
+	})
 	if err != nil {
 		h.abort(c, err)
 		return
@@ -391,7 +393,9 @@ const ledgerMargin = 5 * time.Second
 // client's contract, counted from acceptance), where the start alone would
 // accept the key anew.
 func (h *notificationsRoom) answerFromLedger(c *gin.Context, acc acceptedNotification, seenAt time.Time) bool {
-	a, err := h.store.AnswerFromLedger(c.Request.Context(), acc.input.TenantID, acc.key.String(), acc.input.BodyHash, seenAt, ledgerMargin)
+	a, err := h.store.AnswerFromLedger(c.Request.Context(), store.AnswerFromLedgerParams{
+		TenantID: acc.input.TenantID, KeyHash: acc.key.String(), BodyHash: acc.input.BodyHash, SeenAt: seenAt, Margin: ledgerMargin,
+	})
 	if err != nil {
 		if c.Request.Context().Err() == nil {
 			h.log.Warn("the dedup ledger could not answer; the workflow start decides", "error", err)

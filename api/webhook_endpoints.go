@@ -307,7 +307,9 @@ func (h *webhookEndpointsRoom) listWebhookAttempts(c *gin.Context) {
 		h.abort(c, cerr)
 		return
 	}
-	items, err := h.store.ListWebhookAttempts(c.Request.Context(), e.TenantID, e.ID, status, cur.ID, limit+1)
+	items, err := h.store.ListWebhookAttempts(c.Request.Context(), store.ListWebhookAttemptsParams{
+		TenantID: e.TenantID, EndpointID: e.ID, Status: status, BeforeID: cur.ID, Limit: limit + 1,
+	})
 	if err != nil {
 		h.abort(c, err)
 		return
@@ -334,7 +336,9 @@ func (h *webhookEndpointsRoom) replayWebhookMessage(c *gin.Context) {
 		h.abort(c, notFound("webhook message"))
 		return
 	}
-	n, err := h.store.ReplayWebhookMessages(c.Request.Context(), e.TenantID, e.ID, msgID, time.Time{}, time.Time{})
+	n, err := h.store.ReplayWebhookMessages(c.Request.Context(), store.ReplayWebhookMessagesParams{
+		TenantID: e.TenantID, EndpointID: e.ID, MsgID: msgID,
+	})
 	h.replayed(c, e, n, err)
 }
 
@@ -382,7 +386,9 @@ func (h *webhookEndpointsRoom) replayWebhookMessages(c *gin.Context) {
 	if !ok {
 		return
 	}
-	n, err := h.store.ReplayWebhookMessages(c.Request.Context(), e.TenantID, e.ID, "", since, until)
+	n, err := h.store.ReplayWebhookMessages(c.Request.Context(), store.ReplayWebhookMessagesParams{
+		TenantID: e.TenantID, EndpointID: e.ID, Since: since, Until: until,
+	})
 	h.replayed(c, e, n, err)
 }
 

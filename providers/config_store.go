@@ -8,29 +8,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/secrets"
 )
-
-// DB is what both *pgxpool.Pool and pgx.Tx offer.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // Store reads and writes provider_configs, push_tokens and provider_receipts.
 // Every method takes the tenant and filters by it.
 type Store struct {
-	db   DB
+	db   dbx.DB
 	keys *secrets.Keyring
 }
 
 // NewStore wraps a pool or a transaction. keys seals and opens provider secrets;
 // it may be nil for a Store that never touches them (push tokens, receipts).
-func NewStore(db DB, keys *secrets.Keyring) *Store { return &Store{db: db, keys: keys} }
+func NewStore(db dbx.DB, keys *secrets.Keyring) *Store { return &Store{db: db, keys: keys} }
 
 // ProviderConfig is one provider configured for a tenant's channel.
 type ProviderConfig struct {
@@ -108,10 +100,7 @@ func (s *Store) scanConfig(row pgx.Row) (ProviderConfig, error) {
 	var c ProviderConfig
 	var settings, sealed []byte
 	if err := row.Scan(&c.TenantID, &c.Channel, &c.Provider, &c.Priority, &c.Enabled, &settings, &sealed, &c.UpdatedAt, &c.RatePerSecond); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return c, herald.ErrNotFound
-		}
-		return c, err
+		return c, dbx.NotFound(err)
 	}
 	c.Settings = settings
 	if sealed != nil {

@@ -288,7 +288,7 @@ func (b *bench) selfHostHerald(ctx context.Context, rep *Report, logger *slog.Lo
 	rep.Notes = append(rep.Notes, "-signals "+b.o.signals+": "+signalsNote[b.o.signals])
 	if b.o.breakdown { // the API's queries and Temporal calls timed; the worker keeps the plain ones
 		b.rec = &recorder{}
-		opts.APIDB, opts.APITemporal = timedDB{DBTX: pool, rec: b.rec}, timedClient{Client: b.tc, rec: b.rec}
+		opts.APIDB, opts.APITemporal = timedDB{DB: pool, rec: b.rec}, timedClient{Client: b.tc, rec: b.rec}
 	}
 	a, err := app.New(cfg, pool, b.tc, opts)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/dbx"
 )
 
 // Breakdown is where a POST /v1/notifications spent its time inside the API
@@ -130,7 +130,7 @@ func (c timedClient) DescribeWorkflow(ctx context.Context, workflowID, runID str
 // timedDB is the API's database handle with every query timed (-breakdown). The
 // worker keeps the plain pool; both share the same connections.
 type timedDB struct {
-	store.DBTX
+	dbx.DB
 	rec *recorder
 }
 
@@ -143,18 +143,18 @@ func (d timedDB) record(sql string, t0 time.Time) {
 func (d timedDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	t0 := time.Now()
 	defer d.record(sql, t0)
-	return d.DBTX.Exec(ctx, sql, args...)
+	return d.DB.Exec(ctx, sql, args...)
 }
 
 func (d timedDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	t0 := time.Now()
 	defer d.record(sql, t0)
-	return d.DBTX.Query(ctx, sql, args...) //nolint:sqlclosecheck // a wrapper: the caller closes the rows
+	return d.DB.Query(ctx, sql, args...) //nolint:sqlclosecheck // a wrapper: the caller closes the rows
 }
 
 func (d timedDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	t0 := time.Now()
-	return timedRow{Row: d.DBTX.QueryRow(ctx, sql, args...), done: func() { d.record(sql, t0) }}
+	return timedRow{Row: d.DB.QueryRow(ctx, sql, args...), done: func() { d.record(sql, t0) }}
 }
 
 // timedRow records when its result has been read (pgxpool releases the

@@ -29,6 +29,7 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/metrics"
@@ -73,7 +74,7 @@ type Options struct {
 	// APIDB and APITemporal, when set, replace the pool and the Temporal client
 	// under the API only (the bench times the API's queries and starts); the
 	// worker keeps the plain ones.
-	APIDB       store.DBTX
+	APIDB       dbx.DB
 	APITemporal client.Client
 	// AuthCacheTTL replaces the AuthCacheTTL constant (0: the constant); tests
 	// shorten it to watch a revoked key be refused.

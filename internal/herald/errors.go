@@ -3,7 +3,7 @@ package herald
 import "errors"
 
 // ErrNotFound: the row or resource does not exist for the tenant (another
-// tenant's is "not found" too). The store translates pgx.ErrNoRows into it once.
+// tenant's is "not found" too). dbx.NotFound translates pgx.ErrNoRows into it, once.
 var ErrNotFound = errors.New("not found")
 
 // Error types of Temporal application errors that activities return and

@@ -148,7 +148,7 @@ func (ls *Leases) Take(ctx context.Context, key string, rate float64, burst int)
 		least := max(1, n/2)
 		ls.roundTrips.Add(1)
 		asked := time.Now()
-		granted, level, err := ls.limiter.TakeN(ctx, key, rate, burst, least, n)
+		granted, level, err := ls.limiter.TakeN(ctx, TakeNParams{Key: key, Rate: rate, Burst: burst, Least: least, Most: n})
 
 		l.mu.Lock()
 		l.fetching = nil

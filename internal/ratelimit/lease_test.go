@@ -21,7 +21,7 @@ func TestTakeNGrantsWhatThereIs(t *testing.T) {
 	key := testenv.UniqueName(t, "rl-n")
 	const r, burst = 0.001, 10 // refill negligible during the test
 	for _, c := range []struct{ least, most, want int }{{4, 4, 4}, {7, 10, 0}, {5, 10, 6}, {1, 5, 0}} {
-		got, _, err := l.TakeN(ctx, key, r, burst, c.least, c.most)
+		got, _, err := l.TakeN(ctx, ratelimit.TakeNParams{Key: key, Rate: r, Burst: burst, Least: c.least, Most: c.most})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func TestTakeNGrantsWhatThereIs(t *testing.T) {
 		}
 	}
 	for _, bad := range [][2]int{{0, 1}, {2, 1}, {11, 11}} {
-		if _, _, err := l.TakeN(ctx, key, r, burst, bad[0], bad[1]); err == nil {
+		if _, _, err := l.TakeN(ctx, ratelimit.TakeNParams{Key: key, Rate: r, Burst: burst, Least: bad[0], Most: bad[1]}); err == nil {
 			t.Fatalf("TakeN(%d…%d) of a bucket of %d accepted", bad[0], bad[1], burst)
 		}
 	}
@@ -90,7 +90,7 @@ func TestLeasesHoldTheGlobalLimitAcrossThreeReplicas(t *testing.T) {
 		leases[i] = ratelimit.NewLeases(l, 0, 0)
 	}
 	// Empty the bucket so the burst does not count as rate.
-	if _, _, err := first.TakeN(context.Background(), key, r, burst, burst, burst); err != nil {
+	if _, _, err := first.TakeN(context.Background(), ratelimit.TakeNParams{Key: key, Rate: r, Burst: burst, Least: burst, Most: burst}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), duration)

@@ -46,22 +46,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// DB is what the Limiter needs; *pgxpool.Pool satisfies it.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+	"github.com/herald-notify/herald/internal/dbx"
+)
 
 // Limiter takes tokens from buckets and counts quotas stored in PostgreSQL.
 type Limiter struct {
-	db DB
+	db dbx.DB
 }
 
-// New returns a Limiter on db (normally the service's *pgxpool.Pool).
-func New(db DB) *Limiter { return &Limiter{db: db} }
+// New returns a Limiter on db (normally the service's *pgxpool.Pool; see the
+// package comment for why not a transaction).
+func New(db dbx.DB) *Limiter { return &Limiter{db: db} }
 
 // takeSQL takes one token from bucket $1 (rate $2 tokens/s, capacity $3) if at least
 // one has accumulated, in one statement:
@@ -168,7 +164,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, rate float64, burst, n 
 	}
 	burst = max(burst, n)
 	for {
-		granted, level, err := l.TakeN(ctx, key, rate, burst, n, n)
+		granted, level, err := l.TakeN(ctx, TakeNParams{Key: key, Rate: rate, Burst: burst, Least: n, Most: n})
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return ctxErr
@@ -320,25 +316,35 @@ SELECT false, 0::float8, least($3, cur.tokens + $2 * extract(epoch FROM greatest
 FROM (SELECT tokens, updated_at FROM rate_limit_buckets WHERE key = $1 FOR SHARE) cur
 WHERE NOT EXISTS (SELECT FROM took)`
 
-// TakeN takes between least and most whole tokens from the bucket key (rate
-// tokens/s, burst deep; see Take) in one statement: as many as there are, at most
-// most, or none while fewer than least have accumulated. level is the tokens left
-// (after a take) or there (after a refusal).
-func (l *Limiter) TakeN(ctx context.Context, key string, rate float64, burst, least, most int) (granted int, level float64, err error) {
-	if err := checkBucket(rate, burst); err != nil {
+// TakeNParams names a bucket (as Take's arguments do) and how many tokens
+// TakeN takes from it.
+type TakeNParams struct {
+	Key   string
+	Rate  float64 // tokens per second
+	Burst int     // the bucket's capacity
+	Least int     // take none while fewer have accumulated
+	Most  int
+}
+
+// TakeN takes between Least and Most whole tokens from the bucket (see Take) in
+// one statement: as many as there are, at most Most, or none while fewer than
+// Least have accumulated. level is the tokens left (after a take) or there
+// (after a refusal).
+func (l *Limiter) TakeN(ctx context.Context, p TakeNParams) (granted int, level float64, err error) {
+	if err := checkBucket(p.Rate, p.Burst); err != nil {
 		return 0, 0, err
 	}
-	if least < 1 || most < least || least > burst {
-		return 0, 0, fmt.Errorf("rate limit %q: take %d…%d tokens of a bucket of %d", key, least, most, burst)
+	if p.Least < 1 || p.Most < p.Least || p.Least > p.Burst {
+		return 0, 0, fmt.Errorf("rate limit %q: take %d…%d tokens of a bucket of %d", p.Key, p.Least, p.Most, p.Burst)
 	}
 	var ok bool
 	var g float64
-	err = l.db.QueryRow(ctx, takeRangeSQL, key, rate, float64(burst), float64(most), float64(least)).Scan(&ok, &g, &level)
+	err = l.db.QueryRow(ctx, takeRangeSQL, p.Key, p.Rate, float64(p.Burst), float64(p.Most), float64(p.Least)).Scan(&ok, &g, &level)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, nil // refused by a row created after the snapshot (see Take)
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("rate limit %q: %w", key, err)
+		return 0, 0, fmt.Errorf("rate limit %q: %w", p.Key, err)
 	}
 	return int(g), level, nil
 }

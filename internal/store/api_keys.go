@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"time"
+
+	"github.com/herald-notify/herald/internal/dbx"
 )
 
 // APIKey is a tenant's API key as it may be shown: never the key or its hash.
@@ -34,7 +36,7 @@ const apiKeyColumns = `id, tenant_id, name, prefix, created_at, last_used_at, re
 func scanAPIKey(row interface{ Scan(...any) error }) (APIKey, error) {
 	var k APIKey
 	err := row.Scan(&k.ID, &k.TenantID, &k.Name, &k.Prefix, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
-	return k, notFound(err)
+	return k, dbx.NotFound(err)
 }
 
 // CreateNamedAPIKey mints a new key for a tenant and stores its hash. The key is
@@ -84,7 +86,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenantID, id string, allowLast
 	err := s.InTx(ctx, func(tx *Store) error {
 		var one int
 		if err := tx.db.QueryRow(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE`, tenantID).Scan(&one); err != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		var active int
 		err := tx.db.QueryRow(ctx, `
@@ -93,7 +95,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, tenantID, id string, allowLast
 			FROM api_keys WHERE tenant_id = $1 AND id = $2`, tenantID, id).
 			Scan(&k.ID, &k.TenantID, &k.Name, &k.Prefix, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &hash, &active)
 		if err != nil || k.RevokedAt != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		if active <= 1 && !allowLast {
 			return ErrLastActiveKey

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -44,7 +45,7 @@ func scanCampaign(row interface{ Scan(...any) error }) (Campaign, error) {
 	err := row.Scan(&c.TenantID, &c.ID, &c.WorkflowID, &c.TemplateID, &c.TemplateVersion, &c.Category, &c.Channels, &c.Data,
 		&c.AudienceKind, &c.AudienceRef, &c.AudienceSize, &c.UnknownUsers, &c.RatePerSecond, &c.Status, &c.SendAt,
 		&c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.UpdatedAt)
-	return c, notFound(err)
+	return c, dbx.NotFound(err)
 }
 
 // CreateCampaign records a campaign, and for an inline audience its recipients as
@@ -170,16 +171,26 @@ func (s *Store) CountAudience(ctx context.Context, tenantID, kind, ref string) (
 	return known, unknown, err
 }
 
-// AudienceBoundaries pages the audience by keyset: after the user id after, it
-// returns the last user id of each of up to pages pages of pageSize members (the
-// last page may be short). Fewer than pages boundaries means the audience ends.
-func (s *Store) AudienceBoundaries(ctx context.Context, tenantID, kind, ref, after string, pageSize, pages int) ([]string, error) {
-	from, err := audienceSource(kind)
+// AudienceBoundariesParams selects the pages AudienceBoundaries delimits.
+type AudienceBoundariesParams struct {
+	TenantID string
+	Kind     string // herald.Audience*
+	Ref      string // the list or topic (ignored for all users)
+	After    string // the user id the pages start after ("" : the start)
+	PageSize int
+	Pages    int
+}
+
+// AudienceBoundaries pages the audience by keyset: after the user id After, it
+// returns the last user id of each of up to Pages pages of PageSize members (the
+// last page may be short). Fewer than Pages boundaries means the audience ends.
+func (s *Store) AudienceBoundaries(ctx context.Context, p AudienceBoundariesParams) ([]string, error) {
+	from, err := audienceSource(p.Kind)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := s.db.Query(ctx, `SELECT m.user_id FROM `+from+` m WHERE m.user_id > $3 ORDER BY m.user_id LIMIT $4`,
-		tenantID, ref, after, pageSize*pages)
+		p.TenantID, p.Ref, p.After, p.PageSize*p.Pages)
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +199,10 @@ func (s *Store) AudienceBoundaries(ctx context.Context, tenantID, kind, ref, aft
 		return nil, err
 	}
 	var out []string
-	for i := pageSize - 1; i < len(ids); i += pageSize {
+	for i := p.PageSize - 1; i < len(ids); i += p.PageSize {
 		out = append(out, ids[i])
 	}
-	if n := len(ids); n > 0 && n%pageSize != 0 {
+	if n := len(ids); n > 0 && n%p.PageSize != 0 {
 		out = append(out, ids[n-1])
 	}
 	return out, nil
@@ -209,11 +220,23 @@ type AudienceMember struct {
 	Preferences json.RawMessage
 }
 
-// AudiencePage returns the audience members with after < user_id <= through
-// (through "" : no upper bound), or, when only is not empty, those of only's
-// user ids that are members; members that are not users are skipped.
-func (s *Store) AudiencePage(ctx context.Context, tenantID, kind, ref, after, through string, only []string, limit int) ([]AudienceMember, error) {
-	from, err := audienceSource(kind)
+// AudiencePageParams selects the members AudiencePage returns.
+type AudiencePageParams struct {
+	TenantID string
+	Kind     string // herald.Audience*
+	Ref      string // the list or topic (ignored for all users)
+	After    string // members with user_id > After…
+	Through  string // …and <= Through ("" : no upper bound)
+	// Only, when not empty, replaces the After/Through range: these user ids,
+	// those that are members.
+	Only  []string
+	Limit int
+}
+
+// AudiencePage returns the audience members that p selects, in user id order;
+// members that are not users are skipped.
+func (s *Store) AudiencePage(ctx context.Context, p AudiencePageParams) ([]AudienceMember, error) {
+	from, err := audienceSource(p.Kind)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +247,7 @@ func (s *Store) AudiencePage(ctx context.Context, tenantID, kind, ref, after, th
 		LEFT JOIN user_preferences p ON p.tenant_id = u.tenant_id AND p.user_id = u.user_id
 		WHERE CASE WHEN cardinality($5::text[]) > 0 THEN m.user_id = ANY($5)
 			ELSE m.user_id > $3 AND ($4 = '' OR m.user_id <= $4) END
-		ORDER BY m.user_id LIMIT $6`, tenantID, ref, after, through, only, limit)
+		ORDER BY m.user_id LIMIT $6`, p.TenantID, p.Ref, p.After, p.Through, p.Only, p.Limit)
 	if err != nil {
 		return nil, err
 	}

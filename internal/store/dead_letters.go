@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -107,7 +108,7 @@ func scanDeadLetter(row interface{ Scan(...any) error }) (DeadLetter, error) {
 	var d DeadLetter
 	err := row.Scan(&d.ID, &d.TenantID, &d.NotificationID, &d.Channel, &d.TemplateID, &d.Attempts, &d.LastError, &d.Status,
 		&d.Redrives, &d.CreatedAt, &d.UpdatedAt, &d.Payload)
-	return d, notFound(err)
+	return d, dbx.NotFound(err)
 }
 
 // PutDeadLetter dead-letters a channel (again, after a failed redrive) and marks its
@@ -232,7 +233,7 @@ func (s *Store) RedriveTargetOf(ctx context.Context, tenantID, notificationID st
 		FROM notifications n
 		LEFT JOIN templates t ON t.tenant_id = n.tenant_id AND t.template_id = n.template_id AND t.version = n.template_version
 		WHERE n.tenant_id = $1 AND n.id = $2`, tenantID, notificationID).Scan(&t.UserID, &t.Category, &t.Critical)
-	return t, notFound(err)
+	return t, dbx.NotFound(err)
 }
 
 // ReopenRedrive reopens a redriving dead letter's delivery for the guard (failed →
@@ -257,7 +258,7 @@ func (s *Store) FinishRedriveSuppressed(ctx context.Context, tenantID string, id
 		if err := tx.db.QueryRow(ctx, `
 			UPDATE dead_letters SET status = 'redriven', updated_at = now() WHERE tenant_id = $1 AND id = $2
 			RETURNING notification_id, channel`, tenantID, id).Scan(&nid, &channel); err != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		if _, err := tx.db.Exec(ctx, `
 			UPDATE deliveries SET status = $4, reason = $5, updated_at = now()
@@ -278,7 +279,7 @@ func (s *Store) FinishRedrive(ctx context.Context, tenantID string, id int64) er
 		if err := tx.db.QueryRow(ctx, `
 			UPDATE dead_letters SET status = 'redriven', updated_at = now() WHERE tenant_id = $1 AND id = $2
 			RETURNING notification_id`, tenantID, id).Scan(&nid); err != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		_, err := tx.RecomputeNotificationStatus(ctx, tenantID, nid)
 		return err

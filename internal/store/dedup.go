@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/dbx"
 )
 
 // Dedup is a notification's row in the dedup ledger (notification_dedup): what
@@ -75,15 +77,24 @@ SELECT false, d.body_hash, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedu
 FROM notification_dedup d
 WHERE d.tenant_id = $1 AND d.notification_id = $2 AND NOT EXISTS (SELECT FROM counted)`
 
+// RecordDuplicateParams is one duplicate submission of a notification.
+type RecordDuplicateParams struct {
+	TenantID       string
+	NotificationID string
+	KeyHash        string
+	BodyHash       []byte // the submission's body
+	SeenAt         time.Time
+}
+
 // RecordDuplicate counts a duplicate submission of a notification, or finds that
 // its body differs from the original's, in one round trip (see duplicateSQL).
-func (s *Store) RecordDuplicate(ctx context.Context, tenantID, notificationID, keyHash string, bodyHash []byte, seenAt time.Time) (DuplicateOutcome, error) {
+func (s *Store) RecordDuplicate(ctx context.Context, p RecordDuplicateParams) (DuplicateOutcome, error) {
 	for range 2 {
 		var o DuplicateOutcome
 		var status *string
 		var acceptedAt *time.Time
 		d := &o.Dedup
-		err := s.db.QueryRow(ctx, duplicateSQL, tenantID, notificationID, keyHash, bodyHash, seenAt).
+		err := s.db.QueryRow(ctx, duplicateSQL, p.TenantID, p.NotificationID, p.KeyHash, p.BodyHash, p.SeenAt).
 			Scan(&o.Counted, &d.BodyHash, &d.Duplicates, &d.FirstSeenAt, &d.LastSeenAt, &d.DedupUntil, &status, &acceptedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Refused by a row committed after this statement's snapshot (only in the
@@ -94,7 +105,7 @@ func (s *Store) RecordDuplicate(ctx context.Context, tenantID, notificationID, k
 		if err != nil {
 			return o, err
 		}
-		d.NotificationID, d.KeyHash = notificationID, keyHash
+		d.NotificationID, d.KeyHash = p.NotificationID, p.KeyHash
 		o.BodyKnown = d.BodyHash != nil
 		if status != nil && acceptedAt != nil {
 			o.Status, o.AcceptedAt = *status, *acceptedAt
@@ -127,7 +138,7 @@ func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (
 		SELECT key_hash, body_hash, duplicates, first_seen_at, last_seen_at, dedup_until
 		FROM notification_dedup WHERE tenant_id = $1 AND notification_id = $2`, tenantID, notificationID).
 		Scan(&d.KeyHash, &d.BodyHash, &d.Duplicates, &d.FirstSeenAt, &d.LastSeenAt, &d.DedupUntil)
-	return d, notFound(err)
+	return d, dbx.NotFound(err)
 }
 
 // NotificationsByKey returns the ids of the notifications accepted with dedup key
@@ -267,11 +278,22 @@ const (
 	LedgerReused    = "reused"
 )
 
-// AnswerFromLedger answers a submission of key keyHash with body bodyHash from the
+// AnswerFromLedgerParams is a submission AnswerFromLedger looks up.
+type AnswerFromLedgerParams struct {
+	TenantID string
+	KeyHash  string
+	BodyHash []byte // the submission's body
+	SeenAt   time.Time
+	// Margin is how long the window must still stay open (clock skew between
+	// the API hosts and the database).
+	Margin time.Duration
+}
+
+// AnswerFromLedger answers a submission of key KeyHash with body BodyHash from the
 // dedup ledger when it proves an open window (see ledgerSQL), in one round trip.
-func (s *Store) AnswerFromLedger(ctx context.Context, tenantID, keyHash string, bodyHash []byte, seenAt time.Time, margin time.Duration) (LedgerAnswer, error) {
+func (s *Store) AnswerFromLedger(ctx context.Context, p AnswerFromLedgerParams) (LedgerAnswer, error) {
 	var a LedgerAnswer
-	err := s.db.QueryRow(ctx, ledgerSQL, tenantID, keyHash, bodyHash, seenAt, margin.Seconds()).
+	err := s.db.QueryRow(ctx, ledgerSQL, p.TenantID, p.KeyHash, p.BodyHash, p.SeenAt, p.Margin.Seconds()).
 		Scan(&a.Outcome, &a.NotificationID, &a.Status, &a.AcceptedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return LedgerAnswer{}, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -68,7 +69,7 @@ func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID, chann
 		SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
 		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`, tenantID, notificationID, channel).
 		Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.Reason, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
-	return d, notFound(err)
+	return d, dbx.NotFound(err)
 }
 
 // DeliveryUpdate moves a channel's status forward. Nil fields are left as they are.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -483,7 +484,7 @@ func (s *Store) UpdateInboxItem(ctx context.Context, tenantID, userID, notificat
 		st := &states[0]
 		if err := scanInboxItem(tx.db.QueryRow(ctx, `SELECT `+inboxColumns+` FROM inbox
 			WHERE tenant_id = $1 AND user_id = $2 AND notification_id = $3 FOR UPDATE`, tenantID, userID, notificationID), &it); err != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		before := it
 		now := time.Now().UTC().Truncate(time.Microsecond)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/dbx"
 )
 
 // InboxSettings are a tenant's inbox settings.
@@ -55,7 +57,7 @@ func (s *Store) PutInboxHMACSecret(ctx context.Context, tenantID string, sealed 
 func (s *Store) TenantByID(ctx context.Context, id string) (Tenant, error) {
 	var t Tenant
 	err := s.db.QueryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE id = $1`, id).Scan(&t.ID, &t.Name, &t.CreatedAt)
-	return t, notFound(err)
+	return t, dbx.NotFound(err)
 }
 
 // RevokeUserTokens refuses from now on every user token of the user issued

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -28,7 +29,7 @@ const listColumns = `tenant_id, id, name, kind, line_count, member_count, unknow
 func scanList(row interface{ Scan(...any) error }) (RecipientList, error) {
 	var l RecipientList
 	err := row.Scan(&l.TenantID, &l.ID, &l.Name, &l.Kind, &l.LineCount, &l.MemberCount, &l.UnknownCount, &l.UnknownSample, &l.CreatedAt)
-	return l, notFound(err)
+	return l, dbx.NotFound(err)
 }
 
 // ListMemberSource streams a list's members into UploadList: Next advances to
@@ -131,7 +132,7 @@ func (s *Store) CountTopicSubscribers(ctx context.Context, tenantID, topic strin
 		SELECT (SELECT count(*) FROM topic_subscribers s WHERE s.tenant_id = t.tenant_id AND s.topic = t.topic)
 		FROM topics t WHERE t.tenant_id = $1 AND t.topic = $2`, tenantID, topic).Scan(&n)
 	if err != nil {
-		return 0, notFound(err)
+		return 0, dbx.NotFound(err)
 	}
 	return *n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/jackc/pgx/v5"
 )
@@ -83,7 +84,7 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notif
 		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt,
 			&n.TemplateVersion, &n.Category, &dups, &first, &last, &until)
 	if err != nil {
-		return Notification{}, notFound(err)
+		return Notification{}, dbx.NotFound(err)
 	}
 	if dups != nil && first != nil && last != nil {
 		n.Dedup = &Dedup{NotificationID: n.ID, KeyHash: n.DedupKeyHash, Duplicates: *dups, FirstSeenAt: *first, LastSeenAt: *last, DedupUntil: until}
@@ -96,7 +97,7 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notif
 func (s *Store) NotificationStatus(ctx context.Context, tenantID, id string) (status string, acceptedAt time.Time, err error) {
 	err = s.db.QueryRow(ctx, `SELECT status, accepted_at FROM notifications WHERE tenant_id = $1 AND id = $2`, tenantID, id).
 		Scan(&status, &acceptedAt)
-	return status, acceptedAt, notFound(err)
+	return status, acceptedAt, dbx.NotFound(err)
 }
 
 // SetNotificationStatus records the overall status the workflow computed.
@@ -118,7 +119,7 @@ func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id st
 	err := s.InTx(ctx, func(tx *Store) error {
 		var locked int
 		if err := tx.db.QueryRow(ctx, `SELECT 1 FROM notifications WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, tenantID, id).Scan(&locked); err != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		rows, err := tx.db.Query(ctx, `SELECT status FROM deliveries WHERE tenant_id = $1 AND notification_id = $2`, tenantID, id)
 		if err != nil {

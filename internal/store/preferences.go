@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
 )
@@ -16,7 +17,7 @@ func (s *Store) GetPreferences(ctx context.Context, tenantID, userID string) (pr
 	var raw []byte
 	var p preferences.Preferences
 	err := s.db.QueryRow(ctx, `SELECT preferences FROM user_preferences WHERE tenant_id = $1 AND user_id = $2`, tenantID, userID).Scan(&raw)
-	if err = notFound(err); errors.Is(err, herald.ErrNotFound) {
+	if err = dbx.NotFound(err); errors.Is(err, herald.ErrNotFound) {
 		return p, nil
 	} else if err != nil {
 		return p, err
@@ -43,7 +44,7 @@ func (s *Store) SetCategoryEnabled(ctx context.Context, tenantID, userID, catego
 	return s.InTx(ctx, func(tx *Store) error {
 		var one int
 		if err := tx.db.QueryRow(ctx, `SELECT 1 FROM users WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`, tenantID, userID).Scan(&one); err != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		p, err := tx.GetPreferences(ctx, tenantID, userID)
 		if err != nil {
@@ -151,20 +152,30 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 // CapWindow is the rolling window of per-user category caps.
 const CapWindow = 24 * time.Hour
 
+// ClaimCapParams is one notification ClaimCap counts against a category cap.
+type ClaimCapParams struct {
+	TenantID       string
+	UserID         string
+	Category       string
+	NotificationID string
+	Limit          int // notifications of Category per CapWindow
+	At             time.Time
+}
+
 // ClaimCap counts a notification against the user's cap for its category: it is
-// allowed while fewer than limit notifications of that category were claimed in the
-// window before at. Claims for one (tenant, user, category) serialize on an advisory
+// allowed while fewer than Limit notifications of that category were claimed in the
+// window before At. Claims for one (tenant, user, category) serialize on an advisory
 // lock, so concurrent notifications never exceed the cap; a retried claim for the
 // same notification returns its first answer.
-func (s *Store) ClaimCap(ctx context.Context, tenantID, userID, category, notificationID string, limit int, at time.Time) (allowed bool, err error) {
+func (s *Store) ClaimCap(ctx context.Context, p ClaimCapParams) (allowed bool, err error) {
 	err = s.InTx(ctx, func(tx *Store) error {
 		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 1))`,
-			tenantID, userID, category); err != nil {
+			p.TenantID, p.UserID, p.Category); err != nil {
 			return err
 		}
 		var already bool
 		if err := tx.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cap_ledger WHERE tenant_id = $1 AND notification_id = $2)`,
-			tenantID, notificationID).Scan(&already); err != nil {
+			p.TenantID, p.NotificationID).Scan(&already); err != nil {
 			return err
 		}
 		if already {
@@ -175,16 +186,16 @@ func (s *Store) ClaimCap(ctx context.Context, tenantID, userID, category, notifi
 		if err := tx.db.QueryRow(ctx, `
 			SELECT count(*) FROM cap_ledger
 			WHERE tenant_id = $1 AND user_id = $2 AND category = $3 AND claimed_at > $4`,
-			tenantID, userID, category, at.Add(-CapWindow)).Scan(&used); err != nil {
+			p.TenantID, p.UserID, p.Category, p.At.Add(-CapWindow)).Scan(&used); err != nil {
 			return err
 		}
-		if used >= limit {
+		if used >= p.Limit {
 			allowed = false
 			return nil
 		}
 		allowed = true
 		_, err := tx.db.Exec(ctx, `INSERT INTO cap_ledger (tenant_id, user_id, category, notification_id, claimed_at) VALUES ($1, $2, $3, $4, $5)`,
-			tenantID, userID, category, notificationID, at)
+			p.TenantID, p.UserID, p.Category, p.NotificationID, p.At)
 		return err
 	})
 	return allowed, err

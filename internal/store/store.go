@@ -1,38 +1,25 @@
 // Package store is Herald's PostgreSQL access layer: hand-written pgx queries, one
-// file per table. Every query takes the tenant ID and filters by it. pgx.ErrNoRows is
-// translated into herald.ErrNotFound here, once.
+// file per table. Every query takes the tenant ID and filters by it. A missing row
+// comes back as herald.ErrNotFound (dbx.NotFound translates pgx.ErrNoRows).
 package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/herald-notify/herald/internal/herald"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// herald.ErrNotFound is returned when a row does not exist for the tenant.
-
-// DBTX is what both *pgxpool.Pool and pgx.Tx offer; tests run a Store in a
-// transaction they roll back.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // Store runs Herald's queries.
 type Store struct {
-	db DBTX
+	db dbx.DB
 }
 
-// New wraps a pool or a transaction.
-func New(db DBTX) *Store { return &Store{db: db} }
+// New wraps a pool or a transaction (tests run a Store in a transaction they
+// roll back).
+func New(db dbx.DB) *Store { return &Store{db: db} }
 
 // Connect opens a pool and checks it answers.
 func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
@@ -73,11 +60,4 @@ func (s *Store) InTx(ctx context.Context, fn func(*Store) error) error {
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-func notFound(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return herald.ErrNotFound
-	}
-	return err
 }

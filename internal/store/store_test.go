@@ -266,7 +266,9 @@ func TestInsertNotificationWritesTheLedgerRow(t *testing.T) {
 	accepted := time.Now().Truncate(time.Microsecond)
 	until := accepted.Add(time.Hour)
 	body := []byte("0123456789abcdef0123456789abcdef")
-	if o, err := st.RecordDuplicate(ctx, tn.ID, "n1", "k", body, accepted.Add(time.Second)); err != nil || !o.Counted || o.BodyKnown {
+	if o, err := st.RecordDuplicate(ctx, store.RecordDuplicateParams{
+		TenantID: tn.ID, NotificationID: "n1", KeyHash: "k", BodyHash: body, SeenAt: accepted.Add(time.Second),
+	}); err != nil || !o.Counted || o.BodyKnown {
 		t.Fatalf("early duplicate: %+v %v", o, err)
 	}
 	n := store.Notification{TenantID: tn.ID, ID: "n1", UserID: "u1", TemplateID: "tpl", Channels: []string{"email", "in_app"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/templates"
 )
 
@@ -58,7 +59,7 @@ func (s *Store) GetTemplate(ctx context.Context, tenantID, templateID string, ve
 			tenantID, templateID, version).Scan(&body, &rec.CreatedAt)
 	}
 	if err != nil {
-		return TemplateRecord{}, notFound(err)
+		return TemplateRecord{}, dbx.NotFound(err)
 	}
 	if err := json.Unmarshal(body, &rec.Template); err != nil {
 		return TemplateRecord{}, fmt.Errorf("decode template %s: %w", templateID, err)

@@ -95,6 +95,9 @@ func TestCapHoldsUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	tn, _ := mustTenant(t, st, ctx)
 	now := time.Now()
+	claim := func(category, notificationID string, at time.Time) store.ClaimCapParams {
+		return store.ClaimCapParams{TenantID: tn.ID, UserID: "u1", Category: category, NotificationID: notificationID, Limit: 5, At: at}
+	}
 	var allowed, denied int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -102,7 +105,7 @@ func TestCapHoldsUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := st.ClaimCap(ctx, tn.ID, "u1", "marketing", fmt.Sprintf("n%d", i), 5, now)
+			ok, err := st.ClaimCap(ctx, claim("marketing", fmt.Sprintf("n%d", i), now))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -121,7 +124,7 @@ func TestCapHoldsUnderConcurrency(t *testing.T) {
 	// A retried claim keeps its answer; the window rolls.
 	var firstAllowed string
 	for i := range 50 {
-		if ok, _ := st.ClaimCap(ctx, tn.ID, "u1", "marketing", fmt.Sprintf("n%d", i), 5, now); ok {
+		if ok, _ := st.ClaimCap(ctx, claim("marketing", fmt.Sprintf("n%d", i), now)); ok {
 			firstAllowed = fmt.Sprintf("n%d", i)
 			break
 		}
@@ -129,10 +132,10 @@ func TestCapHoldsUnderConcurrency(t *testing.T) {
 	if firstAllowed == "" {
 		t.Fatal("a retried allowed claim was denied")
 	}
-	if ok, _ := st.ClaimCap(ctx, tn.ID, "u1", "marketing", "later", 5, now.Add(store.CapWindow+time.Minute)); !ok {
+	if ok, _ := st.ClaimCap(ctx, claim("marketing", "later", now.Add(store.CapWindow+time.Minute))); !ok {
 		t.Fatal("a claim after the window must be allowed")
 	}
-	if ok, _ := st.ClaimCap(ctx, tn.ID, "u1", "shipping", "other-category", 5, now); !ok {
+	if ok, _ := st.ClaimCap(ctx, claim("shipping", "other-category", now)); !ok {
 		t.Fatal("caps are per category")
 	}
 }

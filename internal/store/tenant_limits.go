@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -63,7 +64,7 @@ func (s *Store) GetTenantLimits(ctx context.Context, tenantID string) (TenantLim
 		FROM tenants t LEFT JOIN tenant_limits l ON l.tenant_id = t.id WHERE t.id = $1`, tenantID).
 		Scan(&rate, &burst, &quota, &allow)
 	if err != nil {
-		return TenantLimits{}, notFound(err)
+		return TenantLimits{}, dbx.NotFound(err)
 	}
 	var l TenantLimits
 	if rate != nil {

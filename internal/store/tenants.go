@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
+
+	"github.com/herald-notify/herald/internal/dbx"
 )
 
 // Tenant is one customer application.
@@ -67,7 +69,7 @@ func (s *Store) TenantByAPIKey(ctx context.Context, key string) (Tenant, error) 
 		)
 		SELECT t.id, t.name, t.created_at, k.id FROM k JOIN tenants t ON t.id = k.tenant_id`, HashAPIKey(key)).
 		Scan(&t.ID, &t.Name, &t.CreatedAt, &t.APIKeyID)
-	return t, notFound(err)
+	return t, dbx.NotFound(err)
 }
 
 // ListTenants lists every tenant, oldest first.
@@ -93,7 +95,7 @@ func (s *Store) TenantByName(ctx context.Context, name string) (Tenant, error) {
 	var t Tenant
 	err := s.db.QueryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE name = $1 ORDER BY created_at LIMIT 1`, name).
 		Scan(&t.ID, &t.Name, &t.CreatedAt)
-	return t, notFound(err)
+	return t, dbx.NotFound(err)
 }
 
 func randomHex(n int) string {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/herald-notify/herald/internal/dbx"
 )
 
 // User is a tenant's recipient and their addresses.
@@ -23,7 +25,7 @@ const userColumns = `tenant_id, user_id, name, email, phone, locale, timezone, c
 func scanUser(row interface{ Scan(...any) error }) (User, error) {
 	var u User
 	err := row.Scan(&u.TenantID, &u.UserID, &u.Name, &u.Email, &u.Phone, &u.Locale, &u.Timezone, &u.CreatedAt, &u.UpdatedAt)
-	return u, notFound(err)
+	return u, dbx.NotFound(err)
 }
 
 // UpsertUser creates or replaces a user's profile; created reports a new user.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -32,7 +33,7 @@ func scanWebhookEndpoint(row pgx.Row) (WebhookEndpoint, error) {
 	var e WebhookEndpoint
 	err := row.Scan(&e.TenantID, &e.ID, &e.URL, &e.Description, &e.Events, &e.Enabled, &e.SecretSealed, &e.PreviousSealed,
 		&e.PreviousUntil, &e.CreatedAt, &e.UpdatedAt)
-	return e, notFound(err)
+	return e, dbx.NotFound(err)
 }
 
 // MaxWebhookEndpoints bounds a tenant's endpoints.
@@ -179,7 +180,7 @@ const webhookMessageColumns = `id, msg_id, endpoint_id, event_type, notification
 func scanWebhookMessage(row pgx.Row) (WebhookMessage, error) {
 	var m WebhookMessage
 	err := row.Scan(&m.ID, &m.MsgID, &m.EndpointID, &m.EventType, &m.NotificationID, &m.Payload, &m.Status, &m.Attempts, &m.CreatedAt, &m.UpdatedAt)
-	return m, notFound(err)
+	return m, dbx.NotFound(err)
 }
 
 // PendingWebhookMessage is a message's place in its endpoint's queue.
@@ -232,7 +233,7 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, tenantID, endpointID s
 		if err := tx.db.QueryRow(ctx, `UPDATE webhook_messages SET attempts = attempts + 1,
 				status = CASE WHEN $4 = 'delivered' THEN 'delivered' ELSE status END, updated_at = now()
 			WHERE tenant_id = $1 AND endpoint_id = $2 AND id = $3 RETURNING attempts`, tenantID, endpointID, messageID, a.Outcome).Scan(&n); err != nil {
-			return notFound(err)
+			return dbx.NotFound(err)
 		}
 		_, err := tx.db.Exec(ctx, `INSERT INTO webhook_attempts (tenant_id, endpoint_id, message_id, attempt, status_code, outcome, error, duration_ms)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, tenantID, endpointID, messageID, n, a.StatusCode, a.Outcome, a.Error, a.DurationMS)
@@ -247,19 +248,28 @@ func (s *Store) DeadLetterWebhookMessage(ctx context.Context, tenantID, endpoint
 	return tag.RowsAffected() > 0, err
 }
 
-// ReplayWebhookMessages makes the endpoint's messages pending again: one
-// (msgID) or every one created in [since, until) that is not pending; it
-// returns how many. Their attempts stay listed.
-func (s *Store) ReplayWebhookMessages(ctx context.Context, tenantID, endpointID, msgID string, since, until time.Time) (int64, error) {
+// ReplayWebhookMessagesParams selects the messages ReplayWebhookMessages replays:
+// the one MsgID names, or (MsgID "") every one created in [Since, Until).
+type ReplayWebhookMessagesParams struct {
+	TenantID   string
+	EndpointID string
+	MsgID      string
+	Since      time.Time
+	Until      time.Time
+}
+
+// ReplayWebhookMessages makes the endpoint's messages that p selects and that are
+// not pending pending again; it returns how many. Their attempts stay listed.
+func (s *Store) ReplayWebhookMessages(ctx context.Context, p ReplayWebhookMessagesParams) (int64, error) {
 	var tag interface{ RowsAffected() int64 }
 	var err error
-	if msgID != "" {
+	if p.MsgID != "" {
 		tag, err = s.db.Exec(ctx, `UPDATE webhook_messages SET status = 'pending', updated_at = now()
-			WHERE tenant_id = $1 AND endpoint_id = $2 AND msg_id = $3 AND status <> 'pending'`, tenantID, endpointID, msgID)
+			WHERE tenant_id = $1 AND endpoint_id = $2 AND msg_id = $3 AND status <> 'pending'`, p.TenantID, p.EndpointID, p.MsgID)
 	} else {
 		tag, err = s.db.Exec(ctx, `UPDATE webhook_messages SET status = 'pending', updated_at = now()
 			WHERE tenant_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND created_at < $4 AND status <> 'pending'`,
-			tenantID, endpointID, since, until)
+			p.TenantID, p.EndpointID, p.Since, p.Until)
 	}
 	if err != nil {
 		return 0, err
@@ -275,15 +285,22 @@ func (s *Store) WebhookMessageExists(ctx context.Context, tenantID, endpointID, 
 	return ok, err
 }
 
-// ListWebhookAttempts lists the endpoint's attempts, newest first, before
-// beforeID (0: from the newest), at most limit; status filters by the
-// message's status ("" any).
-func (s *Store) ListWebhookAttempts(ctx context.Context, tenantID, endpointID, status string, beforeID int64, limit int) ([]WebhookAttempt, error) {
+// ListWebhookAttemptsParams selects a page of an endpoint's attempts.
+type ListWebhookAttemptsParams struct {
+	TenantID   string
+	EndpointID string
+	Status     string // the message's status ("" : any)
+	BeforeID   int64  // attempts with a smaller id (0 : from the newest)
+	Limit      int
+}
+
+// ListWebhookAttempts lists the endpoint's attempts that p selects, newest first.
+func (s *Store) ListWebhookAttempts(ctx context.Context, p ListWebhookAttemptsParams) ([]WebhookAttempt, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT a.id, m.msg_id, m.event_type, m.notification_id, m.status, a.attempt, a.status_code, a.outcome, a.error, a.duration_ms, a.at
 		FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_id
 		WHERE a.tenant_id = $1 AND a.endpoint_id = $2 AND ($3 = '' OR m.status = $3) AND ($4 = 0 OR a.id < $4)
-		ORDER BY a.id DESC LIMIT $5`, tenantID, endpointID, status, beforeID, limit)
+		ORDER BY a.id DESC LIMIT $5`, p.TenantID, p.EndpointID, p.Status, p.BeforeID, p.Limit)
 	if err != nil {
 		return nil, err
 	}

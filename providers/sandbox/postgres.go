@@ -5,17 +5,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/internal/dbx"
 )
 
 // PGRecorder records into the sandbox_messages table. It works on a pool or a
 // transaction.
 type PGRecorder struct {
-	db providers.DB
+	db dbx.DB
 }
 
 // NewPGRecorder wraps a pool or a transaction.
-func NewPGRecorder(db providers.DB) *PGRecorder { return &PGRecorder{db: db} }
+func NewPGRecorder(db dbx.DB) *PGRecorder { return &PGRecorder{db: db} }
 
 // Record implements Recorder.
 func (r *PGRecorder) Record(ctx context.Context, m Message) (Message, error) {

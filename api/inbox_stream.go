@@ -32,7 +32,9 @@ import (
 
 // Stream tuning.
 const (
-	defaultInboxHeartbeat = 15 * time.Second
+	// DefaultInboxHeartbeat is the streams' heartbeat when InboxConfig.Heartbeat
+	// is 0 (config HERALD_INBOX_HEARTBEAT defaults to it).
+	DefaultInboxHeartbeat = 15 * time.Second
 	// maxInboxStreamLife ends a stream opened with the tenant key after an hour
 	// (a user token's stream ends when the token expires); the client reconnects
 	// with Last-Event-ID and loses nothing.
@@ -251,5 +253,5 @@ func (h *inboxRoom) heartbeat() time.Duration {
 	if h.cfg.Heartbeat > 0 {
 		return h.cfg.Heartbeat
 	}
-	return defaultInboxHeartbeat
+	return DefaultInboxHeartbeat
 }

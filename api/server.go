@@ -97,7 +97,7 @@ type InboxConfig struct {
 	UserTokenKey []byte
 	Secrets      *secrets.Keyring
 	// Hub wakes the inbox streams of this process (nil: streams off);
-	// Heartbeat is the streams' heartbeat (0: defaultInboxHeartbeat).
+	// Heartbeat is the streams' heartbeat (0: DefaultInboxHeartbeat).
 	Hub       *inboxlive.Hub
 	Heartbeat time.Duration
 }

@@ -4,8 +4,9 @@
 #   PostgreSQL     127.0.0.1:55432, database `herald`, data in .herald/pg (log .herald/pg/log)
 #                  skipped if HERALD_DATABASE_URL is set
 #   Temporal       dev server on 127.0.0.1:7233, UI http://127.0.0.1:8233, state persisted
-#                  in .herald/temporal.db (log .herald/temporal.log)
-#                  skipped if HERALD_TEMPORAL_ADDRESS is set
+#                  in .herald/temporal.db (log .herald/temporal.log); Herald's search
+#                  attributes registered once it answers (herald migrate search-attributes)
+#                  skipped if HERALD_TEMPORAL_ADDRESS is set (herald dev registers them there)
 #   Herald         go build -o bin/herald ./cmd/herald, then `bin/herald dev`
 #                  (migrate, demo tenant + API key, API on HERALD_HTTP_ADDR + worker)
 #

@@ -22,10 +22,6 @@ WORKFLOWCHECK_VERSION="${WORKFLOWCHECK_VERSION:-v0.6.0}"
 GOLANGCI_LINT_MODULE="github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
 GOLANGCI_LINT_VERSION="${GOLANGCI_LINT_VERSION:-v2.15.0}"
 
-# Herald's custom search attributes (all Keyword), registered on every Temporal
-# server the scripts start.
-HERALD_SEARCH_ATTRIBUTES=(HeraldTenant HeraldUser HeraldStatus HeraldNotificationId HeraldCampaign)
-
 # Bounded waits, in seconds.
 PG_START_TIMEOUT="${PG_START_TIMEOUT:-60}"
 TEMPORAL_START_TIMEOUT="${TEMPORAL_START_TIMEOUT:-120}"
@@ -415,12 +411,26 @@ temporal_wait() {
 	done
 }
 
+# temporal_register_search_attributes ADDR: register Herald's search attributes
+# on the `default` namespace of the server at ADDR, skipping those already
+# there, with `herald migrate search-attributes` (go run: the list is
+# workflows.SearchAttributes, nowhere else; and no bin/herald gets replaced).
+# Its report goes to stderr, like every message here.
+temporal_register_search_attributes() {
+	local addr="$1"
+	ensure_go
+	log "registering Herald's search attributes on $addr (go run ./cmd/herald migrate search-attributes)"
+	(cd "$HERALD_ROOT" && HERALD_TEMPORAL_ADDRESS="$addr" HERALD_TEMPORAL_NAMESPACE=default \
+		go run ./cmd/herald migrate search-attributes) >&2
+}
+
 # temporal_start DIR PORT [start-dev flags...]: start (or reuse) a Temporal dev
-# server on 127.0.0.1:PORT with Herald's search attributes; pidfile and log
-# are DIR/temporal.pid and DIR/temporal.log.
+# server on 127.0.0.1:PORT and, once it answers, register Herald's search
+# attributes on it (temporal_register_search_attributes); pidfile and log are
+# DIR/temporal.pid and DIR/temporal.log.
 # Sets TEMPORAL_STARTED=1 if this call started the server, 0 if it reused one.
 temporal_start() {
-	local dir port="$2" addr pid logfile sa
+	local dir port="$2" addr pid logfile
 	dir="$(abspath "$1")"
 	shift 2
 	addr="127.0.0.1:$port"
@@ -432,19 +442,19 @@ temporal_start() {
 	if pid="$(temporal_pid "$dir")"; then
 		log "reusing the Temporal dev server already running on $addr (pid $pid)"
 		temporal_wait "$addr" "$pid" "$logfile" || exit 1
+		temporal_register_search_attributes "$addr" ||
+			die "could not register Herald's search attributes on $addr"
 		return 0
 	fi
 	rm -f "$dir/temporal.pid"
 	if temporal_healthy "$addr"; then
 		log "a Temporal server not started by these scripts already answers on $addr: reusing it (it will not be stopped)"
+		temporal_register_search_attributes "$addr" ||
+			die "could not register Herald's search attributes on $addr"
 		return 0
 	fi
 
-	local -a args=(server start-dev --ip 127.0.0.1 --port "$port" --log-level warn)
-	for sa in "${HERALD_SEARCH_ATTRIBUTES[@]}"; do
-		args+=(--search-attribute "$sa=Keyword")
-	done
-	args+=("$@")
+	local -a args=(server start-dev --ip 127.0.0.1 --port "$port" --log-level warn "$@")
 
 	log "starting the Temporal dev server on $addr (log: $logfile)"
 	printf '\n==== %s: temporal %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${args[*]}" >>"$logfile"
@@ -458,6 +468,11 @@ temporal_start() {
 	pid=$!
 	echo "$pid" >"$dir/temporal.pid"
 	if ! temporal_wait "$addr" "$pid" "$logfile"; then
+		temporal_stop "$dir"
+		exit 1
+	fi
+	if ! temporal_register_search_attributes "$addr"; then
+		printf 'ERROR: %s\n' "could not register Herald's search attributes on $addr; stopping the Temporal dev server" >&2
 		temporal_stop "$dir"
 		exit 1
 	fi

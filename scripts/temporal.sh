@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Temporal dev server (bin/temporal server start-dev) in the background, with
-# Herald's search attributes (HeraldTenant, HeraldUser, HeraldStatus,
-# HeraldNotificationId, HeraldCampaign; all Keyword) registered.
+# Herald's search attributes (workflows.SearchAttributes, all Keyword) registered
+# on its `default` namespace by `herald migrate search-attributes` once it answers.
 #   scripts/temporal.sh start  DIR PORT [extra start-dev flags...]
 #   scripts/temporal.sh stop   DIR
 #   scripts/temporal.sh status DIR

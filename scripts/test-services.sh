@@ -3,8 +3,10 @@
 #   eval "$(scripts/test-services.sh start)"   # PostgreSQL :55433 (herald_test) + Temporal :7243
 #   go test ./...
 #   scripts/test-services.sh stop
-# `start` wipes .herald/test first and prints the two export lines on stdout
-# (progress goes to stderr).
+# `start` wipes .herald/test first, registers Herald's search attributes on the
+# Temporal server once it answers (go run ./cmd/herald migrate search-attributes,
+# so the tree must build) and prints the two export lines on stdout (progress
+# goes to stderr).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -113,28 +114,32 @@ func Register(r interface {
 	r.RegisterActivity(acts)
 }
 
-// EnsureSearchAttributes registers Herald's Keyword search attributes in the
-// namespace when they are missing, so the Temporal UI can filter by tenant, user,
-// status and notification id.
-func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+// EnsureSearchAttributes registers every search attribute in
+// workflows.SearchAttributes (all Keyword) on the namespace, skipping those
+// already there, so the Temporal UI can filter by tenant, user, status,
+// notification and campaign. It returns the names it added (none when all were
+// present), sorted. `herald migrate` and `herald dev` call it.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) (added []string, err error) {
 	ops := c.OperatorService()
 	have, err := ops.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
-		return fmt.Errorf("list search attributes: %w", err)
+		return nil, fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for _, name := range workflows.SearchAttributeNames() {
-		if _, ok := have.GetCustomAttributes()[name]; !ok {
-			missing[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	for _, key := range workflows.SearchAttributes {
+		if _, ok := have.GetCustomAttributes()[key.GetName()]; !ok {
+			missing[key.GetName()] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+			added = append(added, key.GetName())
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return nil, nil
 	}
+	slices.Sort(added)
 	if _, err := ops.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
 		Namespace: namespace, SearchAttributes: missing,
 	}); err != nil {
-		return fmt.Errorf("add search attributes: %w", err)
+		return nil, fmt.Errorf("add search attributes %v to namespace %s: %w", added, namespace, err)
 	}
-	return nil
+	return added, nil
 }

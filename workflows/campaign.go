@@ -19,14 +19,12 @@ const (
 	UpdateCancelCampaign  = "cancel"
 )
 
-// SearchAttrCampaign names the campaign of a campaign workflow, so the Temporal
-// UI finds it (and through it every recipient's notification) by campaign id.
-var SearchAttrCampaign = temporal.NewSearchAttributeKeyKeyword("HeraldCampaign")
-
 // Campaign sizing defaults: a batch handles DefaultCampaignPageSize recipients,
 // DefaultCampaignWindow batches run at once, and a run continues as new after
 // CampaignBatchesPerRun batches so the history stays bounded (about ten events
-// per batch: a 1M-recipient campaign is ~2,000 batches, ten runs).
+// per batch: a 1M-recipient campaign is ~2,000 batches, ten runs). The first two
+// are also the defaults of HERALD_CAMPAIGN_PAGE_SIZE and HERALD_CAMPAIGN_WINDOW
+// (internal/config reads them from here).
 const (
 	DefaultCampaignPageSize = 500
 	DefaultCampaignWindow   = 4

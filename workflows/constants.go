@@ -5,9 +5,6 @@ package workflows
 
 import "go.temporal.io/sdk/temporal"
 
-// TaskQueue is the default notification task queue (config HERALD_TASK_QUEUE).
-const TaskQueue = "herald-notifications"
-
 // Priority lanes: critical (OTP, password reset), normal and bulk traffic run on
 // separate task queues with their own worker slots, so a marketing blast never
 // holds up a password reset.
@@ -36,21 +33,23 @@ const QueryStatus = "status"
 // (herald.ErrTypeAlreadySent) otherwise.
 const UpdateCancel = "cancel"
 
-// Search attributes registered on the Temporal server (make run / make test do it),
-// so operators can find a notification in the Temporal UI by tenant, user or status.
+// Search attributes (all Keyword), so operators can find a notification or a
+// campaign in the Temporal UI by tenant, user, status, notification or campaign.
+// `herald migrate` (and `herald dev`) registers every one in SearchAttributes on
+// the namespace; nothing else lists them.
 var (
 	SearchAttrTenant         = temporal.NewSearchAttributeKeyKeyword("HeraldTenant")
 	SearchAttrUser           = temporal.NewSearchAttributeKeyKeyword("HeraldUser")
 	SearchAttrStatus         = temporal.NewSearchAttributeKeyKeyword("HeraldStatus")
 	SearchAttrNotificationID = temporal.NewSearchAttributeKeyKeyword("HeraldNotificationId")
+	// SearchAttrCampaign names the campaign of a campaign workflow, so the
+	// Temporal UI finds it (and through it every recipient's notification) by
+	// campaign id.
+	SearchAttrCampaign = temporal.NewSearchAttributeKeyKeyword("HeraldCampaign")
 )
 
-// SearchAttributeNames lists every Herald search attribute (all Keyword) for
-// registration.
-func SearchAttributeNames() []string {
-	return []string{
-		SearchAttrTenant.GetName(), SearchAttrUser.GetName(),
-		SearchAttrStatus.GetName(), SearchAttrNotificationID.GetName(),
-		SearchAttrCampaign.GetName(),
-	}
+// SearchAttributes is every Herald search attribute: the one list registration
+// (worker.EnsureSearchAttributes) works from. A key added above goes here too.
+var SearchAttributes = []temporal.SearchAttributeKeyKeyword{
+	SearchAttrTenant, SearchAttrUser, SearchAttrStatus, SearchAttrNotificationID, SearchAttrCampaign,
 }

@@ -159,7 +159,7 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	b.closers = append(b.closers, tc.Close)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := worker.EnsureSearchAttributes(sctx, tc, b.cfg.TemporalNamespace); err != nil {
+	if _, err := worker.EnsureSearchAttributes(sctx, tc, b.cfg.TemporalNamespace); err != nil {
 		return err
 	}
 

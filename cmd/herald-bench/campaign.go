@@ -162,7 +162,7 @@ func runCampaignBench(ctx context.Context, o campaignOptions, rep *CampaignRepor
 		return err
 	}
 	defer tc.Close()
-	if err := worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
+	if _, err := worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
 		return err
 	}
 	pool, err := store.Connect(ctx, cfg.DatabaseURL)

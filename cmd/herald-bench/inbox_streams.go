@@ -111,7 +111,7 @@ func inboxAPIChild(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer tc.Close()
-	if err := worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
+	if _, err := worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
 		return err
 	}
 	key, err := secrets.GenerateKey()

@@ -67,3 +67,38 @@ func TestComposePublishesOnlyTheAPIBeyondLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeMigrateRegistersSearchAttributes: in docker-compose.yml the one-shot
+// herald-migrate runs `herald migrate` with HERALD_TEMPORAL_ADDRESS set (the
+// shared environment), waiting for Temporal, so it registers the search
+// attributes too; no other service does (TestSearchAttributeNamesOnlyInGo), and
+// the API and the worker start only once it has finished.
+func TestComposeMigrateRegistersSearchAttributes(t *testing.T) {
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string]string{} // top-level anchors and services, by name
+	var name string
+	header := regexp.MustCompile(`^(?:  )?([a-z][a-z0-9-]*):`) // "x-herald-env:", "  herald-migrate:"
+	for _, line := range strings.Split(string(raw), "\n") {
+		if m := header.FindStringSubmatch(line); m != nil {
+			name = m[1]
+		}
+		blocks[name] += line + "\n"
+	}
+	if !strings.Contains(blocks["x-herald-env"], "HERALD_TEMPORAL_ADDRESS: temporal:7233") {
+		t.Errorf("the shared Herald environment sets no HERALD_TEMPORAL_ADDRESS:\n%s", blocks["x-herald-env"])
+	}
+	migrate := blocks["herald-migrate"]
+	for _, want := range []string{`command: ["migrate", "--temporal-wait", `, "environment: *herald-env", "temporal:\n"} {
+		if !strings.Contains(migrate, want) {
+			t.Errorf("herald-migrate lacks %q:\n%s", want, migrate)
+		}
+	}
+	for _, svc := range []string{"herald-api", "herald-worker"} {
+		if !strings.Contains(blocks[svc], "herald-migrate:\n        condition: service_completed_successfully") {
+			t.Errorf("%s does not wait for herald-migrate:\n%s", svc, blocks[svc])
+		}
+	}
+}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -20,8 +18,6 @@ import (
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
-	"github.com/herald-notify/herald/schema"
-	"github.com/herald-notify/herald/worker"
 )
 
 const demoTenant = "demo"
@@ -29,7 +25,12 @@ const demoTenant = "demo"
 // runDev prepares a local stack (schema, search attributes, a demo tenant and its
 // dev API key) and runs the API and the worker in one process.
 func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) error {
-	if _, err := schema.Up(cfg.DatabaseURL); err != nil {
+	// What `herald migrate` does, Temporal included: the schema, then the
+	// search attributes on the namespace.
+	if err := migrateSchema(cfg, stdout); err != nil {
+		return err
+	}
+	if err := registerSearchAttributes(ctx, cfg, stdout, logger, 0); err != nil {
 		return err
 	}
 	if err := ensureDevSecretsKey(); err != nil {
@@ -42,16 +43,6 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	if os.Getenv(config.EnvSandboxFallback) == "" {
 		cfg.SandboxFallback = true
 	}
-	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
-	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
-	}
-	err = worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace)
-	tc.Close()
-	if err != nil {
-		return err
-	}
-
 	pool, err := store.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err

@@ -22,8 +22,12 @@ const usage = `herald — multi-tenant notification service on Temporal
 Usage:
   herald api                     serve the REST API
   herald worker                  run the Temporal worker
-  herald dev                     migrate, ensure a demo tenant and its dev API key (.herald/dev-api-key), run API + worker
-  herald migrate [up|down N]     apply (default) or roll back schema migrations
+  herald dev                     migrate (schema and search attributes), ensure a demo tenant and its dev
+                                 API key (.herald/dev-api-key), run API + worker
+  herald migrate [--temporal-wait D] [up|down N|search-attributes]
+                                 apply (default) or roll back schema migrations; up also registers
+                                 Herald's Temporal search attributes when HERALD_TEMPORAL_ADDRESS is set
+                                 (search-attributes: only those; --temporal-wait: retry that long)
   herald key list --tenant T     list a tenant's API keys (id, prefix, name, created, last used, revoked; never the key)
   herald key create --tenant T [--name N]
                                  create an API key and print it (shown once)
@@ -71,7 +75,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger)
 	case "dev":
 		return runDev(ctx, cfg, stdout, log)
 	case "migrate":
-		return runMigrate(cfg, args[1:], stdout)
+		return runMigrate(ctx, cfg, args[1:], stdout, log)
 	case "key":
 		return runKey(ctx, cfg, args[1:], stdout)
 	case "tenant":

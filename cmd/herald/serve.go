@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/tracing"
-	"github.com/herald-notify/herald/schema"
 )
 
 // runServices runs the API and/or the worker until ctx is cancelled, then drains
@@ -62,26 +60,6 @@ func runServices(ctx context.Context, cfg config.Config, logger *slog.Logger, wi
 	}
 	defer a.Close()
 	return a.Run(ctx, app.Services{API: withAPI, Worker: withWorker})
-}
-
-func runMigrate(cfg config.Config, args []string, stdout io.Writer) error {
-	switch {
-	case len(args) == 0 || args[0] == "up":
-		v, err := schema.Up(cfg.DatabaseURL)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "schema at version %d\n", v)
-		return nil
-	case args[0] == "down" && len(args) == 2:
-		n, err := strconv.Atoi(args[1])
-		if err != nil || n < 1 {
-			return fmt.Errorf("migrate down takes a positive number of steps")
-		}
-		return schema.Down(cfg.DatabaseURL, n)
-	default:
-		return errUsage
-	}
 }
 
 func runTenant(ctx context.Context, cfg config.Config, args []string, stdout io.Writer) error {

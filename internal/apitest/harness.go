@@ -212,7 +212,7 @@ func ensureSearchAttributes(t testing.TB, tc client.Client) {
 	searchAttrsOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := worker.EnsureSearchAttributes(ctx, tc, "default"); err != nil {
+		if _, err := worker.EnsureSearchAttributes(ctx, tc, "default"); err != nil {
 			t.Logf("registering search attributes: %v", err)
 		}
 	})

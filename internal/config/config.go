@@ -8,7 +8,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/inboxlive"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // Config is the process configuration.
@@ -84,9 +89,11 @@ type Config struct {
 
 	// HERALD_INBOX_STREAMS_PER_USER, HERALD_INBOX_STREAMS_PER_TENANT,
 	// HERALD_INBOX_STREAMS_PER_PROCESS: how many inbox streams (SSE) one user, one
-	// tenant and this API process may hold open at once (defaults 5, 2000, 10000).
+	// tenant and this API process may hold open at once (defaults
+	// inboxlive.DefaultLimits).
 	InboxStreamsPerUser, InboxStreamsPerTenant, InboxStreamsPerProcess int
-	// HERALD_INBOX_HEARTBEAT: the inbox streams' heartbeat (default 15s).
+	// HERALD_INBOX_HEARTBEAT: the inbox streams' heartbeat (default
+	// api.DefaultInboxHeartbeat).
 	InboxHeartbeat time.Duration
 	// HERALD_METRICS_ADDR: where a worker-only process (`herald worker`) serves
 	// GET /metrics; "off" serves none. A process that serves the API serves
@@ -100,18 +107,20 @@ type Config struct {
 	// HERALD_WEBHOOK_RETRY_INITIAL, HERALD_WEBHOOK_RETRY_MAX_INTERVAL,
 	// HERALD_WEBHOOK_RETRY_FOR: a tenant webhook message's backoff (first
 	// delay, doubling up to the max interval) and how long it is retried
-	// before it is dead-lettered (defaults 5s, 1h, 25h).
+	// before it is dead-lettered (defaults contract.DefaultWebhookRetryInitial,
+	// DefaultWebhookRetryMaxInterval, DefaultWebhookRetryFor).
 	WebhookRetryInitial, WebhookRetryMaxInterval, WebhookRetryFor time.Duration
 	// HERALD_WEBHOOK_TIMEOUT: one webhook request's timeout (default 10s).
 	WebhookTimeout time.Duration
-	// HERALD_CAMPAIGN_PAGE_SIZE (recipients per campaign batch, default 500, at
-	// most 1000) and HERALD_CAMPAIGN_WINDOW (batches of one campaign in flight,
-	// default 4, at most 32).
+	// HERALD_CAMPAIGN_PAGE_SIZE (recipients per campaign batch, default
+	// workflows.DefaultCampaignPageSize, at most 1000) and HERALD_CAMPAIGN_WINDOW
+	// (batches of one campaign in flight, default workflows.DefaultCampaignWindow,
+	// at most 32).
 	CampaignPageSize int
 	CampaignWindow   int
 	// HERALD_CAMPAIGN_IN_DOUBT_WAIT: how long a campaign email or SMS found
 	// "sending" by a re-run batch waits for the provider's receipt before it is
-	// sent again (default 30s).
+	// sent again (default activities.DefaultInDoubtWait).
 	CampaignInDoubtWait time.Duration
 }
 
@@ -141,7 +150,13 @@ var (
 // -base64 32 gives 44 characters).
 const MinOperatorKeyLen = 32
 
-// Defaults, as documented in the README's configuration table.
+// Defaults, as documented in the README's configuration table. A default the
+// package using the setting also applies (to a zero value) is defined there
+// only, and FromEnv reads it from there: campaign sizing
+// (workflows.DefaultCampaignPageSize, DefaultCampaignWindow), the in-doubt wait
+// (activities.DefaultInDoubtWait), webhook retries
+// (contract.DefaultWebhookRetry*), the inbox streams (api.DefaultInboxHeartbeat,
+// inboxlive.DefaultLimits).
 const (
 	DefaultDatabaseURL       = "postgres://herald@127.0.0.1:55432/herald?sslmode=disable"
 	DefaultTemporalAddress   = "127.0.0.1:7233"
@@ -160,16 +175,13 @@ const (
 	DefaultWebhookTimeout      = 10 * time.Second
 	DefaultTenantRatePerSecond = 200
 	DefaultTenantBurst         = 400
-	DefaultCampaignPageSize    = 500
-	DefaultCampaignWindow      = 4
-	DefaultCampaignInDoubtWait = 30 * time.Second
 )
 
 // FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
 func FromEnv() (Config, error) {
 	c := Config{
 		DatabaseURL:       env("HERALD_DATABASE_URL", DefaultDatabaseURL),
-		TemporalAddress:   env("HERALD_TEMPORAL_ADDRESS", DefaultTemporalAddress),
+		TemporalAddress:   env(EnvTemporalAddress, DefaultTemporalAddress),
 		TemporalNamespace: env("HERALD_TEMPORAL_NAMESPACE", DefaultTemporalNamespace),
 		HTTPAddr:          env("HERALD_HTTP_ADDR", DefaultHTTPAddr),
 		TaskQueue:         env("HERALD_TASK_QUEUE", DefaultTaskQueue),
@@ -206,9 +218,9 @@ func FromEnv() (Config, error) {
 		{"HERALD_HTTP_WRITE_TIMEOUT", DefaultWriteTimeout, &c.HTTPWriteTimeout},
 		{"HERALD_HTTP_IDLE_TIMEOUT", DefaultIdleTimeout, &c.HTTPIdleTimeout},
 		{"HERALD_WEBHOOK_TOLERANCE", DefaultWebhookTolerance, &c.WebhookTolerance},
-		{"HERALD_WEBHOOK_RETRY_INITIAL", 5 * time.Second, &c.WebhookRetryInitial},
-		{"HERALD_WEBHOOK_RETRY_MAX_INTERVAL", time.Hour, &c.WebhookRetryMaxInterval},
-		{"HERALD_WEBHOOK_RETRY_FOR", 25 * time.Hour, &c.WebhookRetryFor},
+		{"HERALD_WEBHOOK_RETRY_INITIAL", contract.DefaultWebhookRetryInitial, &c.WebhookRetryInitial},
+		{"HERALD_WEBHOOK_RETRY_MAX_INTERVAL", contract.DefaultWebhookRetryMaxInterval, &c.WebhookRetryMaxInterval},
+		{"HERALD_WEBHOOK_RETRY_FOR", contract.DefaultWebhookRetryFor, &c.WebhookRetryFor},
 		{"HERALD_WEBHOOK_TIMEOUT", DefaultWebhookTimeout, &c.WebhookTimeout},
 	} {
 		if *d.dst, err = duration(d.name, d.def); err != nil {
@@ -255,24 +267,24 @@ func FromEnv() (Config, error) {
 		def  int
 		dst  *int
 	}{
-		{"HERALD_INBOX_STREAMS_PER_USER", 5, &c.InboxStreamsPerUser},
-		{"HERALD_INBOX_STREAMS_PER_TENANT", 2000, &c.InboxStreamsPerTenant},
-		{"HERALD_INBOX_STREAMS_PER_PROCESS", 10000, &c.InboxStreamsPerProcess},
+		{"HERALD_INBOX_STREAMS_PER_USER", inboxlive.DefaultLimits.PerUser, &c.InboxStreamsPerUser},
+		{"HERALD_INBOX_STREAMS_PER_TENANT", inboxlive.DefaultLimits.PerTenant, &c.InboxStreamsPerTenant},
+		{"HERALD_INBOX_STREAMS_PER_PROCESS", inboxlive.DefaultLimits.PerProcess, &c.InboxStreamsPerProcess},
 	} {
 		if *n.dst, err = integer(n.name, n.def); err != nil {
 			return c, err
 		}
 	}
-	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", 15*time.Second); err != nil {
+	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", api.DefaultInboxHeartbeat); err != nil {
 		return c, err
 	}
-	if c.CampaignPageSize, err = integer("HERALD_CAMPAIGN_PAGE_SIZE", DefaultCampaignPageSize); err != nil {
+	if c.CampaignPageSize, err = integer("HERALD_CAMPAIGN_PAGE_SIZE", workflows.DefaultCampaignPageSize); err != nil {
 		return c, err
 	}
-	if c.CampaignWindow, err = integer("HERALD_CAMPAIGN_WINDOW", DefaultCampaignWindow); err != nil {
+	if c.CampaignWindow, err = integer("HERALD_CAMPAIGN_WINDOW", workflows.DefaultCampaignWindow); err != nil {
 		return c, err
 	}
-	if c.CampaignInDoubtWait, err = duration("HERALD_CAMPAIGN_IN_DOUBT_WAIT", DefaultCampaignInDoubtWait); err != nil {
+	if c.CampaignInDoubtWait, err = duration("HERALD_CAMPAIGN_IN_DOUBT_WAIT", activities.DefaultInDoubtWait); err != nil {
 		return c, err
 	}
 	if c.CampaignPageSize < 1 || c.CampaignPageSize > 1000 || c.CampaignWindow < 1 || c.CampaignWindow > 32 {
@@ -283,6 +295,10 @@ func FromEnv() (Config, error) {
 	}
 	return c, nil
 }
+
+// EnvTemporalAddress names the variable of Config.TemporalAddress (`herald
+// migrate` registers the search attributes only when it is set).
+const EnvTemporalAddress = "HERALD_TEMPORAL_ADDRESS"
 
 // EnvSandboxFallback names the variable of Config.SandboxFallback.
 const EnvSandboxFallback = "HERALD_SANDBOX_FALLBACK"

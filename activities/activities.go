@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/metrics"
@@ -63,7 +61,7 @@ func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAccep
 func (a *Activities) LoadRecipient(ctx context.Context, in contract.LoadRecipientInput) (contract.Recipient, error) {
 	u, err := a.Store.GetUser(ctx, in.TenantID, in.UserID)
 	if errors.Is(err, herald.ErrNotFound) {
-		return contract.Recipient{}, temporal.NewNonRetryableApplicationError("user "+in.UserID+" does not exist", herald.ErrTypeUnknownUser, err)
+		return contract.Recipient{}, contract.UnknownUser.New("user "+in.UserID+" does not exist", err)
 	}
 	if err != nil {
 		return contract.Recipient{}, err

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/herald-notify/herald/activities/contract"
@@ -20,7 +19,6 @@ import (
 	"github.com/herald-notify/herald/internal/preferences"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
-	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/internal/webhooks"
 	"github.com/herald-notify/herald/providers"
 )
@@ -110,7 +108,14 @@ func (a *Activities) CampaignBatch(ctx context.Context, in contract.CampaignBatc
 	for i, m := range members {
 		work[i] = recipientWork{member: m, id: ids.CampaignNotificationID(c.TenantID, c.CampaignID, m.UserID), channels: c.Channels, attempt: 1}
 	}
-	res, err := a.deliverCampaign(ctx, c, work, true)
+	b, err := a.openCampaignBatch(ctx, c, work)
+	if err != nil {
+		return contract.CampaignBatchResult{}, err
+	}
+	if err := b.insertNotifications(ctx); err != nil {
+		return contract.CampaignBatchResult{}, err
+	}
+	res, err := b.deliver(ctx)
 	if err == nil {
 		a.Metrics.CampaignBatch(res.Recipients, res.Delivered, res.Suppressed, res.Deferred, res.Retrying, res.Failed, res.Duplicates)
 	}
@@ -129,6 +134,38 @@ func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.Campa
 	if len(items) == 0 {
 		return contract.CampaignPendingResult{}, nil
 	}
+	byUser, users := owedWork(items)
+	members, err := a.Store.AudiencePage(ctx, store.AudiencePageParams{
+		TenantID: c.TenantID, Kind: c.AudienceKind, Ref: c.AudienceRef, Only: users, Limit: len(users),
+	})
+	if err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	work, gone := inAudience(members, users, byUser)
+	suppressed, err := a.suppressGone(ctx, c.TenantID, gone)
+	if err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	b, err := a.openCampaignBatch(ctx, c, work)
+	if err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	res, err := b.deliver(ctx)
+	if err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	// The items handled go; the ones the batch moved (a new retry, a new
+	// deferral) have a new due time and stay.
+	if err := a.Store.DeletePending(ctx, c.TenantID, c.CampaignID, items); err != nil {
+		return contract.CampaignPendingResult{}, err
+	}
+	res.Suppressed += suppressed
+	return contract.CampaignPendingResult{CampaignBatchResult: res, More: len(items) == in.Limit}, nil
+}
+
+// owedWork groups due owed items by recipient, in the order the recipients
+// first appear (each channel keeps its own attempt and in-doubt state).
+func owedWork(items []store.PendingItem) (map[string]*recipientWork, []string) {
 	byUser := map[string]*recipientWork{}
 	var users []string
 	for _, it := range items {
@@ -142,13 +179,12 @@ func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.Campa
 		w.attempts[it.Channel] = it.Attempt
 		w.doubtOver[it.Channel] = it.Reason == herald.ReasonInDoubt
 	}
-	members, err := a.Store.AudiencePage(ctx, store.AudiencePageParams{
-		TenantID: c.TenantID, Kind: c.AudienceKind, Ref: c.AudienceRef, Only: users, Limit: len(users),
-	})
-	if err != nil {
-		return contract.CampaignPendingResult{}, err
-	}
-	var work []recipientWork
+	return byUser, users
+}
+
+// inAudience splits owed work into the recipients still in the audience (with
+// their current profile) and those gone from it.
+func inAudience(members []store.AudienceMember, users []string, byUser map[string]*recipientWork) (work []recipientWork, gone []*recipientWork) {
 	found := map[string]bool{}
 	for _, m := range members {
 		w := byUser[m.UserID]
@@ -156,35 +192,33 @@ func (a *Activities) CampaignPendingBatch(ctx context.Context, in contract.Campa
 		found[m.UserID] = true
 		work = append(work, *w)
 	}
-	// A recipient no longer in the audience (removed from the list or topic, or
-	// deleted) is not sent to: its owed channels end suppressed.
-	var gone []store.BulkDeliveryUpdate
-	var goneIDs []string
 	for _, u := range users {
 		if !found[u] {
-			for _, ch := range byUser[u].channels {
-				gone = append(gone, store.BulkDeliveryUpdate{NotificationID: byUser[u].id, Channel: ch, Status: herald.DeliverySuppressed, Reason: herald.ReasonNoAddress})
-			}
-			goneIDs = append(goneIDs, byUser[u].id)
+			gone = append(gone, byUser[u])
 		}
 	}
-	if err := a.Store.UpdateDeliveries(ctx, c.TenantID, gone); err != nil {
-		return contract.CampaignPendingResult{}, err
+	return work, gone
+}
+
+// suppressGone ends the owed channels of recipients no longer in the audience
+// (removed from the list or topic, or deleted) suppressed: they are not sent
+// to. It returns how many channels it ended.
+func (a *Activities) suppressGone(ctx context.Context, tenantID string, gone []*recipientWork) (int, error) {
+	var updates []store.BulkDeliveryUpdate
+	var ids []string
+	for _, w := range gone {
+		for _, ch := range w.channels {
+			updates = append(updates, store.BulkDeliveryUpdate{NotificationID: w.id, Channel: ch, Status: herald.DeliverySuppressed, Reason: herald.ReasonNoAddress})
+		}
+		ids = append(ids, w.id)
 	}
-	if err := a.Store.RecomputeNotificationStatuses(ctx, c.TenantID, goneIDs); err != nil {
-		return contract.CampaignPendingResult{}, err
+	if err := a.Store.UpdateDeliveries(ctx, tenantID, updates); err != nil {
+		return 0, err
 	}
-	res, err := a.deliverCampaign(ctx, c, work, false)
-	if err != nil {
-		return contract.CampaignPendingResult{}, err
+	if err := a.Store.RecomputeNotificationStatuses(ctx, tenantID, ids); err != nil {
+		return 0, err
 	}
-	// The items handled go; the ones deliverCampaign moved (a new retry, a new
-	// deferral) have a new due time and stay.
-	if err := a.Store.DeletePending(ctx, c.TenantID, c.CampaignID, items); err != nil {
-		return contract.CampaignPendingResult{}, err
-	}
-	res.Suppressed += len(gone)
-	return contract.CampaignPendingResult{CampaignBatchResult: res, More: len(items) == in.Limit}, nil
+	return len(updates), nil
 }
 
 // recipientWork is one recipient's channels to handle in a batch.
@@ -206,19 +240,32 @@ func (w recipientWork) attemptOf(ch string) int {
 	return w.attempt
 }
 
-// campaignBatch is the state of one deliverCampaign call.
+// campaignBatch is one batch of a campaign's recipients on its way through the
+// phases of a bulk delivery. openCampaignBatch reads what every phase needs;
+// insertNotifications writes the guard rows of recipients met for the first
+// time; deliver then decides every channel (decide: triage, gate, plan),
+// records the decisions, writes the inbox rows, sends the provider channels,
+// records their outcomes and recomputes the notifications' statuses. Only the
+// send phase runs concurrently; mu guards what it changes.
 type campaignBatch struct {
-	a      *Activities
-	c      contract.CampaignSpec
-	ts     store.TenantSettings
-	tmpl   templates.Template
-	now    time.Time
-	res    contract.CampaignBatchResult
-	mu     sync.Mutex
-	update []store.BulkDeliveryUpdate
-	owed   []store.PendingItem
+	a    *Activities
+	c    contract.CampaignSpec
+	work []recipientWork
+	// ids are the recipients' notification ids, in the order of work.
+	ids  []string
+	ts   store.TenantSettings
+	tmpl templates.Template
+	now  time.Time
 	// renders caches rendered content by channel + locale + data.
 	renders map[string]renderOutcome
+	// inbox and sends are the deliveries decide planned.
+	inbox []store.InboxBatchItem
+	sends []providerSend
+
+	mu     sync.Mutex
+	res    contract.CampaignBatchResult
+	update []store.BulkDeliveryUpdate
+	owed   []store.PendingItem
 }
 
 type renderOutcome struct {
@@ -231,126 +278,178 @@ type providerSend struct {
 	w       recipientWork
 	channel string
 	payload contract.RedrivePayload
-	// content names the rendering (recipients with equal content can share one
+	// content names the rendering (emails with equal content can share one
 	// batch call).
 	content string
 }
 
-func (a *Activities) deliverCampaign(ctx context.Context, c contract.CampaignSpec, work []recipientWork, insert bool) (contract.CampaignBatchResult, error) {
-	b := &campaignBatch{a: a, c: c, now: time.Now(), renders: map[string]renderOutcome{}}
+// openCampaignBatch reads the tenant's settings and the campaign's template
+// version for a batch of work. A batch without recipients reads nothing.
+func (a *Activities) openCampaignBatch(ctx context.Context, c contract.CampaignSpec, work []recipientWork) (*campaignBatch, error) {
+	b := &campaignBatch{a: a, c: c, work: work, now: time.Now(), renders: map[string]renderOutcome{}}
 	b.res.Recipients = len(work)
+	b.ids = make([]string, len(work))
+	for i, w := range work {
+		b.ids[i] = w.id
+	}
 	if len(work) == 0 {
-		return b.res, nil
+		return b, nil
 	}
 	var err error
 	if b.ts, err = a.Store.GetTenantSettings(ctx, c.TenantID); err != nil {
-		return b.res, err
+		return nil, err
 	}
 	rec, err := a.Store.GetTemplate(ctx, c.TenantID, c.TemplateID, c.TemplateVersion)
 	if errors.Is(err, herald.ErrNotFound) {
-		return b.res, temporal.NewNonRetryableApplicationError("template "+c.TemplateID+" version is gone", herald.ErrTypeRenderFailed, err)
+		return nil, contract.RenderFailed.New("template "+c.TemplateID+" version is gone", err)
 	}
 	if err != nil {
-		return b.res, err
+		return nil, err
 	}
 	b.tmpl = rec.Template
-	idList := make([]string, len(work))
-	users := make([]string, len(work))
-	for i, w := range work {
-		idList[i], users[i] = w.id, w.member.UserID
-	}
-	if insert {
-		if err := a.Store.InsertCampaignNotifications(ctx, store.CampaignNotifications{
-			TenantID: c.TenantID, CampaignID: c.CampaignID, WorkflowID: c.WorkflowID, TemplateID: c.TemplateID,
-			TemplateVersion: c.TemplateVersion, Category: c.Category, Channels: c.Channels, AcceptedAt: b.now,
-			NotificationIDs: idList, UserIDs: users,
-		}); err != nil {
-			return b.res, err
-		}
-	}
-	guard, err := a.Store.DeliveryStatuses(ctx, c.TenantID, idList)
-	if err != nil {
-		return b.res, err
-	}
-	activity.RecordHeartbeat(ctx)
+	return b, nil
+}
 
-	var inbox []store.InboxBatchItem
-	var sends []providerSend
-	for _, w := range work {
-		todo := make([]string, 0, len(w.channels))
-		for _, ch := range w.channels {
-			g := guard[w.id][ch]
-			switch {
-			case g.Status == herald.DeliverySent || g.Status == herald.DeliveryDelivered || g.Status == herald.DeliverySuppressed ||
-				g.Status == herald.DeliveryCancelled || g.Status == herald.DeliveryFailed:
-				b.res.Duplicates++ // already decided, by an earlier run of this batch
-			case g.Status == herald.DeliverySending && herald.IsProviderChannel(ch) && g.Reason != herald.ReasonRetrying && !w.doubtOver[ch]:
-				// An earlier run marked it sending and never recorded the answer: the
-				// provider may have accepted. Wait for the receipt window first.
-				wait := c.InDoubtWait
-				if wait <= 0 {
-					wait = DefaultInDoubtWait
-				}
-				b.res.Retrying++
-				b.owed = append(b.owed, store.PendingItem{UserID: w.member.UserID, Channel: ch, NotificationID: w.id,
-					DueAt: b.now.Add(wait), Attempt: w.attemptOf(ch), Reason: herald.ReasonInDoubt})
-			default:
-				if g.Reason == herald.ReasonRetrying || g.Reason == herald.ReasonQuietHours {
-					// Its wait is over: from here on "sending" means a send in flight.
-					b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: w.id, Channel: ch, Status: g.Status, Reason: store.ClearReason})
-				}
-				todo = append(todo, ch)
-			}
-		}
-		if len(todo) == 0 {
-			continue
-		}
-		deliver, err := b.gate(ctx, w, todo)
-		if err != nil {
-			return b.res, err
-		}
-		for _, ch := range deliver {
-			r, content, ok := b.render(w, ch)
-			if !ok {
-				continue
-			}
-			switch {
-			case ch == herald.ChannelInApp && r.InApp != nil:
-				inbox = append(inbox, store.InboxBatchItem{UserID: w.member.UserID, NotificationID: w.id,
-					Title: r.InApp.Title, Body: r.InApp.Body, ActionURL: r.InApp.ActionURL, Category: c.Category})
-			case ch == herald.ChannelEmail && r.Email != nil:
-				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{Email: &contract.DeliverEmailInput{
-					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Email, Subject: r.Email.Subject, Text: r.Email.Text,
-					HTML: r.Email.HTML, Headers: b.unsubscribeHeaders(w.member.UserID), Category: c.Category}}, content: content})
-			case ch == herald.ChannelSMS && r.SMS != nil:
-				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{SMS: &contract.DeliverSMSInput{
-					TenantID: c.TenantID, NotificationID: w.id, To: w.member.Phone, Body: r.SMS.Text}}})
-			case ch == herald.ChannelPush && r.Push != nil:
-				sends = append(sends, providerSend{w: w, channel: ch, payload: contract.RedrivePayload{Push: &contract.DeliverPushInput{
-					TenantID: c.TenantID, NotificationID: w.id, UserID: w.member.UserID, Title: r.Push.Title, Body: r.Push.Body, Data: r.Push.Data}}})
-			default:
-				b.finish(w.id, ch, herald.DeliveryFailed, herald.ReasonRenderFailed, "the template has no "+ch+" content")
-			}
-		}
+// insertNotifications writes every recipient's notification and delivery rows
+// (the guard records decide reads) for recipients a batch meets for the first
+// time; owed work finds them written.
+func (b *campaignBatch) insertNotifications(ctx context.Context) error {
+	if len(b.work) == 0 {
+		return nil
+	}
+	users := make([]string, len(b.work))
+	for i, w := range b.work {
+		users[i] = w.member.UserID
+	}
+	c := b.c
+	return b.a.Store.InsertCampaignNotifications(ctx, store.CampaignNotifications{
+		TenantID: c.TenantID, CampaignID: c.CampaignID, WorkflowID: c.WorkflowID, TemplateID: c.TemplateID,
+		TemplateVersion: c.TemplateVersion, Category: c.Category, Channels: c.Channels, AcceptedAt: b.now,
+		NotificationIDs: b.ids, UserIDs: users,
+	})
+}
+
+// deliver runs the batch's phases after its rows exist and returns what it did.
+func (b *campaignBatch) deliver(ctx context.Context) (contract.CampaignBatchResult, error) {
+	if len(b.work) == 0 {
+		return b.res, nil
+	}
+	if err := b.decide(ctx); err != nil {
+		return b.res, err
 	}
 	// Suppressions and deferrals are recorded before anything is sent.
 	if err := b.flush(ctx); err != nil {
 		return b.res, err
 	}
-	if n, err := a.Store.DeliverToInboxBatch(ctx, c.TenantID, inbox, b.now); err != nil {
+	if err := b.deliverInbox(ctx); err != nil {
 		return b.res, err
-	} else {
-		b.res.Delivered += n
-		b.res.Duplicates += len(inbox) - n
 	}
 	activity.RecordHeartbeat(ctx)
-	if err := b.send(ctx, sends); err != nil {
+	if err := b.send(ctx, b.sends); err != nil {
 		return b.res, err
 	}
 	if err := b.flush(ctx); err != nil {
 		return b.res, err
 	}
-	return b.res, a.Store.RecomputeNotificationStatuses(ctx, c.TenantID, idList)
+	return b.res, b.a.Store.RecomputeNotificationStatuses(ctx, b.c.TenantID, b.ids)
+}
+
+// decide reads the guard records and decides each recipient's channels:
+// triage leaves the decided ones and holds the in-doubt ones, gate applies the
+// recipient's preferences and cap, plan renders what goes out now.
+func (b *campaignBatch) decide(ctx context.Context) error {
+	guard, err := b.a.Store.DeliveryStatuses(ctx, b.c.TenantID, b.ids)
+	if err != nil {
+		return err
+	}
+	activity.RecordHeartbeat(ctx)
+	for _, w := range b.work {
+		todo := b.triage(w, guard[w.id])
+		if len(todo) == 0 {
+			continue
+		}
+		deliver, err := b.gate(ctx, w, todo)
+		if err != nil {
+			return err
+		}
+		for _, ch := range deliver {
+			b.plan(w, ch)
+		}
+	}
+	return nil
+}
+
+// triage returns the recipient's channels still to decide, by their guard
+// records: a channel already decided (by an earlier run of this batch) counts
+// as a duplicate, one an earlier run left "sending" waits for its receipt.
+func (b *campaignBatch) triage(w recipientWork, guard map[string]store.GuardState) []string {
+	todo := make([]string, 0, len(w.channels))
+	for _, ch := range w.channels {
+		g := guard[ch]
+		switch {
+		case g.Status == herald.DeliverySent || g.Status == herald.DeliveryDelivered || g.Status == herald.DeliverySuppressed ||
+			g.Status == herald.DeliveryCancelled || g.Status == herald.DeliveryFailed:
+			b.res.Duplicates++ // already decided, by an earlier run of this batch
+		case g.Status == herald.DeliverySending && herald.IsProviderChannel(ch) && g.Reason != herald.ReasonRetrying && !w.doubtOver[ch]:
+			// An earlier run marked it sending and never recorded the answer: the
+			// provider may have accepted. Wait for the receipt window first.
+			b.res.Retrying++
+			b.owed = append(b.owed, store.PendingItem{UserID: w.member.UserID, Channel: ch, NotificationID: w.id,
+				DueAt: b.now.Add(b.inDoubtWait()), Attempt: w.attemptOf(ch), Reason: herald.ReasonInDoubt})
+		default:
+			if g.Reason == herald.ReasonRetrying || g.Reason == herald.ReasonQuietHours {
+				// Its wait is over: from here on "sending" means a send in flight.
+				b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: w.id, Channel: ch, Status: g.Status, Reason: store.ClearReason})
+			}
+			todo = append(todo, ch)
+		}
+	}
+	return todo
+}
+
+// inDoubtWait is how long an in-doubt channel waits for the provider's receipt.
+func (b *campaignBatch) inDoubtWait() time.Duration {
+	if b.c.InDoubtWait > 0 {
+		return b.c.InDoubtWait
+	}
+	return DefaultInDoubtWait
+}
+
+// plan renders a channel the gate let through and queues its delivery (an
+// inbox row or a provider send), built as a single notification's would be.
+func (b *campaignBatch) plan(w recipientWork, ch string) {
+	r, content, ok := b.render(w, ch)
+	if !ok {
+		return
+	}
+	to := contract.Addressee{TenantID: b.c.TenantID, NotificationID: w.id, UserID: w.member.UserID,
+		Email: w.member.Email, Phone: w.member.Phone, Category: b.c.Category, AcceptedAt: b.now}
+	d, err := contract.DeliveryPayload(to, ch, contract.RenderResult{Rendered: r, Headers: b.a.emailHeaders(ch, b.c.TenantID, w.member.UserID, b.tmpl)})
+	switch {
+	case errors.Is(err, contract.ErrNoAddress):
+		// The gate suppresses a channel without an address first; kept for safety.
+		b.finish(w.id, ch, herald.DeliverySuppressed, herald.ReasonNoAddress, "")
+	case err != nil:
+		b.finish(w.id, ch, herald.DeliveryFailed, herald.ReasonRenderFailed, "the template has no "+ch+" content")
+	case d.InApp != nil:
+		in := d.InApp
+		b.inbox = append(b.inbox, store.InboxBatchItem{UserID: in.UserID, NotificationID: in.NotificationID,
+			Title: in.Title, Body: in.Body, ActionURL: in.ActionURL, Category: in.Category})
+	default:
+		b.sends = append(b.sends, providerSend{w: w, channel: ch, payload: d.Provider, content: content})
+	}
+}
+
+// deliverInbox writes the planned in-app messages in one statement; a message
+// already in the inbox (an earlier run's) counts as a duplicate.
+func (b *campaignBatch) deliverInbox(ctx context.Context) error {
+	n, err := b.a.Store.DeliverToInboxBatch(ctx, b.c.TenantID, b.inbox, b.now)
+	if err != nil {
+		return err
+	}
+	b.res.Delivered += n
+	b.res.Duplicates += len(b.inbox) - n
+	return nil
 }
 
 // gate decides the recipient's channels with the single-notification rules
@@ -372,26 +471,8 @@ func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []st
 		},
 		Now: b.now, UserTimezone: w.member.Timezone,
 	})
-	live := 0
-	for _, d := range decisions {
-		if d.Action != preferences.Suppress {
-			live++
-		}
-	}
-	if limit := b.ts.CategoryCaps[b.c.Category]; limit > 0 && live > 0 && !b.c.Critical {
-		allowed, err := b.a.Store.ClaimCap(ctx, store.ClaimCapParams{
-			TenantID: b.c.TenantID, UserID: w.member.UserID, Category: b.c.Category, NotificationID: w.id, Limit: limit, At: b.now,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if !allowed {
-			for i := range decisions {
-				if decisions[i].Action != preferences.Suppress {
-					decisions[i] = preferences.Decision{Channel: decisions[i].Channel, Action: preferences.Suppress, Reason: herald.ReasonCapExceeded}
-				}
-			}
-		}
+	if err := b.claimCap(ctx, w, decisions); err != nil {
+		return nil, err
 	}
 	var deliver []string
 	for _, d := range decisions {
@@ -411,6 +492,34 @@ func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []st
 		}
 	}
 	return deliver, nil
+}
+
+// claimCap counts the recipient's notification against the category cap, once,
+// when a channel is still live (critical campaigns are exempt); over the cap,
+// every live channel is suppressed cap_exceeded.
+func (b *campaignBatch) claimCap(ctx context.Context, w recipientWork, decisions []preferences.Decision) error {
+	live := 0
+	for _, d := range decisions {
+		if d.Action != preferences.Suppress {
+			live++
+		}
+	}
+	limit := b.ts.CategoryCaps[b.c.Category]
+	if limit <= 0 || live == 0 || b.c.Critical {
+		return nil
+	}
+	allowed, err := b.a.Store.ClaimCap(ctx, store.ClaimCapParams{
+		TenantID: b.c.TenantID, UserID: w.member.UserID, Category: b.c.Category, NotificationID: w.id, Limit: limit, At: b.now,
+	})
+	if err != nil || allowed {
+		return err
+	}
+	for i := range decisions {
+		if decisions[i].Action != preferences.Suppress {
+			decisions[i] = preferences.Decision{Channel: decisions[i].Channel, Action: preferences.Suppress, Reason: herald.ReasonCapExceeded}
+		}
+	}
+	return nil
 }
 
 // render renders one channel for the recipient: the campaign's data with the
@@ -453,14 +562,6 @@ func (b *campaignBatch) render(w recipientWork, ch string) (templates.Rendered, 
 		return templates.Rendered{}, "", false
 	}
 	return out.r, key, true
-}
-
-func (b *campaignBatch) unsubscribeHeaders(userID string) map[string]string {
-	if b.tmpl.Critical || b.a.Unsubscribe == nil {
-		return nil
-	}
-	link := b.a.Unsubscribe.URL(b.a.PublicBaseURL, unsubscribe.Claims{TenantID: b.c.TenantID, UserID: userID, Category: b.tmpl.Category})
-	return map[string]string{"List-Unsubscribe": "<" + link + ">", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
 }
 
 // finish queues a channel's final outcome decided without a send.
@@ -507,22 +608,20 @@ func (b *campaignBatch) send(ctx context.Context, sends []providerSend) error {
 	for _, s := range sends {
 		g.Go(func() error {
 			res, err := b.a.sendOne(gctx, s.payload)
-			b.mu.Lock()
-			defer b.mu.Unlock()
 			switch {
-			case err == nil && res.Duplicate:
-				b.res.Duplicates++
 			case err == nil:
-				b.res.Delivered++
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if res.Duplicate {
+					b.res.Duplicates++
+				} else {
+					b.res.Delivered++
+				}
+				return nil
 			case gctx.Err() != nil:
 				return gctx.Err()
-			default:
-				b.mu.Unlock()
-				ferr := b.failed(gctx, s, err)
-				b.mu.Lock()
-				return ferr
 			}
-			return nil
+			return b.failed(gctx, s, err)
 		})
 	}
 	return g.Wait()
@@ -545,53 +644,74 @@ func (a *Activities) sendOne(ctx context.Context, p contract.RedrivePayload) (co
 // no_address; retryable → owed again after the backoff, or dead-lettered once
 // the channel's retry policy has no attempt left.
 func (b *campaignBatch) failed(ctx context.Context, s providerSend, err error) error {
-	var appErr *temporal.ApplicationError
-	msg := err.Error()
-	if errors.As(err, &appErr) {
-		msg = appErr.Message()
-	}
+	msg := contract.ErrorMessage(err)
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeNoDevice:
+	case contract.NoDevice.Is(err):
 		b.finish(s.w.id, s.channel, herald.DeliverySuppressed, herald.ReasonNoAddress, "")
 		return nil
-	case errors.As(err, &appErr) && appErr.NonRetryable():
-		b.finish(s.w.id, s.channel, herald.DeliveryFailed, herald.FailureReason(appErr.Type()), msg)
+	case contract.IsNonRetryable(err):
+		b.finish(s.w.id, s.channel, herald.DeliveryFailed, contract.FailureReason(err), msg)
 		return nil
 	}
-	policy := herald.DefaultProviderRetry
-	if o, ok := b.ts.RetryPolicies[s.channel]; ok && o.Validate() == nil {
-		policy = o.Over(herald.DefaultProviderRetry)
-	}
+	policy := b.retryPolicy(s.channel)
 	attempt := s.w.attemptOf(s.channel)
 	if attempt >= policy.MaximumAttempts {
-		raw, merr := json.Marshal(s.payload)
-		if merr != nil {
-			return merr
-		}
-		if _, derr := b.a.Store.PutDeadLetter(ctx, store.DeadLetter{TenantID: b.c.TenantID, NotificationID: s.w.id, Channel: s.channel,
-			TemplateID: b.c.TemplateID, Attempts: attempt, LastError: errorText(msg), Payload: raw}); derr != nil {
-			return derr
-		}
-		b.mu.Lock()
-		b.res.Failed++
-		b.mu.Unlock()
-		return nil
+		return b.deadLetter(ctx, s, attempt, msg)
 	}
+	// Due from the batch's start, so a batch's retries fall due together and
+	// go out in one batch again.
+	b.retryLater(s, attempt+1, b.now.Add(retryDelay(policy, attempt, err)), msg)
+	return nil
+}
+
+// retryPolicy is the tenant's retry policy for the channel over
+// herald.DefaultProviderRetry (the default alone when the tenant's is missing
+// or invalid), as a single notification's send retries.
+func (b *campaignBatch) retryPolicy(ch string) herald.RetryPolicy {
+	if o, ok := b.ts.RetryPolicies[ch]; ok && o.Validate() == nil {
+		return o.Over(herald.DefaultProviderRetry)
+	}
+	return herald.DefaultProviderRetry
+}
+
+// retryDelay is the backoff after the attempt-th failed send: the policy's,
+// or longer when the provider said when to come back.
+func retryDelay(policy herald.RetryPolicy, attempt int, err error) time.Duration {
 	delay := float64(policy.InitialInterval.Duration) * math.Pow(policy.BackoffCoefficient, float64(attempt-1))
 	delay = min(delay, float64(policy.MaximumInterval.Duration))
 	if pe, ok := providers.AsError(err); ok && pe.RetryAfter > time.Duration(delay) {
 		delay = float64(pe.RetryAfter)
 	}
-	// Due from the batch's start, so a batch's retries fall due together and
-	// go out in one batch again.
+	return time.Duration(delay)
+}
+
+// deadLetter dead-letters a send whose attempts are used up, with its payload,
+// so it can be redriven like a single notification's.
+func (b *campaignBatch) deadLetter(ctx context.Context, s providerSend, attempts int, msg string) error {
+	raw, err := json.Marshal(s.payload)
+	if err != nil {
+		return err
+	}
+	if _, err := b.a.Store.PutDeadLetter(ctx, store.DeadLetter{TenantID: b.c.TenantID, NotificationID: s.w.id, Channel: s.channel,
+		TemplateID: b.c.TemplateID, Attempts: attempts, LastError: errorText(msg), Payload: raw}); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.res.Failed++
+	return nil
+}
+
+// retryLater owes the send again as the given attempt, due at due; until then
+// the channel stays "sending" with reason retrying.
+func (b *campaignBatch) retryLater(s providerSend, attempt int, due time.Time, msg string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.res.Retrying++
 	b.update = append(b.update, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: s.channel, Status: herald.DeliverySending,
 		Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 	b.owed = append(b.owed, store.PendingItem{UserID: s.w.member.UserID, Channel: s.channel, NotificationID: s.w.id,
-		DueAt: b.now.Add(time.Duration(delay)), Attempt: attempt + 1, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
-	return nil
+		DueAt: due, Attempt: attempt, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 }
 
 // sendEmailBatches sends the emails that can go in batches: when the tenant's
@@ -666,59 +786,23 @@ func (b *campaignBatch) recordBatchAttempt(ctx context.Context, provider string,
 			at.Outcome = store.AttemptPermanent
 		}
 	}
-	ids := make([]string, len(sends))
-	for i, s := range sends {
-		ids[i] = s.w.id
-	}
+	ids := sendIDs(sends)
 	if err := b.a.Store.RecordBatchAttempt(context.WithoutCancel(ctx), b.c.TenantID, herald.ChannelEmail, ids, at); err != nil {
 		activity.GetLogger(ctx).Warn("recording the batch attempt failed", "recipients", len(ids), "error", err)
 	}
 }
 
+// sendEmailChunk sends one batch call's worth of emails with equal content
+// behind the guard, in bulk: recipients the provider already accepted are
+// recorded and skipped, the rest are recorded "sending", the call is made, and
+// only after the provider accepted are they recorded "sent". It returns the
+// recipients left for the single sends.
 func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sender, batcher providers.BatchEmailSender, chunk []providerSend) ([]providerSend, error) {
-	tenant := b.c.TenantID
-	ids := make([]string, len(chunk))
-	for i, s := range chunk {
-		ids[i] = s.w.id
-	}
-	receipts, err := b.a.Providers.LatestReceipts(ctx, tenant, ids, herald.ChannelEmail)
-	if err != nil {
-		return nil, fmt.Errorf("read receipts: %w", err)
-	}
-	var todo []providerSend
-	var known []store.BulkDeliveryUpdate
-	for _, s := range chunk {
-		if r, ok := receipts[s.w.id]; ok {
-			// The provider accepted in an earlier run whose record was lost.
-			status := r.DeliveryStatus()
-			if status == herald.DeliveryFailed {
-				status = herald.DeliverySent
-			}
-			known = append(known, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: status,
-				Provider: r.Provider, ProviderMessageID: r.ProviderMessageID})
-			continue
-		}
-		todo = append(todo, s)
-	}
-	if err := b.a.Store.UpdateDeliveries(ctx, tenant, known); err != nil {
+	todo, err := b.skipAccepted(ctx, chunk)
+	if err != nil || len(todo) == 0 {
 		return nil, err
 	}
-	b.mu.Lock()
-	b.res.Duplicates += len(known)
-	b.mu.Unlock()
-	if len(todo) == 0 {
-		return nil, nil
-	}
-	sending := make([]store.BulkDeliveryUpdate, len(todo))
-	to := make([]providers.BatchRecipient, len(todo))
-	for i, s := range todo {
-		sending[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySending,
-			Provider: sender.Provider, Attempts: 1}
-		e := s.payload.Email
-		to[i] = providers.BatchRecipient{To: e.To, Headers: e.Headers,
-			Tags: providers.Tags{TenantID: tenant, NotificationID: s.w.id, Channel: herald.ChannelEmail}}
-	}
-	if err := b.a.Store.UpdateDeliveries(ctx, tenant, sending); err != nil {
+	if err := b.markSending(ctx, sender.Provider, todo); err != nil {
 		return nil, err
 	}
 	if sender.RatePerSecond > 0 && b.a.Limiter != nil {
@@ -726,45 +810,124 @@ func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sen
 			return nil, err
 		}
 	}
-	e := todo[0].payload.Email
+	res, sendErr := batcher.SendEmailBatch(ctx, batchMessage(todo[0].payload.Email), b.batchRecipients(todo))
+	b.recordBatchAttempt(ctx, sender.Provider, todo, sendErr)
+	if sendErr != nil {
+		return b.batchFailed(ctx, todo, sendErr)
+	}
+	return nil, b.recordBatchSent(ctx, sender.Provider, res.ProviderMessageID, todo)
+}
+
+// skipAccepted records the recipients whose receipt says the provider accepted
+// in an earlier run whose record was lost, and returns the others.
+func (b *campaignBatch) skipAccepted(ctx context.Context, chunk []providerSend) ([]providerSend, error) {
+	receipts, err := b.a.Providers.LatestReceipts(ctx, b.c.TenantID, sendIDs(chunk), herald.ChannelEmail)
+	if err != nil {
+		return nil, fmt.Errorf("read receipts: %w", err)
+	}
+	var todo []providerSend
+	var known []store.BulkDeliveryUpdate
+	for _, s := range chunk {
+		r, ok := receipts[s.w.id]
+		if !ok {
+			todo = append(todo, s)
+			continue
+		}
+		status := r.DeliveryStatus()
+		if status == herald.DeliveryFailed {
+			status = herald.DeliverySent // it was accepted; the bounce is recorded by the webhook
+		}
+		known = append(known, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: status,
+			Provider: r.Provider, ProviderMessageID: r.ProviderMessageID})
+	}
+	if err := b.a.Store.UpdateDeliveries(ctx, b.c.TenantID, known); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.res.Duplicates += len(known)
+	return todo, nil
+}
+
+// markSending records the recipients "sending" through provider before the
+// call: a re-run that finds them so waits for a receipt instead of sending.
+func (b *campaignBatch) markSending(ctx context.Context, provider string, todo []providerSend) error {
+	sending := make([]store.BulkDeliveryUpdate, len(todo))
+	for i, s := range todo {
+		sending[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySending,
+			Provider: provider, Attempts: 1}
+	}
+	return b.a.Store.UpdateDeliveries(ctx, b.c.TenantID, sending)
+}
+
+// batchMessage is the content every recipient of a batch call shares.
+func batchMessage(e *contract.DeliverEmailInput) providers.EmailMessage {
 	var cats []string
 	if e.Category != "" {
 		cats = []string{e.Category}
 	}
-	res, sendErr := batcher.SendEmailBatch(ctx, providers.EmailMessage{Subject: e.Subject, Text: e.Text, HTML: e.HTML, Categories: cats}, to)
-	b.recordBatchAttempt(ctx, sender.Provider, todo, sendErr)
-	if sendErr != nil {
-		if pe, ok := providers.AsError(sendErr); ok && pe.Permanent {
-			// One bad recipient refuses the whole call: each one alone gets its verdict.
-			return todo, nil
-		}
-		for _, s := range todo {
-			if err := b.failed(ctx, s, b.a.sendFailed(ctx, providers.Tags{TenantID: tenant, NotificationID: s.w.id, Channel: herald.ChannelEmail}, sendErr)); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
+	return providers.EmailMessage{Subject: e.Subject, Text: e.Text, HTML: e.HTML, Categories: cats}
+}
+
+// batchRecipients are the batch call's recipients, each with its own headers
+// and tags.
+func (b *campaignBatch) batchRecipients(todo []providerSend) []providers.BatchRecipient {
+	to := make([]providers.BatchRecipient, len(todo))
+	for i, s := range todo {
+		e := s.payload.Email
+		to[i] = providers.BatchRecipient{To: e.To, Headers: e.Headers,
+			Tags: providers.Tags{TenantID: b.c.TenantID, NotificationID: s.w.id, Channel: herald.ChannelEmail}}
 	}
+	return to
+}
+
+// batchFailed handles a failed batch call. One bad recipient refuses the whole
+// call for good: each recipient is then sent alone (returned) and gets its own
+// verdict. Any other failure is each recipient's failed send.
+func (b *campaignBatch) batchFailed(ctx context.Context, todo []providerSend, sendErr error) ([]providerSend, error) {
+	if pe, ok := providers.AsError(sendErr); ok && pe.Permanent {
+		return todo, nil
+	}
+	for _, s := range todo {
+		tags := providers.Tags{TenantID: b.c.TenantID, NotificationID: s.w.id, Channel: herald.ChannelEmail}
+		if err := b.failed(ctx, s, b.a.sendFailed(ctx, tags, sendErr)); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// recordBatchSent records the recipients sent, only after the provider
+// accepted; retried in place (as recordSent does), since every failed write
+// here widens the window in which a re-run would send again.
+func (b *campaignBatch) recordBatchSent(ctx context.Context, provider, messageID string, todo []providerSend) error {
 	sent := make([]store.BulkDeliveryUpdate, len(todo))
 	for i, s := range todo {
 		sent[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySent,
-			Provider: sender.Provider, ProviderMessageID: res.ProviderMessageID}
+			Provider: provider, ProviderMessageID: messageID}
 	}
-	// Recorded only now, after the provider accepted; retried in place (as
-	// recordSent does), since every failed write here widens the window in which
-	// a re-run would send again.
+	var err error
 	for attempt := 0; ; attempt++ {
-		err = b.a.Store.UpdateDeliveries(context.WithoutCancel(ctx), tenant, sent)
+		err = b.a.Store.UpdateDeliveries(context.WithoutCancel(ctx), b.c.TenantID, sent)
 		if err == nil || attempt == 4 {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("record %d emails sent after the provider accepted: %w", len(sent), err)
+		return fmt.Errorf("record %d emails sent after the provider accepted: %w", len(sent), err)
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.res.Delivered += len(todo)
-	b.mu.Unlock()
-	return nil, nil
+	return nil
+}
+
+// sendIDs are the sends' notification ids.
+func sendIDs(sends []providerSend) []string {
+	ids := make([]string, len(sends))
+	for i, s := range sends {
+		ids[i] = s.w.id
+	}
+	return ids
 }

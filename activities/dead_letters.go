@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
@@ -49,7 +47,7 @@ func (a *Activities) BeginRedrive(ctx context.Context, in contract.BeginRedriveI
 	}
 	var p contract.RedrivePayload
 	if err := json.Unmarshal(d.Payload, &p); err != nil {
-		return contract.BeginRedriveResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("dead letter %d payload: %v", d.ID, err), "BadPayload", err)
+		return contract.BeginRedriveResult{}, contract.BadPayload.New(fmt.Sprintf("dead letter %d payload: %v", d.ID, err), err)
 	}
 	ts, err := a.Store.GetTenantSettings(ctx, in.TenantID)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
@@ -71,7 +70,7 @@ func (a *Activities) DeliverPush(ctx context.Context, in contract.DeliverPushInp
 			return providers.Result{}, err
 		}
 		if len(tokens) == 0 {
-			return providers.Result{}, temporal.NewNonRetryableApplicationError("the user has no registered device", herald.ErrTypeNoDevice, nil)
+			return providers.Result{}, contract.NoDevice.New("the user has no registered device", nil)
 		}
 		done := map[string]string{} // token → provider message id
 		if activity.HasHeartbeatDetails(ctx) {
@@ -111,8 +110,8 @@ func (a *Activities) DeliverPush(ctx context.Context, in contract.DeliverPushInp
 		case len(done) > 0 && len(done)+dead == len(tokens):
 			return providers.Result{ProviderMessageID: firstID}, nil
 		case dead == len(tokens):
-			return providers.Result{}, temporal.NewNonRetryableApplicationError(
-				"every registered device token was rejected as unregistered; they were removed", herald.ErrTypeProviderPermanent, lastErr)
+			return providers.Result{}, contract.ProviderPermanent.New(
+				"every registered device token was rejected as unregistered; they were removed", lastErr)
 		default:
 			// Some devices are still to be reached: retry them (the others are remembered).
 			return providers.Result{}, lastErr
@@ -220,8 +219,7 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 
 // failureOutcome is a failed provider call's metrics outcome.
 func failureOutcome(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.NonRetryable() {
+	if contract.IsNonRetryable(err) {
 		return metrics.OutcomePermanent
 	}
 	return metrics.OutcomeRetryable
@@ -234,8 +232,7 @@ func (a *Activities) recordAttempt(ctx context.Context, tags providers.Tags, pro
 	if err != nil {
 		msg := errorText(err.Error())
 		at.Error, at.Outcome = &msg, store.AttemptRetryable
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.NonRetryable() {
+		if contract.IsNonRetryable(err) {
 			at.Outcome = store.AttemptPermanent
 		}
 	}
@@ -283,8 +280,7 @@ func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendEr
 	}); err != nil {
 		activity.GetLogger(ctx).Warn("recording the send error failed", "error", err)
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(sendErr, &appErr) {
+	if contract.IsApplicationError(sendErr) {
 		return sendErr
 	}
 	pe, ok := providers.AsError(sendErr)
@@ -292,11 +288,9 @@ func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendEr
 		return sendErr
 	}
 	if pe.Permanent {
-		return temporal.NewNonRetryableApplicationError(pe.Error(), herald.ErrTypeProviderPermanent, sendErr)
+		return contract.ProviderPermanent.New(pe.Error(), sendErr)
 	}
-	return temporal.NewApplicationErrorWithOptions(pe.Error(), "ProviderUnavailable", temporal.ApplicationErrorOptions{
-		Cause: sendErr, NextRetryDelay: pe.RetryAfter,
-	})
+	return contract.ProviderUnavailable.NewRetryAfter(pe.Error(), sendErr, pe.RetryAfter)
 }
 
 // progress is what a multi-part send has done so far (push: the tokens already

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
@@ -42,7 +40,7 @@ func (a *Activities) ClaimCap(ctx context.Context, in contract.ClaimCapInput) (b
 func (a *Activities) Render(ctx context.Context, in contract.RenderInput) (contract.RenderResult, error) {
 	rec, err := a.Store.GetTemplate(ctx, in.TenantID, in.TemplateID, in.TemplateVersion)
 	if errors.Is(err, herald.ErrNotFound) {
-		return contract.RenderResult{}, temporal.NewNonRetryableApplicationError("template "+in.TemplateID+" version is gone", herald.ErrTypeRenderFailed, err)
+		return contract.RenderResult{}, contract.RenderFailed.New("template "+in.TemplateID+" version is gone", err)
 	}
 	if err != nil {
 		return contract.RenderResult{}, err
@@ -51,22 +49,29 @@ func (a *Activities) Render(ctx context.Context, in contract.RenderInput) (contr
 	locale := templates.ResolveLocale(in.UserLocale, t.AvailableLocales(), in.TenantLocale)
 	r, err := templates.Render(t, in.Channel, locale, in.Data)
 	if err != nil {
-		return contract.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), herald.ErrTypeRenderFailed, err)
+		return contract.RenderResult{}, contract.RenderFailed.New(err.Error(), err)
 	}
 	// The API refused content over the bound at submit time, for the locale the
 	// user had then; a locale (or tenant default) changed since can still pick a
 	// larger variant. Returning it would make Temporal terminate the run, so the
 	// channel fails here, visibly, with reason content_too_large.
 	if err := contract.CheckRendered(r); err != nil {
-		return contract.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), herald.ErrTypeContentTooLarge, err)
+		return contract.RenderResult{}, contract.ContentTooLarge.New(err.Error(), err)
 	}
-	out := contract.RenderResult{Rendered: r}
-	if in.Channel == herald.ChannelEmail && !t.Critical && a.Unsubscribe != nil {
-		link := a.Unsubscribe.URL(a.PublicBaseURL, unsubscribe.Claims{TenantID: in.TenantID, UserID: in.UserID, Category: t.Category})
-		out.Headers = map[string]string{
-			"List-Unsubscribe":      "<" + link + ">",
-			"List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
-		}
+	return contract.RenderResult{Rendered: r, Headers: a.emailHeaders(in.Channel, in.TenantID, in.UserID, t)}, nil
+}
+
+// emailHeaders are the extra headers of a user's email rendered from t: RFC 8058
+// one-click unsubscribe, unless the template is critical (a password reset
+// cannot be unsubscribed from) or the worker signs no unsubscribe links. Other
+// channels have none.
+func (a *Activities) emailHeaders(channel, tenantID, userID string, t templates.Template) map[string]string {
+	if channel != herald.ChannelEmail || t.Critical || a.Unsubscribe == nil {
+		return nil
 	}
-	return out, nil
+	link := a.Unsubscribe.URL(a.PublicBaseURL, unsubscribe.Claims{TenantID: tenantID, UserID: userID, Category: t.Category})
+	return map[string]string{
+		"List-Unsubscribe":      "<" + link + ">",
+		"List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/store"
@@ -31,14 +30,14 @@ func (a *Activities) ListPendingWebhooks(ctx context.Context, in contract.ListPe
 // fails at once (the message is dead-lettered, replayable after enabling).
 func (a *Activities) DeliverWebhook(ctx context.Context, in contract.WebhookMessageInput) error {
 	if a.WebhookSender == nil {
-		return temporal.NewNonRetryableApplicationError("this worker sends no webhooks", "NoWebhookSender", nil)
+		return contract.NoWebhookSender.New("this worker sends no webhooks", nil)
 	}
 	out, err := a.WebhookSender.Send(ctx, in.TenantID, in.EndpointID, in.MessageID)
 	switch {
 	case errors.Is(err, webhooks.ErrEndpointGone):
 		return nil
 	case errors.Is(err, webhooks.ErrEndpointDisabled):
-		return temporal.NewNonRetryableApplicationError(err.Error(), "EndpointDisabled", err)
+		return contract.EndpointDisabled.New(err.Error(), err)
 	case err != nil:
 		return err
 	}

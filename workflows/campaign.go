@@ -176,96 +176,6 @@ func (c *campaign) run(ctx workflow.Context) (CampaignWorkflowResult, error) {
 	return c.st, nil
 }
 
-// slot is one batch of the sliding window.
-type slot struct {
-	through string
-	done    bool
-	err     error
-}
-
-// sendAudience runs batches over the audience, up to the window at once, until
-// it ends, the campaign is cancelled, or this run has done its share.
-func (c *campaign) sendAudience(ctx workflow.Context) error {
-	var queue []string // page ends not yet started
-	ended := false     // the audience has no page after the queue
-	launched := c.st.Cursor
-	var slots []*slot
-	inflight := 0
-	var nextStart time.Time
-	sel := workflow.NewSelector(ctx)
-	for {
-		for inflight < c.window && !c.st.Paused && !c.st.Cancelled && c.runBatches < CampaignBatchesPerRun {
-			if len(queue) == 0 && !ended {
-				var pages []string
-				if err := c.db(ctx, contract.CampaignPages, contract.CampaignPagesInput{
-					Campaign: c.in.Spec, After: launched, PageSize: c.pageSize, Pages: 2 * c.window,
-				}).Get(ctx, &pages); err != nil {
-					return err
-				}
-				queue, ended = pages, len(pages) < 2*c.window
-			}
-			if len(queue) == 0 {
-				break
-			}
-			if wait := nextStart.Sub(workflow.Now(ctx)); wait > 0 {
-				// Pace to rate_per_second; a pause or cancel interrupts the wait.
-				seen := c.changed
-				if ok, _ := workflow.AwaitWithTimeout(ctx, wait, func() bool { return c.changed != seen }); ok {
-					continue
-				}
-			}
-			if c.in.RatePerSecond > 0 {
-				nextStart = workflow.Now(ctx).Add(time.Duration(float64(c.pageSize) / c.in.RatePerSecond * float64(time.Second)))
-			}
-			s := &slot{through: queue[0]}
-			after := launched
-			launched, queue = queue[0], queue[1:]
-			slots = append(slots, s)
-			inflight++
-			c.runBatches++
-			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, campaignBatchOptions), contract.CampaignBatch,
-				contract.CampaignBatchInput{Campaign: c.in.Spec, After: after, Through: s.through, Limit: c.pageSize})
-			sel.AddFuture(f, func(f workflow.Future) {
-				var res contract.CampaignBatchResult
-				s.err = f.Get(ctx, &res)
-				s.done = true
-				inflight--
-				c.st.Totals.Add(res)
-				c.st.Batches++
-			})
-		}
-		// The cursor moves over the done prefix only, so a continue-as-new (or a
-		// cancel) never skips a page still in flight.
-		for len(slots) > 0 && slots[0].done {
-			if slots[0].err != nil {
-				return slots[0].err
-			}
-			c.st.Cursor = slots[0].through
-			slots = slots[1:]
-		}
-		if inflight == 0 {
-			switch {
-			case c.st.Cancelled:
-				return nil
-			case ended && len(queue) == 0:
-				c.st.AudienceDone = true
-				return nil
-			case c.runBatches >= CampaignBatchesPerRun:
-				return nil
-			case c.st.Paused:
-				if err := workflow.Await(ctx, func() bool { return !c.st.Paused || c.st.Cancelled }); err != nil {
-					return err
-				}
-				continue
-			}
-			// Paused and resumed while nothing was in flight: start again from
-			// the queue.
-			continue
-		}
-		sel.Select(ctx)
-	}
-}
-
 // drainPending handles owed work as it falls due: deferrals at the end of the
 // recipients' quiet hours, retries after their backoff.
 func (c *campaign) drainPending(ctx workflow.Context) error {
@@ -313,7 +223,7 @@ func (c *campaign) continueAsNew(ctx workflow.Context) (CampaignWorkflowResult, 
 // fail records the campaign failed; the workflow itself completes (the failure
 // is the campaign's status, visible through the API).
 func (c *campaign) fail(ctx workflow.Context, cause error) (CampaignWorkflowResult, error) {
-	c.st.LastError = errorMessage(cause)
+	c.st.LastError = contract.ErrorMessage(cause)
 	workflow.GetLogger(ctx).Error("campaign failed", "campaign", c.in.Spec.CampaignID, "error", cause)
 	if err := c.record(ctx, herald.CampaignFailed); err != nil {
 		return c.st, err
@@ -325,7 +235,7 @@ func (c *campaign) fail(ctx workflow.Context, cause error) (CampaignWorkflowResu
 
 func (c *campaign) validateControl(ctx workflow.Context) error {
 	if herald.CampaignFinal(c.st.Status) || c.st.Cancelled {
-		return temporal.NewApplicationError("the campaign has already finished ("+c.st.Status+")", herald.ErrTypeCampaignFinal)
+		return contract.CampaignFinal.New("the campaign has already finished ("+c.st.Status+")", nil)
 	}
 	return nil
 }

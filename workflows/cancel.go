@@ -1,9 +1,9 @@
 package workflows
 
 import (
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -16,7 +16,7 @@ func (w *notification) validateCancel(ctx workflow.Context) error {
 	for _, ch := range w.in.Channels {
 		switch w.state.Channels[ch].Status {
 		case herald.DeliverySending, herald.DeliverySent, herald.DeliveryDelivered:
-			return temporal.NewApplicationError("the notification was already sent on "+ch, herald.ErrTypeAlreadySent)
+			return contract.AlreadySent.New("the notification was already sent on "+ch, nil)
 		case herald.DeliveryPending, herald.DeliveryScheduled:
 			waiting++
 		}
@@ -24,7 +24,7 @@ func (w *notification) validateCancel(ctx workflow.Context) error {
 	if waiting == 0 {
 		// Every channel already ended (failed, suppressed): nothing is left to cancel,
 		// and a dead letter stays redrivable.
-		return temporal.NewApplicationError("every channel has already finished", herald.ErrTypeAlreadySent)
+		return contract.AlreadySent.New("every channel has already finished", nil)
 	}
 	return nil
 }

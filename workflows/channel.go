@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/herald-notify/herald/activities/contract"
@@ -102,9 +101,9 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 	}).Get(ctx, &r); err != nil {
 		reason := ""
 		switch {
-		case hasErrorType(err, herald.ErrTypeRenderFailed):
+		case contract.RenderFailed.Is(err):
 			reason = herald.ReasonRenderFailed
-		case hasErrorType(err, herald.ErrTypeContentTooLarge):
+		case contract.ContentTooLarge.Is(err):
 			reason = herald.ReasonContentTooLarge
 		}
 		w.finishChannel(ctx, ch, herald.DeliveryFailed, err, reason)
@@ -144,37 +143,22 @@ func (w *notification) schedule(ctx workflow.Context, ch, reason string) {
 // own database activity, a provider channel as a regular activity behind the guard.
 func (w *notification) deliverChannel(ctx workflow.Context, channel string, r contract.RenderResult) {
 	w.state.Channels[channel].Status = herald.DeliverySending
-	tenant, id, c := w.in.TenantID, w.state.NotificationID, r.Rendered
-	var p contract.RedrivePayload
+	d, err := contract.DeliveryPayload(contract.Addressee{
+		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
+		Email: w.recipient.Email, Phone: w.recipient.Phone, Category: w.in.Category, AcceptedAt: w.state.AcceptedAt,
+	}, channel, r)
 	switch {
-	case channel == herald.ChannelInApp && c.InApp != nil:
-		w.finishDelivery(ctx, channel, w.db(ctx, contract.DeliverInApp, contract.DeliverInAppInput{
-			TenantID: tenant, UserID: w.in.UserID, NotificationID: id, Title: c.InApp.Title, Body: c.InApp.Body,
-			ActionURL: c.InApp.ActionURL, Category: w.in.Category, AcceptedAt: w.state.AcceptedAt}), p)
-		return
-	case channel == herald.ChannelEmail && c.Email != nil:
-		if w.recipient.Email == "" {
-			w.suppress(ctx, channel, herald.ReasonNoAddress)
-			return
-		}
-		p.Email = &contract.DeliverEmailInput{TenantID: tenant, NotificationID: id, To: w.recipient.Email, Subject: c.Email.Subject,
-			Text: c.Email.Text, HTML: c.Email.HTML, Headers: r.Headers, Category: w.in.Category}
-	case channel == herald.ChannelSMS && c.SMS != nil:
-		if w.recipient.Phone == "" {
-			w.suppress(ctx, channel, herald.ReasonNoAddress)
-			return
-		}
-		p.SMS = &contract.DeliverSMSInput{TenantID: tenant, NotificationID: id, To: w.recipient.Phone, Body: c.SMS.Text}
-	case channel == herald.ChannelPush && c.Push != nil:
-		p.Push = &contract.DeliverPushInput{TenantID: tenant, NotificationID: id, UserID: w.in.UserID, Title: c.Push.Title,
-			Body: c.Push.Body, Data: c.Push.Data}
-	default:
+	case errors.Is(err, contract.ErrNoAddress):
+		w.suppress(ctx, channel, herald.ReasonNoAddress)
+	case err != nil:
 		// The API rejects unknown channels and Render returns the channel asked for; a
 		// history from a newer binary must not silently drop one, so record it failed.
 		w.finishChannel(ctx, channel, herald.DeliveryFailed, fmt.Errorf("channel %q is not supported by this worker", channel), "")
-		return
+	case d.InApp != nil:
+		w.finishDelivery(ctx, channel, w.db(ctx, contract.DeliverInApp, *d.InApp), contract.RedrivePayload{})
+	default:
+		w.finishDelivery(ctx, channel, executeDelivery(ctx, d.Provider, w.retry), d.Provider)
 	}
-	w.finishDelivery(ctx, channel, executeDelivery(ctx, p, w.retry), p)
 }
 
 // executeDelivery runs the provider delivery activity a payload describes (also
@@ -199,40 +183,22 @@ func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut 
 	case err == nil:
 		w.setChannel(ctx, channel, res.Status, "")
 		return
-	case hasErrorType(err, herald.ErrTypeNoDevice):
+	case contract.NoDevice.Is(err):
 		w.suppress(ctx, channel, herald.ReasonNoAddress)
 		return
-	case channel == herald.ChannelInApp || w.cancelled || isFinal(err):
-		w.finishChannel(ctx, channel, herald.DeliveryFailed, err, failureReason(err))
+	case channel == herald.ChannelInApp || w.cancelled || contract.IsPermanent(err):
+		w.finishChannel(ctx, channel, herald.DeliveryFailed, err, contract.FailureReason(err))
 		return
 	}
-	w.setChannel(ctx, channel, herald.DeliveryFailed, errorMessage(err))
+	w.setChannel(ctx, channel, herald.DeliveryFailed, contract.ErrorMessage(err))
 	w.state.Channels[channel].Reason = herald.ReasonDeadLettered
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if derr := w.db(dctx, contract.DeadLetter, contract.DeadLetterInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, Channel: channel, TemplateID: w.in.TemplateID,
-		Attempts: int(providerOptions(channel, w.retry).RetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
+		Attempts: int(providerOptions(channel, w.retry).RetryPolicy.MaximumAttempts), LastError: contract.ErrorMessage(err), Payload: p,
 	}).Get(ctx, nil); derr != nil {
 		workflow.GetLogger(ctx).Error("dead-lettering failed", "channel", channel, "error", derr)
 	}
-}
-
-// isFinal reports a refusal that no retry or redrive can change.
-func isFinal(err error) bool {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		return false
-	}
-	switch appErr.Type() {
-	case herald.ErrTypeProviderPermanent, herald.ErrTypeNoDevice, herald.ErrTypeRenderFailed, herald.ErrTypeContentTooLarge:
-		return true
-	}
-	return appErr.NonRetryable()
-}
-
-func hasErrorType(err error, errType string) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == errType
 }
 
 // suppress records that a channel was not attempted, and why.
@@ -252,7 +218,7 @@ func (w *notification) finishChannel(ctx workflow.Context, channel, status strin
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	msg := ""
 	if cause != nil {
-		msg = errorMessage(cause)
+		msg = contract.ErrorMessage(cause)
 	}
 	w.setChannel(ctx, channel, status, msg)
 	w.state.Channels[channel].Reason = reason

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 )
 
@@ -170,9 +171,8 @@ func (c *Client) CancelNotification(ctx context.Context, workflowID, runID strin
 		var st NotificationState
 		err = handle.Get(ctx, &st)
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeAlreadySent {
-		return &refusedError{class: ErrAlreadySent, message: appErr.Message(), err: err}
+	if contract.AlreadySent.Is(err) {
+		return &refusedError{class: ErrAlreadySent, message: contract.ErrorMessage(err), err: err}
 	}
 	if err != nil {
 		return classifyRunError(err)
@@ -243,9 +243,8 @@ func (c *Client) ControlCampaign(ctx context.Context, workflowID, update string)
 	if err == nil {
 		err = handle.Get(ctx, &st)
 	}
-	var appErr *temporal.ApplicationError
 	var nf *serviceerror.NotFound
-	if (errors.As(err, &appErr) && appErr.Type() == herald.ErrTypeCampaignFinal) || errors.As(err, &nf) {
+	if contract.CampaignFinal.Is(err) || errors.As(err, &nf) {
 		return st, fmt.Errorf("%w: %w", ErrCampaignFinal, err)
 	}
 	return st, err

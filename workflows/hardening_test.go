@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
@@ -21,7 +20,7 @@ func (s *notificationSuite) TestOversizedContentFailsTheChannelWithTheReason() {
 	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.RenderInput) (contract.RenderResult, error) {
 		if in.Channel == herald.ChannelEmail {
 			err := &contract.ContentTooLargeError{Channel: in.Channel, Bytes: 3 << 20}
-			return contract.RenderResult{}, temporal.NewNonRetryableApplicationError(err.Error(), herald.ErrTypeContentTooLarge, err)
+			return contract.RenderResult{}, contract.ContentTooLarge.New(err.Error(), err)
 		}
 		return renders(ctx, in)
 	})

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
@@ -22,7 +21,7 @@ func (s *notificationSuite) TestNoProviderFailsTheChannelWithTheReason() {
 	attempts := 0
 	s.env.OnActivity(contract.DeliverEmail, mock.Anything, mock.Anything).Return(func(context.Context, contract.DeliverEmailInput) (contract.DeliverResult, error) {
 		attempts++
-		return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("no provider is configured for email", herald.ErrTypeNoProvider, nil)
+		return contract.DeliverResult{}, contract.NoProvider.New("no provider is configured for email", nil)
 	})
 	var recorded contract.RecordChannelStatusInput
 	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {

@@ -1,10 +1,8 @@
 package workflows
 
 import (
-	"errors"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/herald-notify/herald/activities/contract"
@@ -103,7 +101,7 @@ func setupNotification(ctx workflow.Context, in NotificationInput) (*notificatio
 	info := workflow.GetInfo(ctx)
 	key, err := ids.KeyHashFromWorkflowID(info.WorkflowExecution.ID)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadWorkflowID", err)
+		return nil, contract.BadWorkflowID.New(err.Error(), err)
 	}
 	w := &notification{in: in, info: info, keyHex: key.String()}
 	w.state = NotificationState{
@@ -229,12 +227,4 @@ func (w *notification) setStatus(ctx workflow.Context, status string) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrStatus.ValueSet(status)); err != nil {
 		workflow.GetLogger(ctx).Warn("upserting status search attribute failed", "error", err)
 	}
-}
-
-func errorMessage(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Message()
-	}
-	return err.Error()
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/herald-notify/herald/activities"
@@ -133,7 +132,7 @@ func (s *notificationSuite) TestRetriesATransientInboxFailure() {
 func (s *notificationSuite) TestDeletedUserFailsEveryChannelWithTheReason() {
 	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{}, temporal.NewNonRetryableApplicationError("user u1 does not exist", herald.ErrTypeUnknownUser, nil)).Once()
+		Return(contract.Recipient{}, contract.UnknownUser.New("user u1 does not exist", nil)).Once()
 	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordChannelStatusInput) bool {
 		return in.Status == herald.DeliveryFailed && in.Error == "user u1 does not exist"
 	})).Return(nil)

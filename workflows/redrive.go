@@ -74,13 +74,13 @@ func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, erro
 
 	var res contract.DeliverResult
 	if err := executeDelivery(ctx, p, claim.RetryPolicies).Get(ctx, &res); err != nil {
-		if hasErrorType(err, herald.ErrTypeNoDevice) {
+		if contract.NoDevice.Is(err) {
 			// The user's push tokens are gone: as in the notification workflow.
 			return suppressRedrive(ctx, dbCtx, in, herald.ReasonNoAddress)
 		}
 		if derr := workflow.ExecuteActivity(dbCtx, contract.DeadLetter, contract.DeadLetterInput{
 			TenantID: in.TenantID, NotificationID: claim.NotificationID, Channel: claim.Channel, TemplateID: claim.TemplateID,
-			Attempts: int(providerOptions(claim.Channel, claim.RetryPolicies).RetryPolicy.MaximumAttempts), LastError: errorMessage(err), Payload: p,
+			Attempts: int(providerOptions(claim.Channel, claim.RetryPolicies).RetryPolicy.MaximumAttempts), LastError: contract.ErrorMessage(err), Payload: p,
 		}).Get(ctx, nil); derr != nil {
 			return RedriveResult{Claimed: true}, derr
 		}
@@ -104,7 +104,7 @@ func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract
 		err := workflow.ExecuteActivity(dbCtx, contract.LoadRecipient, contract.LoadRecipientInput{
 			TenantID: tenantID, UserID: claim.UserID,
 		}).Get(ctx, &rcp)
-		if hasErrorType(err, herald.ErrTypeUnknownUser) {
+		if contract.UnknownUser.Is(err) {
 			return herald.ReasonNoAddress, nil // the user is gone: nowhere to send
 		}
 		if err != nil {

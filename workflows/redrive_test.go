@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/herald-notify/herald/activities"
@@ -126,7 +125,7 @@ func (s *redriveSuite) TestRemovedPhoneIsNoAddress() {
 func (s *redriveSuite) TestDeletedUserIsNoAddress() {
 	s.claim(herald.ChannelSMS, false)
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{}, temporal.NewNonRetryableApplicationError("user u1 does not exist", herald.ErrTypeUnknownUser, nil)).Once()
+		Return(contract.Recipient{}, contract.UnknownUser.New("user u1 does not exist", nil)).Once()
 	s.Equal(herald.ReasonNoAddress, s.run().Reason)
 }
 
@@ -134,7 +133,7 @@ func (s *redriveSuite) TestNoDeviceLeftIsNoAddress() {
 	s.claim(herald.ChannelPush, false)
 	s.user(contract.Recipient{}, preferences.Preferences{})
 	s.env.OnActivity(contract.DeliverPush, mock.Anything, mock.Anything).
-		Return(contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("the user has no registered device", herald.ErrTypeNoDevice, nil)).Once()
+		Return(contract.DeliverResult{}, contract.NoDevice.New("the user has no registered device", nil)).Once()
 	s.Equal(RedriveResult{Claimed: true, Status: herald.DeliverySuppressed, Reason: herald.ReasonNoAddress}, s.run())
 	s.Equal(herald.ReasonNoAddress, s.finished.SuppressedReason)
 }

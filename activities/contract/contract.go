@@ -3,7 +3,8 @@
 // these names, so they import neither the activities nor the store behind them
 // (`go list -deps ./workflows` has no database package); activities implement
 // them as methods of activities.Activities, and a test checks every name here is
-// one of its methods.
+// one of its methods. The error classes both sides act on (errors.go) and the
+// rule that turns rendered content into a delivery (delivery.go) are part of it.
 package contract
 
 import (

@@ -140,12 +140,13 @@ type Fake struct {
 	server *httptest.Server
 	proto  protocol
 
+	// Script gives the fake Next, Always and Recover.
+	Script[Behavior]
+
 	mu       sync.Mutex
 	requests []*Request
 	accepted int
 	seq      int
-	queue    []Behavior
-	always   *Behavior
 	holds    []*Hold
 	changed  chan struct{}
 }
@@ -167,29 +168,6 @@ func (f *Fake) Close() {
 	}
 	f.server.CloseClientConnections()
 	f.server.Close()
-}
-
-// Next queues behaviors for the next requests, one each, in order; later requests
-// get the Always behavior, or are accepted.
-func (f *Fake) Next(bs ...Behavior) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.queue = append(f.queue, bs...)
-}
-
-// Always makes every request not covered by Next behave as b (an outage) until
-// Recover.
-func (f *Fake) Always(b Behavior) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.always = &b
-}
-
-// Recover ends Always: requests are accepted again.
-func (f *Fake) Recover() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.always = nil
 }
 
 // HoldNext parks the next request; see NewHold.
@@ -258,7 +236,8 @@ func (f *Fake) WaitCalls(n int, d time.Duration) bool {
 func (f *Fake) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.requests, f.accepted, f.queue, f.always = nil, 0, nil, nil
+	f.requests, f.accepted = nil, 0
+	f.Script.clear()
 }
 
 func (f *Fake) notifyLocked() {
@@ -289,12 +268,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
-	var b Behavior
-	if len(f.queue) > 0 {
-		b, f.queue = f.queue[0], f.queue[1:]
-	} else if f.always != nil {
-		b = *f.always
-	}
+	b := Take(&f.Script)
 	if b.Hold != nil {
 		f.holds = append(f.holds, b.Hold)
 	}

@@ -36,6 +36,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	gosmtp "github.com/emersion/go-smtp"
+
+	"github.com/herald-notify/herald/providers/providertest"
 )
 
 // Stage is the point of an SMTP transaction where a Behavior answers.
@@ -155,11 +157,13 @@ type Server struct {
 	done    chan struct{}
 	closeMu sync.Once
 
+	// Script gives the server Next, Always and Recover, per connection (the
+	// same behaviour queue as the HTTP fakes in providers/providertest).
+	providertest.Script[Behavior]
+
 	mu       sync.Mutex
 	messages []Message
 	conns    int
-	queue    []Behavior
-	always   *Behavior
 	perConn  map[*gosmtp.Conn]Behavior
 	changed  chan struct{}
 }
@@ -221,29 +225,6 @@ func (s *Server) ClientTLSConfig() *tls.Config {
 	return &tls.Config{RootCAs: s.certs, ServerName: s.Host, MinVersion: tls.VersionTLS12}
 }
 
-// Next queues behaviours for the next connections, one each, in order; later
-// connections get the Always behaviour, or are accepted.
-func (s *Server) Next(bs ...Behavior) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue = append(s.queue, bs...)
-}
-
-// Always makes every connection not covered by Next behave as b (an outage) until
-// Recover.
-func (s *Server) Always(b Behavior) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.always = &b
-}
-
-// Recover ends Always: connections are accepted again.
-func (s *Server) Recover() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.always = nil
-}
-
 // Messages returns a copy of every message received, in arrival order (including
 // unacknowledged ones).
 func (s *Server) Messages() []Message {
@@ -300,13 +281,7 @@ func (s *Server) behaviorFor(c *gosmtp.Conn) Behavior {
 		return b
 	}
 	s.conns++
-	var b Behavior
-	switch {
-	case len(s.queue) > 0:
-		b, s.queue = s.queue[0], s.queue[1:]
-	case s.always != nil:
-		b = *s.always
-	}
+	b := providertest.Take(&s.Script)
 	s.perConn[c] = b
 	return b
 }

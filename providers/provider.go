@@ -75,6 +75,37 @@ type EmailMessage struct {
 	Categories []string
 }
 
+// Sender is who msg is from: its own From and FromName when From is set, else the
+// sender's configured defaults (from, fromName).
+func (m EmailMessage) Sender(from, fromName string) (string, string) {
+	if m.From != "" {
+		return m.From, m.FromName
+	}
+	return from, fromName
+}
+
+// CheckEmail is what every email sender refuses before building msg, sent from
+// from (see Sender): no recipient, no sender address, no subject, no content. All
+// are permanent; provider names the sender in the error.
+func CheckEmail(provider string, msg EmailMessage, from string) error {
+	switch {
+	case strings.TrimSpace(msg.To) == "":
+		return NoEmailAddress(provider)
+	case from == "":
+		return Errorf(provider, "config", "no sender address configured")
+	case msg.Subject == "":
+		return Errorf(provider, "bad_request", "subject is empty")
+	case msg.HTML == "" && msg.Text == "":
+		return Errorf(provider, "bad_request", "message has neither HTML nor text content")
+	}
+	return nil
+}
+
+// NoEmailAddress is the permanent error for a recipient without an email address.
+func NoEmailAddress(provider string) *Error {
+	return Errorf(provider, "invalid_address", "recipient has no email address")
+}
+
 // SMSMessage is one rendered SMS.
 type SMSMessage struct {
 	// To is the recipient in E.164 form (+14155552671).

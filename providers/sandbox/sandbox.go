@@ -71,7 +71,7 @@ func (p *Provider) record(ctx context.Context, tags providers.Tags, key, recipie
 // SendEmail records msg.
 func (p *Provider) SendEmail(ctx context.Context, msg providers.EmailMessage, key string, tags providers.Tags) (providers.Result, error) {
 	if msg.To == "" {
-		return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
+		return providers.Result{}, providers.NoEmailAddress(Name)
 	}
 	body := msg.Text
 	if body == "" {
@@ -93,7 +93,7 @@ func (p *Provider) SendEmailBatch(ctx context.Context, msg providers.EmailMessag
 	msgs := make([]Message, 0, len(to))
 	for _, r := range to {
 		if r.To == "" {
-			return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
+			return providers.Result{}, providers.NoEmailAddress(Name)
 		}
 		if err := r.Tags.Validate(); err != nil {
 			return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)

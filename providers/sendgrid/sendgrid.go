@@ -147,7 +147,7 @@ func (c *Client) SendEmailBatch(ctx context.Context, msg providers.EmailMessage,
 			return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
 		}
 		if strings.TrimSpace(r.To) == "" {
-			return providers.Result{}, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
+			return providers.Result{}, providers.NoEmailAddress(Name)
 		}
 		p := mail.NewPersonalization()
 		p.AddTos(mail.NewEmail("", r.To))
@@ -173,19 +173,9 @@ func (c *Client) SendEmailBatch(ctx context.Context, msg providers.EmailMessage,
 }
 
 func (c *Client) build(msg providers.EmailMessage, tags providers.Tags) (*mail.SGMailV3, error) {
-	from, fromName := msg.From, msg.FromName
-	if from == "" {
-		from, fromName = c.from, c.fromName
-	}
-	switch {
-	case strings.TrimSpace(msg.To) == "":
-		return nil, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
-	case from == "":
-		return nil, providers.Errorf(Name, "config", "no sender address configured")
-	case msg.Subject == "":
-		return nil, providers.Errorf(Name, "bad_request", "subject is empty")
-	case msg.HTML == "" && msg.Text == "":
-		return nil, providers.Errorf(Name, "bad_request", "message has neither HTML nor text content")
+	from, fromName := msg.Sender(c.from, c.fromName)
+	if err := providers.CheckEmail(Name, msg, from); err != nil {
+		return nil, err
 	}
 	m := new(mail.SGMailV3)
 	m.SetFrom(mail.NewEmail(fromName, from))

@@ -315,19 +315,9 @@ func (c *Client) dialer(ctx context.Context, h *connHolder) mail.DialContextFunc
 
 // build turns msg into a go-mail message.
 func (c *Client) build(msg providers.EmailMessage, tags providers.Tags, messageID string) (*mail.Msg, error) {
-	from, fromName := msg.From, msg.FromName
-	if from == "" {
-		from, fromName = c.from, c.fromName
-	}
-	switch {
-	case strings.TrimSpace(msg.To) == "":
-		return nil, &providers.Error{Provider: Name, Code: "invalid_address", Reason: "recipient has no email address", Permanent: true}
-	case from == "":
-		return nil, providers.Errorf(Name, "config", "no sender address configured")
-	case msg.Subject == "":
-		return nil, providers.Errorf(Name, "bad_request", "subject is empty")
-	case msg.HTML == "" && msg.Text == "":
-		return nil, providers.Errorf(Name, "bad_request", "message has neither HTML nor text content")
+	from, fromName := msg.Sender(c.from, c.fromName)
+	if err := providers.CheckEmail(Name, msg, from); err != nil {
+		return nil, err
 	}
 	m := mail.NewMsg()
 	if err := m.FromFormat(fromName, from); err != nil {

@@ -216,20 +216,11 @@ func (f *Fake) Calls() int {
 // WaitCalls blocks until at least n requests arrived or d passed; it reports
 // whether they did.
 func (f *Fake) WaitCalls(n int, d time.Duration) bool {
-	deadline := time.After(d)
-	for {
+	return WaitUntil(d, func() (bool, <-chan struct{}) {
 		f.mu.Lock()
-		got, ch := len(f.requests), f.changed
-		f.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
+		defer f.mu.Unlock()
+		return len(f.requests) >= n, f.changed
+	})
 }
 
 // Reset forgets recorded requests, counts, queued behaviors and Always.

@@ -257,20 +257,11 @@ func (s *Server) Connections() int {
 // WaitMessages blocks until at least n messages were received or d passed; it
 // reports whether they were.
 func (s *Server) WaitMessages(n int, d time.Duration) bool {
-	deadline := time.After(d)
-	for {
+	return providertest.WaitUntil(d, func() (bool, <-chan struct{}) {
 		s.mu.Lock()
-		got, ch := len(s.messages), s.changed
-		s.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
+		defer s.mu.Unlock()
+		return len(s.messages) >= n, s.changed
+	})
 }
 
 // behaviorFor decides (once) how conn is answered.

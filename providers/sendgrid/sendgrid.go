@@ -104,17 +104,7 @@ func (c *Client) SendEmail(ctx context.Context, msg providers.EmailMessage, _ st
 	if err != nil {
 		return providers.Result{}, err
 	}
-	req := sendgridgo.GetRequest(c.apiKey, "/v3/mail/send", c.baseURL)
-	req.Method = rest.Post
-	req.Body = mail.GetRequestBody(m)
-	resp, err := c.rest.SendWithContext(ctx, req)
-	if err != nil {
-		return providers.Result{}, providers.TransportError(Name, err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return providers.Result{Provider: Name, ProviderMessageID: header(resp.Headers, "X-Message-Id")}, nil
-	}
-	return providers.Result{}, classify(resp)
+	return c.send(ctx, m)
 }
 
 // MaxPersonalizations is the most personalizations one mail send takes
@@ -159,6 +149,13 @@ func (c *Client) SendEmailBatch(ctx context.Context, msg providers.EmailMessage,
 		}
 		m.AddPersonalizations(p)
 	}
+	return c.send(ctx, m)
+}
+
+// send posts m as one mail send, for SendEmail and SendEmailBatch alike: a 2xx
+// is SendGrid's acceptance (with or without an X-Message-Id), anything else is
+// classified.
+func (c *Client) send(ctx context.Context, m *mail.SGMailV3) (providers.Result, error) {
 	req := sendgridgo.GetRequest(c.apiKey, "/v3/mail/send", c.baseURL)
 	req.Method = rest.Post
 	req.Body = mail.GetRequestBody(m)

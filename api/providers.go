@@ -106,22 +106,26 @@ func (h *providersRoom) channelProviders(channel string) []string {
 	return h.cfg.Registry.ForChannel(channel)
 }
 
-func (h *providersRoom) validProviderChannel(channel string) *httpError {
-	if len(h.channelProviders(channel)) == 0 {
-		return badField("channel", "unknown_channel", "channel must be email, sms or push")
+// providerChannel is how every handler under /providers/{channel} begins: the
+// providers are wired (haveProviders) and the path's channel is one a provider
+// serves. It returns the channel, or aborts c and returns false.
+func (h *providersRoom) providerChannel(c *gin.Context) (string, bool) {
+	if !h.haveProviders(c) {
+		return "", false
 	}
-	return nil
+	channel := c.Param("channel")
+	if len(h.channelProviders(channel)) == 0 {
+		h.abort(c, badField("channel", "unknown_channel", "channel must be email, sms or push"))
+		return "", false
+	}
+	return channel, true
 }
 
 // putProvider creates or replaces the tenant's config of one provider on a channel.
 // A body without credentials keeps the stored ones (required when creating).
 func (h *providersRoom) putProvider(c *gin.Context) {
-	if !h.haveProviders(c) {
-		return
-	}
-	channel := c.Param("channel")
-	if err := h.validProviderChannel(channel); err != nil {
-		h.abort(c, err)
+	channel, ok := h.providerChannel(c)
+	if !ok {
 		return
 	}
 	var req putProviderRequest
@@ -223,12 +227,8 @@ func (h *providersRoom) listProviders(c *gin.Context) {
 // deleteProvider removes one provider config; the channel falls back to the next
 // configured provider, or to the sandbox when none is left.
 func (h *providersRoom) deleteProvider(c *gin.Context) {
-	if !h.haveProviders(c) {
-		return
-	}
-	channel := c.Param("channel")
-	if err := h.validProviderChannel(channel); err != nil {
-		h.abort(c, err)
+	channel, ok := h.providerChannel(c)
+	if !ok {
 		return
 	}
 	provider := c.Param("provider")

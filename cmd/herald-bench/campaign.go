@@ -385,21 +385,7 @@ func (b *campaignBench) measure(ctx context.Context, ph *CampaignPhase, fn func(
 }
 
 func (b *campaignBench) post(ctx context.Context, method, path, contentType string, body io.Reader) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, b.apiURL+path, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Authorization", "Bearer "+b.key)
-	resp, err := b.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, raw, err
+	return apiCall(ctx, b.http, method, b.apiURL+path, b.key, contentType, body)
 }
 
 // baseline sends one notification per user (in_app + email) and waits until

@@ -26,8 +26,10 @@ type batchWindow struct {
 	// order; inflight counts those not done.
 	slots    []*slot
 	inflight int
-	// nextStart is when pacing lets the next batch start.
-	nextStart time.Time
+	// tokens is the pacing budget in recipients, as of tokensAt (zero: pacing
+	// has not begun in this run).
+	tokens   float64
+	tokensAt time.Time
 }
 
 // slot is one batch of the window.
@@ -90,20 +92,46 @@ func (w *batchWindow) refill(ctx workflow.Context) (bool, error) {
 	return len(w.queue) > 0, nil
 }
 
-// pace holds the next batch to rate_per_second. It reports true when a pause or
+// pace holds the next batch to rate_per_second by tokens: a budget that
+// refills at the rate, a page spent per batch. When the budget is short it
+// waits whole seconds, never a sub-second timer: timers fire late (by up to a
+// second on a dev server), and the budget that accrued meanwhile starts the
+// batches that fell behind at once, so the rate holds over any few seconds
+// instead of collapsing to a batch per timer. It reports true when a pause or
 // cancel interrupted the wait (the batch does not start yet).
 func (w *batchWindow) pace(ctx workflow.Context) bool {
 	c := w.c
-	if wait := w.nextStart.Sub(workflow.Now(ctx)); wait > 0 {
+	rate := c.in.RatePerSecond
+	if rate <= 0 {
+		return false
+	}
+	page := float64(c.pageSize)
+	if w.refillTokens(ctx); w.tokens < page {
+		wait := max(time.Second, time.Duration((page-w.tokens)/rate*float64(time.Second)))
 		seen := c.changed
 		if ok, _ := workflow.AwaitWithTimeout(ctx, wait, func() bool { return c.changed != seen }); ok {
 			return true
 		}
+		w.refillTokens(ctx)
 	}
-	if c.in.RatePerSecond > 0 {
-		w.nextStart = workflow.Now(ctx).Add(time.Duration(float64(c.pageSize) / c.in.RatePerSecond * float64(time.Second)))
-	}
+	w.tokens -= page
 	return false
+}
+
+// refillTokens adds what the rate earned since the last refill. The budget
+// starts at one page (the first batch goes at once, and N recipients take
+// (N - page) / rate seconds, as the rate promises) and holds at most two
+// seconds of sends: enough that a wait of a second whose timer fires a second
+// late loses nothing, too little for a slow window to save up a burst.
+func (w *batchWindow) refillTokens(ctx workflow.Context) {
+	rate := w.c.in.RatePerSecond
+	now := workflow.Now(ctx)
+	if w.tokensAt.IsZero() {
+		w.tokens = float64(w.c.pageSize)
+	} else {
+		w.tokens = min(max(float64(w.c.pageSize), 2*rate), w.tokens+rate*now.Sub(w.tokensAt).Seconds())
+	}
+	w.tokensAt = now
 }
 
 // launch starts the batch of the queue's first page; when it ends, its result

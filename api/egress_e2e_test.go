@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,13 +125,7 @@ func TestFCMTokenURIMustBeGooglesAtPUT(t *testing.T) {
 // existed still sends its assertion to the configured token endpoint only (the
 // fakes' 127.0.0.1 is allowed here, so only the pinning protects).
 func TestAStoredFCMTokenURIIsNotUsed(t *testing.T) {
-	var stolen atomic.Int32
-	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		stolen.Add(1)
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprint(w, "INTERNAL-METADATA-SECRET")
-	}))
-	defer evil.Close()
+	evil := providertest.NewTrap(t, http.StatusBadRequest, "INTERNAL-METADATA-SECRET")
 	fake := providertest.NewFCM()
 	defer fake.Close()
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{FCMBaseURL: fake.URL, FCMTokenURL: fake.TokenURL()}})
@@ -147,9 +140,9 @@ func TestAStoredFCMTokenURIIsNotUsed(t *testing.T) {
 		t.Fatalf("push token: %d %s", r.Status, r.Body)
 	}
 	ch := egChannel(t, h, key, egNotify(t, h, key, "push"), "push", "sent", "failed")
-	if ch["status"] != "sent" || stolen.Load() != 0 || fake.TokenRequests() != 1 {
+	if ch["status"] != "sent" || evil.Hits() != 0 || fake.TokenRequests() != 1 {
 		t.Fatalf("push %v; the key's token_uri was called %d times, the configured endpoint %d (want sent, 0, 1)",
-			ch["status"], stolen.Load(), fake.TokenRequests())
+			ch["status"], evil.Hits(), fake.TokenRequests())
 	}
 }
 

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,13 +98,7 @@ func (h *hostRecorder) seen() []string {
 // policy here even allows 127.0.0.1, where the attacker's endpoint listens:
 // only the pinning keeps the worker away from it.
 func TestAStoredTokenURIIsIgnoredAtSendTime(t *testing.T) {
-	var stolen atomic.Int32
-	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		stolen.Add(1)
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprint(w, "INTERNAL-METADATA-SECRET")
-	}))
-	defer evil.Close()
+	evil := providertest.NewTrap(t, http.StatusBadRequest, "INTERNAL-METADATA-SECRET")
 	google := newFake() // stands in for oauth2.googleapis.com and fcm.googleapis.com
 	defer google.Close()
 
@@ -128,8 +119,8 @@ func TestAStoredTokenURIIsIgnoredAtSendTime(t *testing.T) {
 			}
 		}
 	}
-	if stolen.Load() != 0 || google.TokenRequests() != 2 {
-		t.Fatalf("attacker's endpoint called %d times, the configured one %d (want 0, 2)", stolen.Load(), google.TokenRequests())
+	if evil.Hits() != 0 || google.TokenRequests() != 2 {
+		t.Fatalf("attacker's endpoint called %d times, the configured one %d (want 0, 2)", evil.Hits(), google.TokenRequests())
 	}
 }
 
@@ -153,19 +144,11 @@ func TestTheTokenExchangeIsUnderThePolicy(t *testing.T) {
 		t.Fatalf("default policy: %v (fake called %d times)", err, fake.Calls())
 	}
 	// A token endpoint that redirects elsewhere: not followed.
-	var elsewhere atomic.Int32
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		elsewhere.Add(1)
-		fmt.Fprint(w, `{"access_token":"from-elsewhere","token_type":"Bearer","expires_in":3600}`)
-	}))
-	defer other.Close()
-	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, other.URL+"/token", http.StatusTemporaryRedirect)
-	}))
-	defer redirector.Close()
-	_, err = send(t, build(redirector.URL+"/token", providertest.LoopbackClient(5*time.Second)))
-	if err == nil || elsewhere.Load() != 0 || strings.Contains(err.Error(), "from-elsewhere") {
-		t.Fatalf("redirected token endpoint: %v (other host called %d times)", err, elsewhere.Load())
+	other := providertest.NewTrap(t, http.StatusOK, `{"access_token":"from-elsewhere","token_type":"Bearer","expires_in":3600}`)
+	redirector := providertest.NewRedirector(t, other.URL)
+	_, err = send(t, build(redirector+"/token", providertest.LoopbackClient(5*time.Second)))
+	if err == nil || other.Hits() != 0 || strings.Contains(err.Error(), "from-elsewhere") {
+		t.Fatalf("redirected token endpoint: %v (other host called %d times)", err, other.Hits())
 	}
 }
 

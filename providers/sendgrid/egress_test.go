@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,19 +18,10 @@ import (
 // port) redirects to another host on loopback; the request, with its API key,
 // never reaches it, and nothing of its body is reported.
 func TestARedirectToAnotherHostIsNotFollowed(t *testing.T) {
-	var reached atomic.Int32
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.Add(1)
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `{"errors":[{"message":"CONTENT-OF-ANOTHER-HOST %s"}]}`, r.Header.Get("Authorization"))
-	}))
-	defer other.Close()
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, other.URL+"/v3/mail/send", http.StatusTemporaryRedirect)
-	}))
-	defer api.Close()
-	policy := egress.MustParse(strings.TrimPrefix(api.URL, "http://"))
-	c, err := sendgrid.New(sendgrid.Config{APIKey: "SG.test-key", BaseURL: api.URL, From: "noreply@acme.example", HTTPClient: policy.Client(5 * time.Second)})
+	other := providertest.NewTrap(t, http.StatusBadRequest, `{"errors":[{"message":"CONTENT-OF-ANOTHER-HOST"}]}`)
+	api := providertest.NewRedirector(t, other.URL)
+	policy := egress.MustParse(strings.TrimPrefix(api, "http://"))
+	c, err := sendgrid.New(sendgrid.Config{APIKey: "SG.test-key", BaseURL: api, From: "noreply@acme.example", HTTPClient: policy.Client(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +30,8 @@ func TestARedirectToAnotherHostIsNotFollowed(t *testing.T) {
 	if !ok || pe.Code != "redirect" || strings.Contains(err.Error(), "ANOTHER-HOST") || strings.Contains(err.Error(), other.URL) {
 		t.Fatalf("err = %v", err)
 	}
-	if reached.Load() != 0 {
-		t.Fatalf("the other host was reached %d times", reached.Load())
+	if other.Hits() != 0 {
+		t.Fatalf("the other host was reached %d times", other.Hits())
 	}
 }
 

@@ -1,11 +1,8 @@
 package twilio_test
 
 import (
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,21 +13,12 @@ import (
 )
 
 func TestRedirectsAreNotFollowedAndInternalHostsRefused(t *testing.T) {
-	var reached atomic.Int32
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.Add(1)
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprint(w, `{"code":21211,"message":"CONTENT-OF-ANOTHER-HOST","status":400}`)
-	}))
-	defer other.Close()
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
-	}))
-	defer api.Close()
-	policy := egress.MustParse(strings.TrimPrefix(api.URL, "http://"))
-	_, err := send(t, newClient(t, api.URL, func(c *twilio.Config) { c.HTTPClient = policy.Client(5 * time.Second) }))
-	if err == nil || strings.Contains(err.Error(), "ANOTHER-HOST") || reached.Load() != 0 {
-		t.Fatalf("redirect: %v (other host reached %d times)", err, reached.Load())
+	other := providertest.NewTrap(t, http.StatusBadRequest, `{"code":21211,"message":"CONTENT-OF-ANOTHER-HOST","status":400}`)
+	api := providertest.NewRedirector(t, other.URL)
+	policy := egress.MustParse(strings.TrimPrefix(api, "http://"))
+	_, err := send(t, newClient(t, api, func(c *twilio.Config) { c.HTTPClient = policy.Client(5 * time.Second) }))
+	if err == nil || strings.Contains(err.Error(), "ANOTHER-HOST") || other.Hits() != 0 {
+		t.Fatalf("redirect: %v (other host reached %d times)", err, other.Hits())
 	}
 
 	fake := providertest.NewTwilio()

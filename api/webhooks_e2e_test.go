@@ -3,15 +3,12 @@ package api_test
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,24 +192,6 @@ func TestSendGridWebhook(t *testing.T) {
 	check("at the end")
 }
 
-// signTwilio does what Twilio does: HMAC-SHA1 keyed by the auth token over the full
-// URL followed by the POST parameters sorted by name, name then value, base64.
-func signTwilio(token, fullURL string, form url.Values) string {
-	keys := make([]string, 0, len(form))
-	for k := range form {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString(fullURL)
-	for _, k := range keys {
-		b.WriteString(k + form.Get(k))
-	}
-	m := hmac.New(sha1.New, []byte(token))
-	m.Write([]byte(b.String()))
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
-
 func TestTwilioWebhook(t *testing.T) {
 	fake := providertest.NewTwilio()
 	defer fake.Close()
@@ -262,9 +241,9 @@ func TestTwilioWebhook(t *testing.T) {
 
 	delivered := status("delivered")
 	for name, sig := range map[string]string{
-		"forged (wrong token)":         signTwilio("not-the-token", callback.String(), delivered),
-		"signed over the internal URL": signTwilio(twAuthToken, h.URL+path, delivered),
-		"signed over other params":     signTwilio(twAuthToken, callback.String(), status("failed")),
+		"forged (wrong token)":         providertest.TwilioSignature("not-the-token", callback.String(), delivered),
+		"signed over the internal URL": providertest.TwilioSignature(twAuthToken, h.URL+path, delivered),
+		"signed over other params":     providertest.TwilioSignature(twAuthToken, callback.String(), status("failed")),
 		"missing":                      "",
 	} {
 		r := post(delivered, sig)
@@ -279,7 +258,7 @@ func TestTwilioWebhook(t *testing.T) {
 		t.Fatal("a rejected callback recorded a receipt")
 	}
 
-	r := post(delivered, signTwilio(twAuthToken, callback.String(), delivered))
+	r := post(delivered, providertest.TwilioSignature(twAuthToken, callback.String(), delivered))
 	if r.Status != http.StatusOK || r.JSON["applied"] != 1.0 || r.JSON["recorded"] != 1.0 {
 		t.Fatalf("delivered: %d %s", r.Status, r.Body)
 	}
@@ -288,7 +267,7 @@ func TestTwilioWebhook(t *testing.T) {
 	}
 	// A late "sent" (callbacks arrive out of order) does not move it back.
 	sent := status("sent")
-	if r := post(sent, signTwilio(twAuthToken, callback.String(), sent)); r.Status != http.StatusOK || r.JSON["applied"] != 0.0 {
+	if r := post(sent, providertest.TwilioSignature(twAuthToken, callback.String(), sent)); r.Status != http.StatusOK || r.JSON["applied"] != 0.0 {
 		t.Fatalf("late sent: %d %s", r.Status, r.Body)
 	}
 	if overall, ch := smsStatus(); overall != "delivered" || ch != "delivered" {
@@ -296,7 +275,7 @@ func TestTwilioWebhook(t *testing.T) {
 	}
 	// A status Herald does not track: 200, ignored.
 	receiving := status("receiving")
-	if r := post(receiving, signTwilio(twAuthToken, callback.String(), receiving)); r.Status != http.StatusOK || r.JSON["ignored"] != 1.0 {
+	if r := post(receiving, providertest.TwilioSignature(twAuthToken, callback.String(), receiving)); r.Status != http.StatusOK || r.JSON["ignored"] != 1.0 {
 		t.Fatalf("untracked status: %d %s", r.Status, r.Body)
 	}
 	// A verified callback for a notification the tenant does not have: 200, ignored.
@@ -304,13 +283,13 @@ func TestTwilioWebhook(t *testing.T) {
 	q.Set(twilio.QueryNotificationID, "n_"+strings.Repeat("cd", 32))
 	unknownURL := public + resolver.TwilioWebhookPath + "?" + q.Encode()
 	r = h.Do(http.MethodPost, resolver.TwilioWebhookPath+"?"+q.Encode(), "", delivered.Encode(),
-		"Content-Type", "application/x-www-form-urlencoded", twilio.SignatureHeader, signTwilio(twAuthToken, unknownURL, delivered))
+		"Content-Type", "application/x-www-form-urlencoded", twilio.SignatureHeader, providertest.TwilioSignature(twAuthToken, unknownURL, delivered))
 	if r.Status != http.StatusOK || r.JSON["ignored"] != 1.0 || r.JSON["recorded"] != 0.0 {
 		t.Fatalf("unknown notification: %d %s", r.Status, r.Body)
 	}
 	// No tenant in the URL: nothing to verify with.
 	if r := h.Do(http.MethodPost, resolver.TwilioWebhookPath, "", delivered.Encode(), "Content-Type", "application/x-www-form-urlencoded",
-		twilio.SignatureHeader, signTwilio(twAuthToken, public+resolver.TwilioWebhookPath, delivered)); r.Status != http.StatusUnauthorized {
+		twilio.SignatureHeader, providertest.TwilioSignature(twAuthToken, public+resolver.TwilioWebhookPath, delivered)); r.Status != http.StatusUnauthorized {
 		t.Fatalf("no tenant: %d %s", r.Status, r.Body)
 	}
 }

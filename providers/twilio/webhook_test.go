@@ -1,36 +1,20 @@
 package twilio_test
 
 import (
-	"crypto/hmac"
-	"crypto/sha1"
-	"encoding/base64"
 	"errors"
 	"net/http/httptest"
 	"net/url"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/twilio"
 )
 
 // sign computes X-Twilio-Signature independently of twilio-go, as Twilio documents it.
-func sign(token, fullURL string, form url.Values) string {
-	keys := make([]string, 0, len(form))
-	for k := range form {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	s := fullURL
-	for _, k := range keys {
-		s += k + form.Get(k)
-	}
-	m := hmac.New(sha1.New, []byte(token))
-	m.Write([]byte(s))
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
+var sign = providertest.TwilioSignature
 
 func TestWebhookSignature(t *testing.T) {
 	cb, err := twilio.StatusCallbackURL("https://herald.example.com/v1/webhooks/twilio", tags)

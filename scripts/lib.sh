@@ -85,14 +85,23 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null
 }
 
+# go_install_bin WHAT NAME MODULE VERSION [NOTE]: build MODULE@VERSION into
+# bin/NAME, the one way every tool Herald builds itself gets there (WHAT names it
+# in the log line, NOTE says how long it takes). Returns go install's status: the
+# caller decides whether a failure is fatal.
+go_install_bin() {
+	local what="$1" name="$2" module="$3" version="$4" note="${5:-}"
+	ensure_go
+	mkdir -p "$BIN_DIR" || die "cannot create $BIN_DIR"
+	log "building $what $version into bin/$name${note:+ ($note)}"
+	(cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$module@$version")
+}
+
 ensure_temporal_cli() {
 	if [[ -x "$BIN_DIR/temporal" ]]; then
 		return 0
 	fi
-	ensure_go
-	mkdir -p "$BIN_DIR"
-	log "building the Temporal CLI $TEMPORAL_CLI_VERSION into bin/temporal (takes about 8 minutes the first time)"
-	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_VERSION"); then
+	if ! go_install_bin "the Temporal CLI" temporal "$TEMPORAL_CLI_MODULE" "$TEMPORAL_CLI_VERSION" "takes about 8 minutes the first time"; then
 		die "could not build the Temporal CLI ($TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_VERSION)"
 	fi
 }
@@ -102,10 +111,7 @@ ensure_workflowcheck() {
 	if [[ -x "$BIN_DIR/workflowcheck" ]]; then
 		return 0
 	fi
-	ensure_go
-	mkdir -p "$BIN_DIR"
-	log "building workflowcheck $WORKFLOWCHECK_VERSION into bin/workflowcheck"
-	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$WORKFLOWCHECK_MODULE@$WORKFLOWCHECK_VERSION"); then
+	if ! go_install_bin workflowcheck workflowcheck "$WORKFLOWCHECK_MODULE" "$WORKFLOWCHECK_VERSION"; then
 		warn "could not build workflowcheck; the determinism check will be skipped"
 		return 0
 	fi
@@ -150,10 +156,7 @@ ensure_golangci_lint() {
 	if [[ -x "$BIN_DIR/golangci-lint" ]] && "$BIN_DIR/golangci-lint" version 2>/dev/null | grep -q "${GOLANGCI_LINT_VERSION#v}"; then
 		return 0
 	fi
-	ensure_go
-	mkdir -p "$BIN_DIR"
-	log "building golangci-lint $GOLANGCI_LINT_VERSION into bin/golangci-lint (a few minutes the first time)"
-	if ! (cd "$HERALD_ROOT" && GOBIN="$BIN_DIR" GOFLAGS='' go install "$GOLANGCI_LINT_MODULE@$GOLANGCI_LINT_VERSION"); then
+	if ! go_install_bin golangci-lint golangci-lint "$GOLANGCI_LINT_MODULE" "$GOLANGCI_LINT_VERSION" "a few minutes the first time"; then
 		die "could not build golangci-lint ($GOLANGCI_LINT_MODULE@$GOLANGCI_LINT_VERSION)"
 	fi
 }

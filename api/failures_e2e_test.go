@@ -69,6 +69,27 @@ func (e failEnv) retries(t *testing.T, policies map[string]any) apitest.Response
 	return e.h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", e.key, map[string]any{"retry_policies": policies})
 }
 
+// deadLetterEvery makes every send on channels (email, sms) dead-letter: one
+// attempt each, and the channel's provider fake answers 500 until Recover.
+func (e failEnv) deadLetterEvery(t *testing.T, channels ...string) {
+	t.Helper()
+	policies := map[string]any{}
+	for _, ch := range channels {
+		policies[ch] = map[string]any{"maximum_attempts": 1}
+	}
+	e.retries(t, policies)
+	for _, ch := range channels {
+		switch ch {
+		case "email":
+			e.sg.Always(providertest.Fail500())
+		case "sms":
+			e.tw.Always(providertest.Fail500())
+		default:
+			t.Fatalf("deadLetterEvery: no provider fake for channel %q", ch)
+		}
+	}
+}
+
 // deadLetters lists the dead letters of the key's tenant.
 func deadLetters(t *testing.T, h *apitest.Harness, key, query string) []map[string]any {
 	t.Helper()
@@ -479,10 +500,7 @@ func TestRedriveAfterProviderAcceptedDoesNotResend(t *testing.T) {
 func TestBulkRedriveByChannel(t *testing.T) {
 	t.Parallel()
 	e := startFailEnv(t, 10*time.Second)
-	one := map[string]any{"maximum_attempts": 1}
-	e.retries(t, map[string]any{"email": one, "sms": one})
-	e.sg.Always(providertest.Fail500())
-	e.tw.Always(providertest.Fail500())
+	e.deadLetterEvery(t, "email", "sms")
 	mails := []string{e.mustNotify(t, "queued", nil, "email"), e.mustNotify(t, "queued", nil, "email")}
 	sms := e.mustNotify(t, "queued", nil, "sms")
 	for _, id := range mails {
@@ -546,8 +564,7 @@ func TestBulkRedriveByChannel(t *testing.T) {
 func TestConcurrentRedrivesOfOneDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := startFailEnv(t, 10*time.Second)
-	e.retries(t, map[string]any{"email": map[string]any{"maximum_attempts": 1}})
-	e.sg.Always(providertest.Fail500())
+	e.deadLetterEvery(t, "email")
 	id := e.mustNotify(t, "queued", nil, "email")
 	e.h.AwaitChannel(e.key, id, "email", "failed", "dead_lettered", 15*time.Second)
 	d := deadLetterOf(deadLetters(t, e.h, e.key, ""), id, "email")

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/herald-notify/herald/providers/providertest"
 )
 
 // deadLetterNow sends a notification on channel while the provider is down (one
@@ -28,8 +26,7 @@ func (e failEnv) deadLetterNow(t *testing.T, channel string) (string, map[string
 func TestRedriveAfterOptOutIsSuppressed(t *testing.T) {
 	t.Parallel()
 	e := startFailEnv(t, 10*time.Second)
-	e.retries(t, map[string]any{"email": map[string]any{"maximum_attempts": 1}})
-	e.sg.Always(providertest.Fail500())
+	e.deadLetterEvery(t, "email")
 	id, d := e.deadLetterNow(t, "email")
 
 	e.h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", e.key,
@@ -56,10 +53,7 @@ func TestRedriveAfterOptOutIsSuppressed(t *testing.T) {
 func TestRedriveUsesTheCurrentAddress(t *testing.T) {
 	t.Parallel()
 	e := startFailEnv(t, 10*time.Second)
-	one := map[string]any{"maximum_attempts": 1}
-	e.retries(t, map[string]any{"email": one, "sms": one})
-	e.sg.Always(providertest.Fail500())
-	e.tw.Always(providertest.Fail500())
+	e.deadLetterEvery(t, "email", "sms")
 	mail, dMail := e.deadLetterNow(t, "email")
 	sms, dSMS := e.deadLetterNow(t, "sms")
 

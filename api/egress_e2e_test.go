@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/resolver"
+	"github.com/herald-notify/herald/providers/smtp/smtptest"
 )
 
 // The probes of the SSRF hardening, end to end: a tenant's provider config
@@ -146,44 +145,12 @@ func TestAStoredFCMTokenURIIsNotUsed(t *testing.T) {
 	}
 }
 
-// egBanner is a service on 127.0.0.1 that is not an SMTP server.
-func egBanner(t *testing.T) (int, *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	accepted := &atomic.Int32{}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			go func() {
-				defer c.Close()
-				fmt.Fprint(c, "220 (vsFTPd 3.0.3) internal-ftp-7\r\n")
-				buf := make([]byte, 512)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-					fmt.Fprint(c, "500 Unknown command (vsFTPd 3.0.3 on internal-ftp-7)\r\n")
-				}
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, accepted
-}
-
 // TestSMTPToInternalAddressesIsRefused runs the worker under the production
 // policy (nothing allowed): a tenant's SMTP relay on loopback or the private
 // network is refused at dial time, the channel fails at once, and the history
 // names no banner, address or port state.
 func TestSMTPToInternalAddressesIsRefused(t *testing.T) {
-	port, accepted := egBanner(t)
+	port, accepted := smtptest.BannerService(t, "220 (vsFTPd 3.0.3) internal-ftp-7\r\n", "500 Unknown command (vsFTPd 3.0.3 on internal-ftp-7)\r\n")
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{Egress: egress.Default()}})
 	for _, relay := range []struct {
 		host string

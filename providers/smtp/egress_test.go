@@ -2,11 +2,8 @@ package smtp_test
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/netip"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,41 +14,6 @@ import (
 	"github.com/herald-notify/herald/providers/smtp"
 	"github.com/herald-notify/herald/providers/smtp/smtptest"
 )
-
-// bannerService is a TCP service on 127.0.0.1 that is not an SMTP server: it
-// greets with banner and answers every line with reply (both "" for silence).
-func bannerService(t *testing.T, banner, reply string) (port int, accepted *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	accepted = &atomic.Int32{}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			go func() {
-				defer c.Close()
-				fmt.Fprint(c, banner)
-				buf := make([]byte, 1024)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-					if reply != "" {
-						fmt.Fprint(c, reply)
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, accepted
-}
 
 func sendTo(t *testing.T, host string, port int, policy *egress.Policy) error {
 	t.Helper()
@@ -69,7 +31,7 @@ func sendTo(t *testing.T, host string, port int, policy *egress.Policy) error {
 // internal address is refused before the connection is made, permanently, and
 // nothing the service would have said comes back.
 func TestInternalRelaysAreRefusedAtDial(t *testing.T) {
-	port, accepted := bannerService(t, "220 (vsFTPd 3.0.3) internal-ftp-7\r\n", "500 Unknown command (vsFTPd 3.0.3 on internal-ftp-7)\r\n")
+	port, accepted := smtptest.BannerService(t, "220 (vsFTPd 3.0.3) internal-ftp-7\r\n", "500 Unknown command (vsFTPd 3.0.3 on internal-ftp-7)\r\n")
 	cases := []struct {
 		host string
 		port int
@@ -113,7 +75,7 @@ func TestANameResolvingInsideIsRefused(t *testing.T) {
 // what a service that is not an SMTP server says is not reflected.
 func TestANonSMTPServiceIsNotQuoted(t *testing.T) {
 	for _, banner := range []string{"HTTP/1.1 400 Bad Request internal-admin-9\r\n", "+OK redis-internal-9 ready\r\n", "SSH-2.0-OpenSSH_9.2p1 internal-bastion-9\r\n"} {
-		port, accepted := bannerService(t, banner, "")
+		port, accepted := smtptest.BannerService(t, banner, "")
 		err := sendTo(t, "127.0.0.1", port, providertest.Loopback())
 		if err == nil || strings.Contains(err.Error(), "internal-") || accepted.Load() != 1 {
 			t.Errorf("banner %q: %v (accepted %d)", banner, err, accepted.Load())

@@ -32,8 +32,8 @@ func startFailEnv(t *testing.T, clientTimeout time.Duration) failEnv {
 	f := apitest.StartFakes(t)
 	h := apitest.Start(t, apitest.Options{Process: f.Process(publicBase, clientTimeout)})
 	tenantID, key := h.TenantWith("failures", "order")
-	signKey, pub := newWebhookKey(t)
-	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com","webhook_public_key":"`+pub+`"}`)
+	signKey := providertest.NewSendGridWebhookKey(t)
+	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com","webhook_public_key":"`+signKey.PublicKey+`"}`)
 	h.ConfigureTwilio(tenantID)
 	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
 	return failEnv{h: h, sg: f.SendGrid, tw: f.Twilio, tenantID: tenantID, key: key,

@@ -2,11 +2,6 @@ package api_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -56,24 +51,11 @@ func (w *secretWatch) check() {
 	}
 }
 
-func newWebhookKey(t *testing.T) (*ecdsa.PrivateKey, string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, base64.StdEncoding.EncodeToString(der)
-}
-
 func TestProviderConfigRoundTripWithoutSecrets(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	tenantID, key := h.TenantWith("providers", "welcome")
 	_, keyB := h.TenantWith("other", "welcome")
-	_, pub := newWebhookKey(t)
+	pub := providertest.NewSendGridWebhookKey(t).PublicKey
 	sa, pemKey := providertest.ServiceAccount(t, "herald-e2e", "https://oauth2.googleapis.com/token")
 	// The PEM body is the secret part of the service account key.
 	pemBody := strings.Split(pemKey, "\n")[1]

@@ -3,10 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -25,6 +22,7 @@ import (
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/sendgrid"
 	"github.com/herald-notify/herald/providers/twilio"
 )
@@ -38,7 +36,7 @@ const forgeryPublicBase = "https://herald.example.test"
 type forgeryEnv struct {
 	handler  http.Handler
 	tenantID string
-	signKey  *ecdsa.PrivateKey // the tenant's SendGrid webhook key
+	signKey  providertest.SendGridWebhookKey // the tenant's SendGrid webhook key
 }
 
 func startForgeryEnv(tb testing.TB, limits api.PublicLimits) forgeryEnv {
@@ -59,15 +57,8 @@ func startForgeryEnv(tb testing.TB, limits api.PublicLimits) forgeryEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	settings, _ := json.Marshal(map[string]any{"from": "shop@example.com", "webhook_public_key": base64.StdEncoding.EncodeToString(der)})
+	k := providertest.NewSendGridWebhookKey(tb)
+	settings, _ := json.Marshal(map[string]any{"from": "shop@example.com", "webhook_public_key": k.PublicKey})
 	for _, pc := range []providers.ProviderConfig{
 		{TenantID: tn.ID, Channel: "email", Provider: "sendgrid", Enabled: true, Settings: settings, Secret: []byte(`{"api_key":"SG.x"}`)},
 		{TenantID: tn.ID, Channel: "sms", Provider: "twilio", Enabled: true, Settings: json.RawMessage(`{"account_sid":"AC00000000000000000000000000000000","from":"+14155550100"}`),

@@ -2,14 +2,9 @@ package api_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +18,10 @@ import (
 
 // signSendGrid does what SendGrid does: ECDSA P-256 over SHA-256(timestamp || body),
 // ASN.1 DER, base64; returns the two headers as Do's header pairs.
-func signSendGrid(t *testing.T, k *ecdsa.PrivateKey, ts time.Time, body []byte) []string {
+func signSendGrid(t *testing.T, k providertest.SendGridWebhookKey, ts time.Time, body []byte) []string {
 	t.Helper()
-	tsStr := strconv.FormatInt(ts.Unix(), 10)
-	sum := sha256.Sum256(append([]byte(tsStr), body...))
-	sig, err := ecdsa.SignASN1(rand.Reader, k, sum[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []string{sendgrid.SignatureHeader, base64.StdEncoding.EncodeToString(sig), sendgrid.TimestampHeader, tsStr}
+	sig, stamp := k.Sign(t, ts, body)
+	return []string{sendgrid.SignatureHeader, sig, sendgrid.TimestampHeader, stamp}
 }
 
 type sgEvent map[string]any
@@ -64,10 +54,10 @@ func TestSendGridWebhook(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{Process: resolver.Process{SendGridBaseURL: fake.URL}})
 	tenantID, key := h.TenantWith("mailer", "otp", "receipt")
 	otherID, _ := h.Tenant("other")
-	signKey, pub := newWebhookKey(t)
-	forger, _ := newWebhookKey(t)
+	signKey := providertest.NewSendGridWebhookKey(t)
+	forger := providertest.NewSendGridWebhookKey(t)
 	if r := h.Do(http.MethodPut, "/v1/providers/email", key, map[string]any{
-		"provider": "sendgrid", "settings": map[string]any{"from": "noreply@acme.example", "webhook_public_key": pub},
+		"provider": "sendgrid", "settings": map[string]any{"from": "noreply@acme.example", "webhook_public_key": signKey.PublicKey},
 		"credentials": map[string]any{"api_key": sgAPIKey},
 	}); r.Status != http.StatusCreated {
 		t.Fatalf("configure sendgrid: %d %s", r.Status, r.Body)

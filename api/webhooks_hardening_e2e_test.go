@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/sendgrid"
 	"github.com/herald-notify/herald/providers/twilio"
 )
@@ -26,8 +27,8 @@ const maxForgedAlloc = 8 << 20
 func TestForgedWebhooksAreCheap(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	tenantID, key := h.Tenant("forged")
-	_, pub := newWebhookKey(t)
-	forger, _ := newWebhookKey(t)
+	pub := providertest.NewSendGridWebhookKey(t).PublicKey
+	forger := providertest.NewSendGridWebhookKey(t)
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/providers/email", key, map[string]any{"provider": "sendgrid",
 		"settings": map[string]any{"from": "noreply@acme.example", "webhook_public_key": pub}, "credentials": map[string]any{"api_key": sgAPIKey}})
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/providers/sms", key, map[string]any{"provider": "twilio",

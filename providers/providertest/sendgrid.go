@@ -1,12 +1,19 @@
 package providertest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"testing"
+	"time"
 )
 
 // SendGridFake speaks SendGrid v3 mail send: POST /v3/mail/send with a Bearer API
@@ -22,6 +29,43 @@ func NewSendGrid() *SendGridFake {
 	sg := &SendGridFake{}
 	sg.Fake = newFake(sgProto{sg})
 	return sg
+}
+
+// SendGridWebhookKey is a key of SendGrid's signed event webhook, made for a test:
+// PublicKey is what a tenant configures (webhook_public_key: the P-256 public key,
+// DER, base64); Sign signs a body as SendGrid does.
+type SendGridWebhookKey struct {
+	key       *ecdsa.PrivateKey
+	PublicKey string
+}
+
+// NewSendGridWebhookKey makes a fresh SendGridWebhookKey.
+func NewSendGridWebhookKey(t testing.TB) SendGridWebhookKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return SendGridWebhookKey{key: k, PublicKey: base64.StdEncoding.EncodeToString(der)}
+}
+
+// Sign is what SendGrid sends along with body at ts, computed as SendGrid
+// documents it and independently of Herald's verifier: the signature (ECDSA over
+// SHA-256(timestamp || body), ASN.1 DER, base64) and the timestamp (Unix
+// seconds), the values of sendgrid.SignatureHeader and sendgrid.TimestampHeader.
+func (k SendGridWebhookKey) Sign(t testing.TB, ts time.Time, body []byte) (signature, timestamp string) {
+	t.Helper()
+	timestamp = strconv.FormatInt(ts.Unix(), 10)
+	sum := sha256.Sum256(append([]byte(timestamp), body...))
+	sig, err := ecdsa.SignASN1(rand.Reader, k.key, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(sig), timestamp
 }
 
 // SendGridError is SendGrid's error body: {"errors":[{message, field, help}]}.

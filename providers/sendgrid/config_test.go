@@ -17,13 +17,13 @@ func TestFromConfig(t *testing.T) {
 	defer fake.Close()
 	fake.APIKey = "SG.stored"
 	s := newSigner(t)
-	pc := providers.ProviderConfig{Settings: json.RawMessage(`{"from":"noreply@acme.example","from_name":"Acme","webhook_public_key":"` + s.pubB64 + `"}`),
+	pc := providers.ProviderConfig{Settings: json.RawMessage(`{"from":"noreply@acme.example","from_name":"Acme","webhook_public_key":"` + s.PublicKey + `"}`),
 		Secret: []byte(`{"api_key":"SG.stored"}`)}
 	c, settings, err := sendgrid.FromConfig(pc, fake.URL, providertest.LoopbackClient(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if settings.WebhookPublicKey != s.pubB64 {
+	if settings.WebhookPublicKey != s.PublicKey {
 		t.Fatalf("settings %+v", settings)
 	}
 	if _, err := send(t, c); err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
@@ -15,40 +14,21 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/sendgrid"
 )
 
 type signer struct {
-	key    *ecdsa.PrivateKey
-	pubB64 string
+	providertest.SendGridWebhookKey
 }
 
-func newSigner(t *testing.T) signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signer{k, base64.StdEncoding.EncodeToString(der)}
-}
+func newSigner(t *testing.T) signer { return signer{providertest.NewSendGridWebhookKey(t)} }
 
 // sign does what SendGrid does: ECDSA over SHA-256(timestamp || body), DER, base64.
 func (s signer) sign(t *testing.T, ts time.Time, body []byte) http.Header {
 	t.Helper()
-	tsStr := strconv.FormatInt(ts.Unix(), 10)
-	sum := sha256.Sum256(append([]byte(tsStr), body...))
-	sig, err := ecdsa.SignASN1(rand.Reader, s.key, sum[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return http.Header{
-		sendgrid.SignatureHeader: {base64.StdEncoding.EncodeToString(sig)},
-		sendgrid.TimestampHeader: {tsStr},
-	}
+	sig, stamp := s.Sign(t, ts, body)
+	return http.Header{sendgrid.SignatureHeader: {sig}, sendgrid.TimestampHeader: {stamp}}
 }
 
 const batch = `[
@@ -63,7 +43,7 @@ const batch = `[
 
 func TestWebhookSignatureVerifies(t *testing.T) {
 	s := newSigner(t)
-	v, err := sendgrid.NewWebhookVerifier(s.pubB64, time.Minute)
+	v, err := sendgrid.NewWebhookVerifier(s.PublicKey, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,7 @@ import (
 // reason, and the notification reaches its final status (Temporal would
 // otherwise terminate the run on the oversized payload).
 func (s *notificationSuite) TestOversizedContentFailsTheChannelWithTheReason() {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{UserID: "u1", Email: "ada@example.com"}, nil)
+	s.onAccepted(contract.Recipient{UserID: "u1", Email: "ada@example.com"})
 	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).Return(contract.PreferencesResult{}, nil)
 	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.RenderInput) (contract.RenderResult, error) {
 		if in.Channel == herald.ChannelEmail {
@@ -26,11 +24,7 @@ func (s *notificationSuite) TestOversizedContentFailsTheChannelWithTheReason() {
 	})
 	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.Anything).
 		Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
-	var failed contract.RecordChannelStatusInput
-	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
-		failed = in
-		return nil
-	}).Once()
+	failed := s.onChannelStatus()
 	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
 		return in.Status == herald.NotificationPartiallyFailed
 	})).Return(herald.NotificationPartiallyFailed, nil).Once()

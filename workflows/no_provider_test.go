@@ -14,27 +14,21 @@ import (
 // (a production worker, no sandbox fallback) is tried once, recorded failed with
 // reason no_provider and not dead-lettered.
 func (s *notificationSuite) TestNoProviderFailsTheChannelWithTheReason() {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{UserID: "u1", Email: "ada@example.com"}, nil)
+	s.onAccepted(contract.Recipient{UserID: "u1", Email: "ada@example.com"})
 	s.onGate(contract.PreferencesResult{})
 	attempts := 0
 	s.env.OnActivity(contract.DeliverEmail, mock.Anything, mock.Anything).Return(func(context.Context, contract.DeliverEmailInput) (contract.DeliverResult, error) {
 		attempts++
 		return contract.DeliverResult{}, contract.NoProvider.New("no provider is configured for email", nil)
 	})
-	var recorded contract.RecordChannelStatusInput
-	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
-		recorded = in
-		return nil
-	}).Once()
+	recorded := s.onChannelStatus()
 	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationFailed, nil).Once()
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelEmail))
 	s.Require().NoError(s.env.GetWorkflowError())
 	s.Equal(1, attempts, "no provider is not retried")
 	s.Equal(contract.RecordChannelStatusInput{TenantID: "t1", NotificationID: recorded.NotificationID, Channel: herald.ChannelEmail,
-		Status: herald.DeliveryFailed, Error: "no provider is configured for email", Reason: herald.ReasonNoProvider}, recorded)
+		Status: herald.DeliveryFailed, Error: "no provider is configured for email", Reason: herald.ReasonNoProvider}, *recorded)
 	var res NotificationResult
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
 	s.Equal(herald.DeliveryFailed, res.Channels[herald.ChannelEmail].Status)

@@ -74,6 +74,24 @@ func (s *notificationSuite) onGate(prefs contract.PreferencesResult) {
 	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(renders)
 }
 
+// onAccepted mocks what every live notification runs first: recording the
+// acceptance, then loading the recipient r.
+func (s *notificationSuite) onAccepted(r contract.Recipient) {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).Return(r, nil)
+}
+
+// onChannelStatus expects one RecordChannelStatus and returns where its input is
+// kept, for the test to check after the run.
+func (s *notificationSuite) onChannelStatus() *contract.RecordChannelStatusInput {
+	var got contract.RecordChannelStatusInput
+	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
+		got = in
+		return nil
+	}).Once()
+	return &got
+}
+
 func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 	var recorded contract.RecordAcceptedInput
 	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordAcceptedInput) error {
@@ -114,8 +132,7 @@ func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 }
 
 func (s *notificationSuite) TestRetriesATransientInboxFailure() {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).Return(contract.Recipient{UserID: "u1"}, nil)
+	s.onAccepted(contract.Recipient{UserID: "u1"})
 	s.onGate(contract.PreferencesResult{})
 	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.Anything).
 		Return(contract.DeliverResult{}, errors.New("connection reset")).Twice()
@@ -149,9 +166,7 @@ func (s *notificationSuite) TestDeletedUserFailsEveryChannelWithTheReason() {
 }
 
 func (s *notificationSuite) TestOptedOutChannelIsSuppressedBeforeRendering() {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{UserID: "u1", Phone: "+14155550100"}, nil)
+	s.onAccepted(contract.Recipient{UserID: "u1", Phone: "+14155550100"})
 	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).Return(contract.PreferencesResult{
 		Prefs: preferences.Preferences{Categories: map[string]preferences.CategoryPref{
 			"shipping": {Channels: map[string]bool{herald.ChannelSMS: false}}}},
@@ -163,11 +178,7 @@ func (s *notificationSuite) TestOptedOutChannelIsSuppressedBeforeRendering() {
 	})
 	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.Anything).
 		Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
-	var suppressed contract.RecordChannelStatusInput
-	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
-		suppressed = in
-		return nil
-	}).Once()
+	suppressed := s.onChannelStatus()
 	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationDelivered, nil).Once()
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelInApp, herald.ChannelSMS))
@@ -209,9 +220,7 @@ func (s *notificationSuite) TestExhaustedProviderRetriesAreDeadLettered() {
 
 func (s *notificationSuite) TestQuietHoursDeferThenRereadPreferences() {
 	s.env.SetStartTime(time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC))
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{UserID: "u1", Phone: "+14155550100", Timezone: "UTC"}, nil)
+	s.onAccepted(contract.Recipient{UserID: "u1", Phone: "+14155550100", Timezone: "UTC"})
 	quiet := contract.PreferencesResult{Prefs: preferences.Preferences{QuietHours: &preferences.QuietHours{Start: "22:00", End: "07:00", Timezone: "UTC"}}}
 	loads := 0
 	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).Return(func(context.Context, contract.LoadPreferencesInput) (contract.PreferencesResult, error) {
@@ -219,11 +228,7 @@ func (s *notificationSuite) TestQuietHoursDeferThenRereadPreferences() {
 		return quiet, nil
 	})
 	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(renders)
-	var scheduled contract.RecordChannelStatusInput
-	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
-		scheduled = in
-		return nil
-	}).Once()
+	scheduled := s.onChannelStatus()
 	var sentAt time.Time
 	s.env.OnActivity(contract.DeliverSMS, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ contract.DeliverSMSInput) (contract.DeliverResult, error) {
 		sentAt = s.env.Now()
@@ -241,11 +246,7 @@ func (s *notificationSuite) TestQuietHoursDeferThenRereadPreferences() {
 
 func (s *notificationSuite) TestCancelWhileScheduled() {
 	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.MatchedBy(func(in contract.RecordAcceptedInput) bool { return in.Scheduled })).Return(nil).Once()
-	var cancelled contract.RecordChannelStatusInput
-	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
-		cancelled = in
-		return nil
-	}).Once()
+	cancelled := s.onChannelStatus()
 	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationCancelled, nil)
 	s.env.RegisterDelayedCallback(func() {
 		s.env.UpdateWorkflow(UpdateCancel, "c1", &testsuite.TestUpdateCallback{

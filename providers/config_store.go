@@ -199,11 +199,15 @@ func (s *Store) PushTokens(ctx context.Context, tenantID, userID string) ([]Push
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PushToken, error) {
-		var t PushToken
-		err := r.Scan(&t.TenantID, &t.UserID, &t.Token, &t.Platform, &t.CreatedAt, &t.LastSeenAt)
-		return t, err
-	})
+	return pgx.CollectRows(rows, scanPushToken)
+}
+
+// scanPushToken reads one row of "tenant_id, user_id, token, platform,
+// created_at, last_seen_at", the columns PushTokens and PushTokenPage select.
+func scanPushToken(r pgx.CollectableRow) (PushToken, error) {
+	var t PushToken
+	err := r.Scan(&t.TenantID, &t.UserID, &t.Token, &t.Platform, &t.CreatedAt, &t.LastSeenAt)
+	return t, err
 }
 
 // DeletePushToken unregisters a user's token; it reports whether it existed.

@@ -34,9 +34,5 @@ func (s *Store) PushTokenPage(ctx context.Context, tenantID, userID string, afte
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PushToken, error) {
-		var t PushToken
-		err := r.Scan(&t.TenantID, &t.UserID, &t.Token, &t.Platform, &t.CreatedAt, &t.LastSeenAt)
-		return t, err
-	})
+	return pgx.CollectRows(rows, scanPushToken)
 }

@@ -16,18 +16,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$HERALD_ROOT"
 
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	trap '' INT TERM HUP PIPE
-	set +e
-	dev_services_stop_started
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+on_exit dev_services_stop_started
 
 compgen -G "cmd/herald-bench/*.go" >/dev/null || die "cmd/herald-bench has no Go files: nothing to run"
 ensure_go

@@ -44,17 +44,6 @@ stop_herald() {
 	herald_pid=""
 }
 
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	# Late signals (a second Ctrl-C, a closed pipe) must not cut the clean-up short.
-	trap '' INT TERM HUP PIPE
-	set +e
-	stop_herald TERM
-	dev_services_stop_started
-	exit "$rc"
-}
-
 on_signal() {
 	local sig="$1" code="$2"
 	trap '' INT TERM HUP PIPE
@@ -67,7 +56,7 @@ on_signal() {
 	exit "$code"
 }
 
-trap cleanup EXIT
+on_exit 'stop_herald TERM' dev_services_stop_started
 trap 'on_signal INT 130' INT
 trap 'on_signal TERM 143' TERM
 trap 'on_signal HUP 129' HUP

@@ -58,6 +58,30 @@ abspath() {
 	esac
 }
 
+# on_exit CMD...: when the script exits, however it exits, run each CMD (a
+# command line, such as the stop of what the script started) and keep the exit
+# status; INT, TERM and HUP exit with 130, 143 and 129 (a script may trap them
+# again afterwards). Late signals (a second Ctrl-C, a closed pipe) must not cut
+# the clean-up short, so they are ignored while it runs.
+on_exit() {
+	ON_EXIT_CMDS=("$@")
+	trap on_exit_run EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	trap 'exit 129' HUP
+}
+
+on_exit_run() {
+	local rc=$? cmd
+	trap - EXIT
+	trap '' INT TERM HUP PIPE
+	set +e
+	for cmd in "${ON_EXIT_CMDS[@]}"; do
+		eval "$cmd"
+	done
+	exit "$rc"
+}
+
 # tail_log FILE [N]: print the last N lines of a log file to stderr, indented.
 tail_log() {
 	local file="$1" n="${2:-30}"

@@ -18,18 +18,7 @@ cd "$HERALD_ROOT"
 
 GO_TEST_TIMEOUT="${GO_TEST_TIMEOUT:-20m}"
 
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	trap '' INT TERM HUP PIPE
-	set +e
-	test_services_stop
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+on_exit test_services_stop
 
 started_at=$SECONDS
 ensure_tools

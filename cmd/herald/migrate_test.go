@@ -18,6 +18,23 @@ import (
 	"github.com/herald-notify/herald/workflows"
 )
 
+// freshNamespace registers a Temporal namespace of the test's own (24 h
+// retention) on the test server and returns its name.
+func freshNamespace(t *testing.T) string {
+	t.Helper()
+	ns := strings.ToLower(testenv.UniqueName(t, "ns"))
+	nc, err := client.NewNamespaceClient(client.Options{HostPort: testenv.TemporalAddress(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Register(context.Background(), &workflowservice.RegisterNamespaceRequest{Namespace: ns,
+		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)}); err != nil {
+		t.Fatalf("register namespace %s: %v", ns, err)
+	}
+	return ns
+}
+
 // TestMigrateRegistersSearchAttributes: `herald migrate` registers every search
 // attribute of workflows.SearchAttributes (Keyword) on the configured namespace,
 // a fresh one here, and says which; a second run finds them all and adds none.
@@ -25,16 +42,7 @@ import (
 func TestMigrateRegistersSearchAttributes(t *testing.T) {
 	ctx := context.Background()
 	addr := testenv.TemporalAddress(t)
-	ns := strings.ToLower(testenv.UniqueName(t, "ns"))
-	nc, err := client.NewNamespaceClient(client.Options{HostPort: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if err := nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
-		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)}); err != nil {
-		t.Fatalf("register namespace %s: %v", ns, err)
-	}
+	ns := freshNamespace(t)
 	tc := testenv.TemporalClient(t)
 	t.Cleanup(func() {
 		_, _ = tc.OperatorService().DeleteNamespace(context.Background(), &operatorservice.DeleteNamespaceRequest{Namespace: ns})

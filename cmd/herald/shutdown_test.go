@@ -16,9 +16,6 @@ import (
 	"time"
 
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
@@ -249,16 +246,7 @@ func TestWorkerExitsOnFatalError(t *testing.T) {
 	bin := buildHerald(t)
 	tc := testenv.TemporalClient(t)
 	ctx := context.Background()
-	ns := strings.ToLower(testenv.UniqueName(t, "ns"))
-	nc, err := client.NewNamespaceClient(client.Options{HostPort: testenv.TemporalAddress(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if err := nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
-		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)}); err != nil {
-		t.Fatalf("register namespace %s: %v", ns, err)
-	}
+	ns := freshNamespace(t)
 	key, err := secrets.GenerateKey()
 	if err != nil {
 		t.Fatal(err)

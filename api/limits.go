@@ -23,25 +23,31 @@ type TenantLimits struct {
 	DailyQuota    int
 }
 
+// over is a tenant's own limits (rate, burst, quota; 0: not set) over these, the
+// defaults: the one rule both the limiter (limitsFor) and the operator API
+// (accountRoom.effective) apply.
+func (d TenantLimits) over(rate float64, burst, quota int) TenantLimits {
+	if rate > 0 {
+		d.RatePerSecond = rate
+	}
+	if burst > 0 {
+		d.Burst = burst
+	}
+	if quota > 0 {
+		d.DailyQuota = quota
+	}
+	return d
+}
+
 // limitsFor is the tenant's own limits where set, else the defaults. Settings are
 // cached briefly per process; the buckets themselves live in PostgreSQL, so the
 // limits hold across every API replica.
 func (m *middleware) limitsFor(c *gin.Context, tenantID string) (TenantLimits, error) {
-	l := m.limits.Tenant
 	ts, err := m.settings.get(c.Request.Context(), tenantID)
 	if err != nil {
-		return l, err
+		return m.limits.Tenant, err
 	}
-	if ts.APIRatePerSecond > 0 {
-		l.RatePerSecond = ts.APIRatePerSecond
-	}
-	if ts.APIBurst > 0 {
-		l.Burst = ts.APIBurst
-	}
-	if ts.DailyQuota > 0 {
-		l.DailyQuota = ts.DailyQuota
-	}
-	return l, nil
+	return m.limits.Tenant.over(ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota), nil
 }
 
 // limitTenant answers 429 with Retry-After when the tenant exceeds its rate or its

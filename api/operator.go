@@ -43,20 +43,11 @@ type effectiveLimits struct {
 	DailyQuota       int     `json:"daily_quota"`
 }
 
-// effective is l over the server defaults, as the limiter applies them (see
-// limitsFor).
+// effective is l over the server defaults, as the limiter applies them
+// (TenantLimits.over, as in limitsFor).
 func (h *accountRoom) effective(l store.TenantLimits) effectiveLimits {
-	e := effectiveLimits{APIRatePerSecond: h.defaults.RatePerSecond, APIBurst: h.defaults.Burst, DailyQuota: h.defaults.DailyQuota}
-	if l.APIRatePerSecond > 0 {
-		e.APIRatePerSecond = l.APIRatePerSecond
-	}
-	if l.APIBurst > 0 {
-		e.APIBurst = l.APIBurst
-	}
-	if l.DailyQuota > 0 {
-		e.DailyQuota = l.DailyQuota
-	}
-	return e
+	e := h.defaults.over(l.APIRatePerSecond, l.APIBurst, l.DailyQuota)
+	return effectiveLimits{APIRatePerSecond: e.RatePerSecond, APIBurst: e.Burst, DailyQuota: e.DailyQuota}
 }
 
 // tenantIDPattern is what `herald tenant create` mints (t_ and 16 hex digits),

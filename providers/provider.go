@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -137,12 +138,74 @@ type EmailSender interface {
 }
 
 // BatchRecipient is one recipient of a batch email: the address, headers of its
-// own (a one-click unsubscribe link) and the tags the provider echoes back in
-// its receipts.
+// own (a one-click unsubscribe link), the tags the provider echoes back in its
+// receipts, and substitutions that make the shared content its own.
 type BatchRecipient struct {
 	To      string
 	Headers map[string]string
 	Tags    Tags
+	// Substitutions replace, for this recipient only, every occurrence of each
+	// key in the message's Subject, HTML and Text by its value (SendGrid: the
+	// personalization's substitutions). Providers apply them in an order of
+	// their own, so the caller makes a map whose result does not depend on it
+	// (templates.EmailSkeleton's: no key occurs in another key, in a value or
+	// in the content outside the places meant). Senders check the rest (see
+	// CheckSubstitutions). nil: the content as it is.
+	Substitutions map[string]string
+}
+
+// MaxSubstitutionBytes caps one batch recipient's substitutions, keys and
+// values together: SendGrid's limit per personalization ("may not exceed
+// 10,000 bytes per personalization object", sendgrid_mail_v3.json), which
+// every BatchEmailSender holds to.
+const MaxSubstitutionBytes = 10_000
+
+// CheckSubstitutions is what every BatchEmailSender refuses in a recipient's
+// substitutions before sending (permanent, bad_request): an empty key, keys and
+// values over MaxSubstitutionBytes, a key that occurs in the message's ReplyTo
+// (SendGrid substitutes there too). It costs the size of the map.
+func CheckSubstitutions(provider string, msg EmailMessage, subs map[string]string) error {
+	size := 0
+	for k, v := range subs {
+		if k == "" {
+			return Errorf(provider, "bad_request", "a substitution key is empty")
+		}
+		size += len(k) + len(v)
+		if msg.ReplyTo != "" && strings.Contains(msg.ReplyTo, k) {
+			return Errorf(provider, "bad_request", "substitution key %q occurs in the reply-to address", k)
+		}
+	}
+	if size > MaxSubstitutionBytes {
+		return Errorf(provider, "bad_request", "substitutions take %d bytes, the limit is %d", size, MaxSubstitutionBytes)
+	}
+	return nil
+}
+
+// Personalize returns msg with subs applied to its Subject, HTML and Text, as
+// a batch recipient with those substitutions receives it (see
+// BatchRecipient.Substitutions): every key replaced at once, a longer key
+// before a shorter one at the same position.
+func (m EmailMessage) Personalize(subs map[string]string) EmailMessage {
+	if len(subs) == 0 {
+		return m
+	}
+	keys := make([]string, 0, len(subs))
+	for k := range subs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if len(keys[i]) != len(keys[j]) {
+			return len(keys[i]) > len(keys[j])
+		}
+		return keys[i] < keys[j]
+	})
+	pairs := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		pairs = append(pairs, k, subs[k])
+	}
+	r := strings.NewReplacer(pairs...)
+	m.Subject, m.HTML, m.Text = r.Replace(m.Subject), r.Replace(m.HTML), r.Replace(m.Text)
+	return m
 }
 
 // BatchEmailSender sends one content to many recipients in one provider call

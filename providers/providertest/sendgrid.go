@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,14 +93,20 @@ type SendGridMail struct {
 		Email string `json:"email"`
 		Name  string `json:"name"`
 	} `json:"from"`
+	ReplyTo *struct {
+		Email string `json:"email"`
+		Name  string `json:"name"`
+	} `json:"reply_to"`
 	Subject          string `json:"subject"`
 	Personalizations []struct {
 		To []struct {
 			Email string `json:"email"`
 			Name  string `json:"name"`
 		} `json:"to"`
-		Subject    string            `json:"subject"`
-		CustomArgs map[string]string `json:"custom_args"`
+		Subject       string            `json:"subject"`
+		Headers       map[string]string `json:"headers"`
+		Substitutions map[string]string `json:"substitutions"`
+		CustomArgs    map[string]string `json:"custom_args"`
 	} `json:"personalizations"`
 	Content []struct {
 		Type  string `json:"type"`
@@ -115,6 +122,100 @@ func DecodeMail(req Request) (SendGridMail, error) {
 	var m SendGridMail
 	err := json.Unmarshal(req.Body, &m)
 	return m, err
+}
+
+// SendGridMaxSubstitutionBytes is SendGrid's limit on one personalization's
+// substitutions, keys and values together ("may not exceed 10,000 bytes per
+// personalization object", sendgrid_mail_v3.json); the fake answers 400 past it.
+const SendGridMaxSubstitutionBytes = 10_000
+
+// SendGridMessage is one message a mail send delivers: one personalization's,
+// with its substitutions applied.
+type SendGridMessage struct {
+	// To are the personalization's recipients' addresses.
+	To []string
+	// Subject is the personalization's subject, else the mail's.
+	Subject string
+	// Text and HTML are the text/plain and text/html content ("" when absent).
+	Text, HTML string
+	// ReplyTo is the mail's reply-to address.
+	ReplyTo string
+	// Headers are the mail's headers overlaid with the personalization's.
+	Headers    map[string]string
+	CustomArgs map[string]string
+	// MessageID is the X-Message-Id the fake answered the mail send with.
+	MessageID string
+}
+
+// Messages are the messages the mail send delivers, one per personalization in
+// order, as SendGrid documents substitutions: each substitution tag of the
+// personalization is replaced by its value in the subject, the content and the
+// reply-to. SendGrid documents no order; this applies the tags one after
+// another in byte order of the tags, independently of how Herald applies them,
+// so a test sees what an order-dependent map would do.
+func (m SendGridMail) Messages() []SendGridMessage {
+	var text, html string
+	for _, c := range m.Content {
+		switch c.Type {
+		case "text/plain":
+			text = c.Value
+		case "text/html":
+			html = c.Value
+		}
+	}
+	replyTo := ""
+	if m.ReplyTo != nil {
+		replyTo = m.ReplyTo.Email
+	}
+	out := make([]SendGridMessage, 0, len(m.Personalizations))
+	for _, p := range m.Personalizations {
+		msg := SendGridMessage{Subject: m.Subject, Text: text, HTML: html, ReplyTo: replyTo, CustomArgs: p.CustomArgs,
+			Headers: map[string]string{}}
+		if p.Subject != "" {
+			msg.Subject = p.Subject
+		}
+		for _, to := range p.To {
+			msg.To = append(msg.To, to.Email)
+		}
+		for k, v := range m.Headers {
+			msg.Headers[k] = v
+		}
+		for k, v := range p.Headers {
+			msg.Headers[k] = v
+		}
+		tags := make([]string, 0, len(p.Substitutions))
+		for k := range p.Substitutions {
+			tags = append(tags, k)
+		}
+		sort.Strings(tags)
+		for _, k := range tags {
+			v := p.Substitutions[k]
+			msg.Subject = strings.ReplaceAll(msg.Subject, k, v)
+			msg.Text = strings.ReplaceAll(msg.Text, k, v)
+			msg.HTML = strings.ReplaceAll(msg.HTML, k, v)
+			msg.ReplyTo = strings.ReplaceAll(msg.ReplyTo, k, v)
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// Messages returns the messages of every accepted mail send, in arrival order
+// (see SendGridMail.Messages): what each recipient received, substitutions
+// applied. A body that does not parse is skipped (the fake refused it).
+func (sg *SendGridFake) Messages() []SendGridMessage {
+	var out []SendGridMessage
+	for _, req := range sg.AcceptedRequests() {
+		m, err := DecodeMail(req)
+		if err != nil {
+			continue
+		}
+		for _, msg := range m.Messages() {
+			msg.MessageID = req.MessageID
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 type sgProto struct{ sg *SendGridFake }
@@ -149,6 +250,16 @@ func (sgProto) validate(req *Request) *response {
 		return bad("Unless a valid template_id is provided, the content parameter is required.", "content")
 	case m.Subject == "" && m.Personalizations[0].Subject == "":
 		return bad("The subject is required. You can get around this requirement if you use a template with a subject defined or if every personalization has a subject defined.", "subject")
+	}
+	for i, p := range m.Personalizations {
+		size := 0
+		for k, v := range p.Substitutions {
+			size += len(k) + len(v)
+		}
+		if size > SendGridMaxSubstitutionBytes {
+			return bad("The total size of your substitutions may not exceed 10,000 bytes per personalization object.",
+				"personalizations."+strconv.Itoa(i)+".substitutions")
+		}
 	}
 	return nil
 }

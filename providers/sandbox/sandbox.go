@@ -85,11 +85,12 @@ func (p *Provider) MaxEmailBatch() int { return 1000 }
 
 // SendEmailBatch records one message per recipient (one statement when the
 // recorder can batch).
+//
+// Each recipient's substitutions are applied to its message (see
+// providers.EmailMessage.Personalize), so what is recorded is what that
+// recipient would receive; substitutions providers.CheckSubstitutions refuses
+// fail the whole call, as they do at SendGrid.
 func (p *Provider) SendEmailBatch(ctx context.Context, msg providers.EmailMessage, to []providers.BatchRecipient) (providers.Result, error) {
-	body := msg.Text
-	if body == "" {
-		body = msg.HTML
-	}
 	msgs := make([]Message, 0, len(to))
 	for _, r := range to {
 		if r.To == "" {
@@ -98,14 +99,21 @@ func (p *Provider) SendEmailBatch(ctx context.Context, msg providers.EmailMessag
 		if err := r.Tags.Validate(); err != nil {
 			return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
 		}
-		one := msg
+		if err := providers.CheckSubstitutions(Name, msg, r.Substitutions); err != nil {
+			return providers.Result{}, err
+		}
+		one := msg.Personalize(r.Substitutions)
 		one.To, one.Headers = r.To, r.Headers
 		raw, err := json.Marshal(one)
 		if err != nil {
 			return providers.Result{}, providers.Errorf(Name, "bad_request", "%v", err)
 		}
+		body := one.Text
+		if body == "" {
+			body = one.HTML
+		}
 		msgs = append(msgs, Message{TenantID: r.Tags.TenantID, NotificationID: r.Tags.NotificationID, Channel: r.Tags.Channel,
-			IdempotencyKey: r.Tags.IdempotencyKey(), Recipient: r.To, Subject: msg.Subject, Body: body, Payload: raw})
+			IdempotencyKey: r.Tags.IdempotencyKey(), Recipient: r.To, Subject: one.Subject, Body: body, Payload: raw})
 	}
 	var first int64
 	if br, ok := p.rec.(interface {

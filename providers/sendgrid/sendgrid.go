@@ -116,8 +116,12 @@ func (c *Client) MaxEmailBatch() int { return MaxPersonalizations }
 
 // SendEmailBatch sends one content to up to MaxPersonalizations recipients in
 // one mail send: one personalization per recipient with its own to, headers
-// (its unsubscribe link) and custom_args (its notification), so every webhook
-// event still names the recipient's notification.
+// (its unsubscribe link), custom_args (its notification), so every webhook
+// event still names the recipient's notification, and substitutions (its own
+// values, which SendGrid replaces in the subject, the content and the reply-to;
+// at most providers.MaxSubstitutionBytes, the spec's 10,000 bytes per
+// personalization, see providers.CheckSubstitutions). A recipient the spec's
+// limits refuse fails the whole call, permanently, before a request is made.
 func (c *Client) SendEmailBatch(ctx context.Context, msg providers.EmailMessage, to []providers.BatchRecipient) (providers.Result, error) {
 	if len(to) == 0 || len(to) > MaxPersonalizations {
 		return providers.Result{}, providers.Errorf(Name, "bad_request", "a batch has 1 to %d recipients, not %d", MaxPersonalizations, len(to))
@@ -146,6 +150,12 @@ func (c *Client) SendEmailBatch(ctx context.Context, msg providers.EmailMessage,
 		p.SetCustomArg(ArgTenant, r.Tags.TenantID)
 		for k, v := range r.Headers {
 			p.SetHeader(k, v)
+		}
+		if err := providers.CheckSubstitutions(Name, msg, r.Substitutions); err != nil {
+			return providers.Result{}, err
+		}
+		for k, v := range r.Substitutions {
+			p.SetSubstitution(k, v)
 		}
 		m.AddPersonalizations(p)
 	}

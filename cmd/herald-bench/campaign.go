@@ -41,16 +41,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
-	"github.com/herald-notify/herald/schema"
-	"github.com/herald-notify/herald/worker"
 )
 
 type campaignOptions struct {
@@ -152,23 +148,12 @@ func runCampaignBench(ctx context.Context, o campaignOptions, rep *CampaignRepor
 	}
 	b := &campaignBench{o: o, out: progress, cfg: cfg, cpu: newCPUWatcher(cfg.TemporalAddress, cfg.DatabaseURL),
 		http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	if _, err := schema.Up(cfg.DatabaseURL); err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelError}))
-	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
-		Logger: sdklog.NewStructuredLogger(logger)})
+	pool, tc, err := connect(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	if _, err := worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
-		return err
-	}
-	pool, err := store.Connect(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
 	defer pool.Close()
 	b.st, b.pool = store.New(pool), pool
 	runID := time.Now().UTC().Format("0102T150405") + "-" + randomHex(3)

@@ -43,14 +43,9 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/secrets"
-	"github.com/herald-notify/herald/internal/store"
-	"github.com/herald-notify/herald/schema"
 	"github.com/herald-notify/herald/worker"
 )
 
@@ -96,24 +91,13 @@ func inboxAPIChild(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := schema.Up(cfg.DatabaseURL); err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pool, err := store.Connect(ctx, cfg.DatabaseURL)
+	pool, tc, err := connect(ctx, cfg, logger.With("component", "temporal"))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
-		Logger: sdklog.NewStructuredLogger(logger.With("component", "temporal"))})
-	if err != nil {
-		return err
-	}
 	defer tc.Close()
-	if _, err := worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
-		return err
-	}
 	key, err := secrets.GenerateKey()
 	if err != nil {
 		return err

@@ -22,13 +22,20 @@ type SandboxMessage struct {
 	// Body is the email text (HTML when there is no text), SMS body or push body.
 	Body string `json:"body"`
 	// Payload is the whole message as the sender received it.
-	Payload   json.RawMessage `json:"payload"`
-	CreatedAt time.Time       `json:"created_at"`
+	Payload json.RawMessage `json:"payload"`
+	// Calls is how many sends were answered with this message: the first, and
+	// each repeat of its idempotency key to the same recipient (which a provider
+	// without idempotency keys would have delivered again).
+	Calls     int       `json:"calls"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // SandboxRecorder stores recorded messages.
 type SandboxRecorder interface {
-	// Record stores m and returns it with ID and CreatedAt set.
+	// Record stores m and returns it with ID, CreatedAt and Calls set. It is
+	// idempotent: when the tenant already has a message with m's IdempotencyKey
+	// and Recipient, it stores nothing new, counts the call on that message and
+	// returns m with that message's ID and CreatedAt.
 	Record(ctx context.Context, m SandboxMessage) (SandboxMessage, error)
 	// List returns a tenant's messages, newest first, at most limit (1..500; other
 	// values mean SandboxDefaultLimit).

@@ -1,8 +1,16 @@
 // Package sandbox is the provider for tenants that configured no credentials: it
 // records each message instead of sending it, so the dev stack runs end to end
 // with no accounts and GET /v1/sandbox/messages can show what would have been
-// sent. Every call is recorded, duplicates included, as a real provider without
-// idempotency would deliver them.
+// sent.
+//
+// It is idempotent, as a provider with idempotency keys would be: a send repeated
+// with the same idempotency key ("notification_id:channel") to the same recipient
+// records nothing new and is answered with the first call's message id, singly
+// or in a batch, whatever the order of concurrent calls. The message's Calls
+// counts the repeats, which SendGrid, Twilio and FCM (no idempotency keys, see
+// package providers) would have delivered again. The PostgreSQL recorder also
+// records an "accepted" receipt for email and SMS, as their webhooks would, for
+// the delivery guard's receipt check (see PGRecorder).
 package sandbox
 
 import (
@@ -18,6 +26,9 @@ import (
 
 // Name is the provider name in Results.
 const Name = "sandbox"
+
+// messageIDPrefix prefixes a message's id in Results and receipts.
+const messageIDPrefix = "sandbox-"
 
 // Message is one recorded send.
 type Message = providers.SandboxMessage
@@ -65,7 +76,7 @@ func (p *Provider) record(ctx context.Context, tags providers.Tags, key, recipie
 		// The store being down is transient.
 		return providers.Result{}, &providers.Error{Provider: Name, Code: "record", Reason: err.Error(), Err: err}
 	}
-	return providers.Result{Provider: Name, ProviderMessageID: "sandbox-" + strconv.FormatInt(m.ID, 10)}, nil
+	return providers.Result{Provider: Name, ProviderMessageID: messageIDPrefix + strconv.FormatInt(m.ID, 10)}, nil
 }
 
 // SendEmail records msg.
@@ -84,7 +95,9 @@ func (p *Provider) SendEmail(ctx context.Context, msg providers.EmailMessage, ke
 func (p *Provider) MaxEmailBatch() int { return 1000 }
 
 // SendEmailBatch records one message per recipient (one statement when the
-// recorder can batch).
+// recorder can batch), idempotent per recipient as SendEmail. The result's id
+// is the batch's first message's (the lowest id), so a repeated batch is
+// answered with the same id.
 //
 // Each recipient's substitutions are applied to its message (see
 // providers.EmailMessage.Personalize), so what is recorded is what that
@@ -115,27 +128,35 @@ func (p *Provider) SendEmailBatch(ctx context.Context, msg providers.EmailMessag
 		msgs = append(msgs, Message{TenantID: r.Tags.TenantID, NotificationID: r.Tags.NotificationID, Channel: r.Tags.Channel,
 			IdempotencyKey: r.Tags.IdempotencyKey(), Recipient: r.To, Subject: one.Subject, Body: body, Payload: raw})
 	}
+	recorded, err := p.recordBatch(ctx, msgs)
+	if err != nil {
+		return providers.Result{}, &providers.Error{Provider: Name, Code: "record", Reason: err.Error(), Err: err}
+	}
 	var first int64
-	if br, ok := p.rec.(interface {
-		RecordBatch(context.Context, []Message) (int64, error)
-	}); ok {
-		id, err := br.RecordBatch(ctx, msgs)
-		if err != nil {
-			return providers.Result{}, &providers.Error{Provider: Name, Code: "record", Reason: err.Error(), Err: err}
-		}
-		first = id
-	} else {
-		for i, m := range msgs {
-			rec, err := p.rec.Record(ctx, m)
-			if err != nil {
-				return providers.Result{}, &providers.Error{Provider: Name, Code: "record", Reason: err.Error(), Err: err}
-			}
-			if i == 0 {
-				first = rec.ID
-			}
+	for i, m := range recorded {
+		if i == 0 || m.ID < first {
+			first = m.ID
 		}
 	}
 	return providers.Result{Provider: Name, ProviderMessageID: "sandbox-batch-" + strconv.FormatInt(first, 10)}, nil
+}
+
+// recordBatch records msgs in one call when the recorder can batch, else one
+// Record each.
+func (p *Provider) recordBatch(ctx context.Context, msgs []Message) ([]Message, error) {
+	if br, ok := p.rec.(interface {
+		RecordBatch(context.Context, []Message) ([]Message, error)
+	}); ok {
+		return br.RecordBatch(ctx, msgs)
+	}
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		var err error
+		if out[i], err = p.rec.Record(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // SendSMS records msg.
@@ -155,10 +176,12 @@ func (p *Provider) SendPush(ctx context.Context, msg providers.PushMessage, key 
 }
 
 // MemoryRecorder keeps messages in memory (tests, and a dev process without a
-// database). Safe for concurrent use.
+// database), idempotent as Recorder says. Safe for concurrent use.
 type MemoryRecorder struct {
 	mu   sync.Mutex
 	msgs []Message
+	// index: tenant, idempotency key and recipient → position in msgs.
+	index map[[3]string]int
 }
 
 // Record implements Recorder.
@@ -168,8 +191,20 @@ func (r *MemoryRecorder) Record(_ context.Context, m Message) (Message, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	k := [3]string{m.TenantID, m.IdempotencyKey, m.Recipient}
+	if i, ok := r.index[k]; ok {
+		o := &r.msgs[i]
+		o.Calls++
+		m.ID, m.CreatedAt, m.Calls = o.ID, o.CreatedAt, o.Calls
+		return m, nil
+	}
+	if r.index == nil {
+		r.index = map[[3]string]int{}
+	}
+	r.index[k] = len(r.msgs)
 	m.ID = int64(len(r.msgs) + 1)
 	m.CreatedAt = time.Now().UTC()
+	m.Calls = 1
 	r.msgs = append(r.msgs, m)
 	return m, nil
 }

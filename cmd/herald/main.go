@@ -39,7 +39,7 @@ Usage:
                                  show or set (operator) a tenant's API limits and its right to send
                                  critical notifications; a flag left out keeps its value, 0 = default
 
-Configuration comes from the environment; see README.md (HERALD_DATABASE_URL,
+Configuration comes from the environment; see docs/configuration.md (HERALD_DATABASE_URL,
 HERALD_TEMPORAL_ADDRESS, HERALD_TEMPORAL_NAMESPACE, HERALD_HTTP_ADDR, ...).
 `
 

@@ -150,9 +150,9 @@ var (
 // -base64 32 gives 44 characters).
 const MinOperatorKeyLen = 32
 
-// Defaults, as documented in the README's configuration table. A default the
-// package using the setting also applies (to a zero value) is defined there
-// only, and FromEnv reads it from there: campaign sizing
+// Defaults, as documented in docs/configuration.md. A default the package
+// using the setting also applies (to a zero value) is defined there only, and
+// FromEnv reads it from there: campaign sizing
 // (workflows.DefaultCampaignPageSize, DefaultCampaignWindow), the in-doubt wait
 // (activities.DefaultInDoubtWait), webhook retries
 // (contract.DefaultWebhookRetry*), the inbox streams (api.DefaultInboxHeartbeat,

@@ -15,8 +15,9 @@ import (
 	"strings"
 )
 
-// KeyHashLen is the dedup key hash length in bytes: 128 bits, as seed 000 sizes it
-// for billions of keys a day without collisions.
+// KeyHashLen is the dedup key hash length in bytes: 128 bits (the 32 hex digits of
+// the workflow ID in docs/design.md, Layer 1), enough for billions of keys a day
+// without collisions.
 const KeyHashLen = 16
 
 // NotificationIDPrefix starts every public notification id.
@@ -32,8 +33,8 @@ func IdempotencyKeyHash(key string) KeyHash {
 	return truncate(sha256.Sum256([]byte("idem|" + key)))
 }
 
-// ContentKeyHash hashes user | template | canonical JSON of data (seed 000): identical
-// content submitted without a key dedups.
+// ContentKeyHash hashes user | template | canonical JSON of data, the content-derived
+// key of docs/design.md (Layer 1): identical content submitted without a key dedups.
 func ContentKeyHash(userID, templateID string, data map[string]any) (KeyHash, error) {
 	canon, err := CanonicalJSON(data)
 	if err != nil {

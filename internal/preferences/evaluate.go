@@ -59,8 +59,9 @@ type EvalInput struct {
 //  1. No address for the channel → Suppress no_address. Always, even for
 //     critical notifications: there is nowhere to send.
 //  2. The channel is turned off (Prefs.Channels[ch] == false) → Suppress
-//     opted_out_channel. Critical notifications honour this too: the issue
-//     lets critical bypass category opt-outs, caps and quiet hours only, and
+//     opted_out_channel. Critical notifications honour this too: Herald
+//     lets critical bypass category opt-outs, caps and quiet hours only
+//     (docs/design.md, "Templates, preferences, quiet hours, caps"), and
 //     a whole-channel opt-out is the user's (for SMS often the legally
 //     binding, STOP-style) "never contact me here" — so a password reset goes
 //     out on the channels the user still accepts (in_app, typically) rather

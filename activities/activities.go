@@ -111,7 +111,7 @@ func (a *Activities) RecordChannelStatus(ctx context.Context, in contract.Record
 
 // RecordStatus derives the overall status from the deliveries table, which also
 // reflects receipts that arrived while the workflow ran, stores and returns it.
-func (a *Activities) RecordStatus(ctx context.Context, in contract.RecordStatusInput) (string, error) {
+func (a *Activities) RecordStatus(ctx context.Context, in contract.RecordStatusInput) (herald.NotificationStatus, error) {
 	status, err := a.Store.RecomputeNotificationStatus(ctx, in.TenantID, in.NotificationID)
 	if errors.Is(err, herald.ErrNotFound) {
 		return in.Status, a.Store.SetNotificationStatus(ctx, in.TenantID, in.NotificationID, in.Status)

@@ -74,8 +74,7 @@ func (a *Activities) CampaignSetStatus(ctx context.Context, in contract.Campaign
 		if c, err := a.Store.GetCampaign(ctx, in.TenantID, in.CampaignID); err == nil && c.AudienceSize != nil {
 			data.AudienceSize = *c.AudienceSize
 		}
-		a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.CampaignID, Type: herald.EventCampaignCompleted,
-			Status: in.Status, Data: data})
+		a.emit(ctx, webhooks.Event{TenantID: in.TenantID, NotificationID: in.CampaignID, Type: herald.EventCampaignCompleted, Data: data})
 	}
 	return nil
 }
@@ -171,7 +170,7 @@ func owedWork(items []store.PendingItem) (map[string]*recipientWork, []string) {
 	for _, it := range items {
 		w := byUser[it.UserID]
 		if w == nil {
-			w = &recipientWork{id: it.NotificationID, attempt: it.Attempt, attempts: map[string]int{}, doubtOver: map[string]bool{}}
+			w = &recipientWork{id: it.NotificationID, attempt: it.Attempt, attempts: map[herald.Channel]int{}, doubtOver: map[herald.Channel]bool{}}
 			byUser[it.UserID] = w
 			users = append(users, it.UserID)
 		}
@@ -225,15 +224,15 @@ func (a *Activities) suppressGone(ctx context.Context, tenantID string, gone []*
 type recipientWork struct {
 	member   store.AudienceMember
 	id       string
-	channels []string
+	channels []herald.Channel
 	// attempt is the delivery round of every channel (attempts, when set, per channel).
 	attempt  int
-	attempts map[string]int
+	attempts map[herald.Channel]int
 	// doubtOver: channels whose in-doubt wait is over (the guard decides now).
-	doubtOver map[string]bool
+	doubtOver map[herald.Channel]bool
 }
 
-func (w recipientWork) attemptOf(ch string) int {
+func (w recipientWork) attemptOf(ch herald.Channel) int {
 	if n, ok := w.attempts[ch]; ok {
 		return n
 	}
@@ -276,7 +275,7 @@ type renderOutcome struct {
 // providerSend is one guarded provider delivery of a batch.
 type providerSend struct {
 	w       recipientWork
-	channel string
+	channel herald.Channel
 	payload contract.RedrivePayload
 	// content names the rendering (emails with equal content can share one
 	// batch call).
@@ -382,8 +381,8 @@ func (b *campaignBatch) decide(ctx context.Context) error {
 // triage returns the recipient's channels still to decide, by their guard
 // records: a channel already decided (by an earlier run of this batch) counts
 // as a duplicate, one an earlier run left "sending" waits for its receipt.
-func (b *campaignBatch) triage(w recipientWork, guard map[string]store.GuardState) []string {
-	todo := make([]string, 0, len(w.channels))
+func (b *campaignBatch) triage(w recipientWork, guard map[herald.Channel]store.GuardState) []herald.Channel {
+	todo := make([]herald.Channel, 0, len(w.channels))
 	for _, ch := range w.channels {
 		g := guard[ch]
 		switch {
@@ -417,7 +416,7 @@ func (b *campaignBatch) inDoubtWait() time.Duration {
 
 // plan renders a channel the gate let through and queues its delivery (an
 // inbox row or a provider send), built as a single notification's would be.
-func (b *campaignBatch) plan(w recipientWork, ch string) {
+func (b *campaignBatch) plan(w recipientWork, ch herald.Channel) {
 	r, content, ok := b.render(w, ch)
 	if !ok {
 		return
@@ -430,7 +429,7 @@ func (b *campaignBatch) plan(w recipientWork, ch string) {
 		// The gate suppresses a channel without an address first; kept for safety.
 		b.finish(w.id, ch, herald.DeliverySuppressed, herald.ReasonNoAddress, "")
 	case err != nil:
-		b.finish(w.id, ch, herald.DeliveryFailed, herald.ReasonRenderFailed, "the template has no "+ch+" content")
+		b.finish(w.id, ch, herald.DeliveryFailed, herald.ReasonRenderFailed, "the template has no "+string(ch)+" content")
 	case d.InApp != nil:
 		in := d.InApp
 		b.inbox = append(b.inbox, store.InboxBatchItem{UserID: in.UserID, NotificationID: in.NotificationID,
@@ -455,7 +454,7 @@ func (b *campaignBatch) deliverInbox(ctx context.Context) error {
 // gate decides the recipient's channels with the single-notification rules
 // (preferences.Evaluate, then the category cap, claimed once per notification)
 // and returns those to deliver now; suppressions and deferrals are queued.
-func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []string) ([]string, error) {
+func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []herald.Channel) ([]herald.Channel, error) {
 	var user preferences.Preferences
 	if len(w.member.Preferences) > 0 {
 		if err := json.Unmarshal(w.member.Preferences, &user); err != nil {
@@ -464,7 +463,7 @@ func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []st
 	}
 	decisions := preferences.Evaluate(preferences.EvalInput{
 		Channels: channels, Category: b.c.Category, Critical: b.c.Critical, Prefs: preferences.Merge(b.ts.PreferenceDefaults, user),
-		Addresses: map[string]bool{
+		Addresses: map[herald.Channel]bool{
 			herald.ChannelEmail: w.member.Email != "",
 			herald.ChannelSMS:   w.member.Phone != "",
 			herald.ChannelPush:  true, // tokens are read at send time; none → no_address then
@@ -474,7 +473,7 @@ func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []st
 	if err := b.claimCap(ctx, w, decisions); err != nil {
 		return nil, err
 	}
-	var deliver []string
+	var deliver []herald.Channel
 	for _, d := range decisions {
 		switch d.Action {
 		case preferences.Suppress:
@@ -525,9 +524,9 @@ func (b *campaignBatch) claimCap(ctx context.Context, w recipientWork, decisions
 // render renders one channel for the recipient: the campaign's data with the
 // recipient's own merged over it, in the recipient's locale. Recipients without
 // data of their own share one rendering per locale.
-func (b *campaignBatch) render(w recipientWork, ch string) (templates.Rendered, string, bool) {
+func (b *campaignBatch) render(w recipientWork, ch herald.Channel) (templates.Rendered, string, bool) {
 	locale := templates.ResolveLocale(w.member.Locale, b.tmpl.AvailableLocales(), b.ts.DefaultLocale)
-	key := ch + "\x00" + locale + "\x00" + string(w.member.Data)
+	key := string(ch) + "\x00" + locale + "\x00" + string(w.member.Data)
 	out, ok := b.renders[key]
 	if !ok {
 		data := map[string]any(b.c.Data)
@@ -565,7 +564,7 @@ func (b *campaignBatch) render(w recipientWork, ch string) (templates.Rendered, 
 }
 
 // finish queues a channel's final outcome decided without a send.
-func (b *campaignBatch) finish(id, ch, status, reason, msg string) {
+func (b *campaignBatch) finish(id string, ch herald.Channel, status herald.DeliveryStatus, reason herald.Reason, msg string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch status {
@@ -667,7 +666,7 @@ func (b *campaignBatch) failed(ctx context.Context, s providerSend, err error) e
 // retryPolicy is the tenant's retry policy for the channel over
 // herald.DefaultProviderRetry (the default alone when the tenant's is missing
 // or invalid), as a single notification's send retries.
-func (b *campaignBatch) retryPolicy(ch string) herald.RetryPolicy {
+func (b *campaignBatch) retryPolicy(ch herald.Channel) herald.RetryPolicy {
 	if o, ok := b.ts.RetryPolicies[ch]; ok && o.Validate() == nil {
 		return o.Over(herald.DefaultProviderRetry)
 	}

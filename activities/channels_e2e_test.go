@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/resolver"
@@ -58,7 +59,7 @@ func send(h *apitest.Harness, key string, channels ...string) string {
 func TestEveryChannelGoesThroughItsRealSDK(t *testing.T) {
 	h, f, tenantID, key := setup(t)
 	id := send(h, key, "email", "sms", "push", "in_app")
-	for _, ch := range []string{"email", "sms", "push"} {
+	for _, ch := range []herald.Channel{"email", "sms", "push"} {
 		st := h.AwaitChannel(key, id, ch, "sent", "", 20*time.Second)
 		if st["provider_message_id"] == nil || st["provider_message_id"] == "" {
 			t.Errorf("%s: no provider message id: %v", ch, st)
@@ -177,7 +178,7 @@ func TestNoAddressIsSuppressedNotFailed(t *testing.T) {
 	configure(h, f, tenantID)
 	h.PutUser(key, "ada", map[string]any{"locale": "en"})
 	id := send(h, key, "email", "sms", "in_app")
-	for _, ch := range []string{"email", "sms"} {
+	for _, ch := range []herald.Channel{"email", "sms"} {
 		if st := h.AwaitChannel(key, id, ch, "suppressed", "", 10*time.Second); st["reason"] != "no_address" {
 			t.Errorf("%s reason = %v", ch, st["reason"])
 		}

@@ -151,7 +151,7 @@ func TestWorkerCrashesDuringDelivery(t *testing.T) {
 			}
 			kills++
 			w.start()
-			h.AwaitStatus(key, id, map[bool]string{true: "delivered", false: "sent"}[mode == killAfterAcceptWithReceipt], 60*time.Second)
+			h.AwaitStatus(key, id, map[bool]herald.NotificationStatus{true: "delivered", false: "sent"}[mode == killAfterAcceptWithReceipt], 60*time.Second)
 			delivered++
 			n := len(apitest.MailsFor(t, f.SendGrid, id))
 			accepted[mode] += n

@@ -21,7 +21,7 @@ import (
 
 // SenderResolver lists a tenant's providers for a channel in failover order.
 type SenderResolver interface {
-	Chain(ctx context.Context, tenantID, channel string) ([]providers.Sender, error)
+	Chain(ctx context.Context, tenantID string, channel herald.Channel) ([]providers.Sender, error)
 }
 
 // FailoverAfter is how many attempts a provider gets before the chain moves on.
@@ -247,7 +247,7 @@ func errorText(s string) string { return providers.SafeText(s, providers.MaxErro
 
 // recordSent writes the guard record, retrying briefly in place: every failed write
 // here widens the window in which a retry would call the provider again.
-func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provider, messageID, status string) error {
+func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provider, messageID string, status herald.DeliveryStatus) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {

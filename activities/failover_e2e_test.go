@@ -26,7 +26,7 @@ func fastRetries(t *testing.T, h *apitest.Harness, tenantID string) {
 		t.Fatal(err)
 	}
 	fast := herald.RetryPolicy{InitialInterval: herald.Duration{Duration: 100 * time.Millisecond}, MaximumInterval: herald.Duration{Duration: 200 * time.Millisecond}, MaximumAttempts: 6}
-	ts.RetryPolicies = map[string]herald.RetryPolicy{"email": fast, "sms": fast}
+	ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{"email": fast, "sms": fast}
 	if err := h.Store.PutTenantSettings(ctx, tenantID, ts); err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func (a *Activities) Render(ctx context.Context, in contract.RenderInput) (contr
 // one-click unsubscribe, unless the template is critical (a password reset
 // cannot be unsubscribed from) or the worker signs no unsubscribe links. Other
 // channels have none.
-func (a *Activities) emailHeaders(channel, tenantID, userID string, t templates.Template) map[string]string {
+func (a *Activities) emailHeaders(channel herald.Channel, tenantID, userID string, t templates.Template) map[string]string {
 	if channel != herald.ChannelEmail || t.Critical || a.Unsubscribe == nil {
 		return nil
 	}

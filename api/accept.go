@@ -45,7 +45,7 @@ type createNotificationRequest struct {
 type acceptedNotification struct {
 	input workflows.NotificationInput
 	key   ids.KeyHash
-	lane  string
+	lane  herald.Lane
 	// clientKey: the key was the client's. input.BodyHash identifies the
 	// request body; a duplicate whose hash differs is a reused key (422).
 	clientKey string
@@ -149,13 +149,13 @@ func dedupKey(c *gin.Context, req createNotificationRequest, data map[string]any
 
 // requestedLane is the lane priority asks for (normal when absent); critical
 // is the template's to choose, never the request's.
-func requestedLane(priority *string) (string, *httpError) {
+func requestedLane(priority *string) (herald.Lane, *httpError) {
 	if priority == nil {
-		return workflows.LaneNormal, nil
+		return herald.LaneNormal, nil
 	}
-	switch *priority {
-	case workflows.LaneNormal, workflows.LaneBulk:
-		return *priority, nil
+	switch lane := herald.Lane(*priority); lane {
+	case herald.LaneNormal, herald.LaneBulk:
+		return lane, nil
 	}
 	return "", badField("priority", "invalid_field", "priority must be normal or bulk (critical templates always use the critical lane)")
 }
@@ -210,7 +210,7 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 	workflowID := ids.NotificationWorkflowID(in.TenantID, acc.key)
 	lane := acc.lane
 	if in.Critical {
-		lane = workflows.LaneCritical
+		lane = herald.LaneCritical
 	}
 	run, err := h.workflows.StartNotification(ctx, workflowID, lane, in)
 	switch {
@@ -273,7 +273,8 @@ func (h *notificationsRoom) countSubmission(c *gin.Context) {
 	tenant := tenantOf(c).ID
 	switch outcome := c.GetString(acceptOutcomeKey); {
 	case outcome == acceptNew:
-		h.metrics.Accepted(tenant, c.GetString(acceptLaneKey))
+		lane, _ := c.Value(acceptLaneKey).(herald.Lane)
+		h.metrics.Accepted(tenant, lane)
 	case outcome == acceptDuplicate:
 		h.metrics.Duplicate(tenant)
 	case c.Writer.Status() >= http.StatusBadRequest:
@@ -431,7 +432,7 @@ func (h *notificationsRoom) keyReused(c *gin.Context, acc acceptedNotification, 
 // same notification: user, template, data (keys sorted at every depth, numbers as
 // written), the channels (sorted; "absent" differs from any list) and send_at
 // (the instant, whatever its notation; "absent" differs from any time).
-func bodyHash(userID, templateID string, data map[string]any, channels []string, hasChannels, hasSendAt bool, sendAt time.Time) ([]byte, error) {
+func bodyHash(userID, templateID string, data map[string]any, channels []herald.Channel, hasChannels, hasSendAt bool, sendAt time.Time) ([]byte, error) {
 	body := map[string]any{"user_id": userID, "template_id": templateID, "data": data}
 	if hasChannels {
 		list := make([]any, len(channels))

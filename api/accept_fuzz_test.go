@@ -59,7 +59,7 @@ func FuzzAccept(f *testing.F) {
 		}
 	}
 	if err := h.Store.UpdateTenantSettings(context.Background(), tenantID, func(ts *store.TenantSettings) {
-		ts.RetryPolicies = map[string]herald.RetryPolicy{
+		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{
 			herald.ChannelEmail: {InitialInterval: herald.Duration{Duration: 10 * time.Minute}}, // over the default maximum of 5m
 			herald.ChannelSMS:   {MaximumInterval: herald.Duration{Duration: 100 * time.Millisecond}},
 		}
@@ -97,7 +97,7 @@ func fuzzWaitFinal(t *testing.T, h *apitest.Harness, key, id string, body []byte
 		if last.Status >= 500 {
 			t.Fatalf("GET %s answered %d: %s", id, last.Status, last.Body)
 		}
-		status := last.Str("status")
+		status := statusOf(last)
 		if last.Status == http.StatusOK && finalStatus(status) {
 			return
 		}

@@ -76,12 +76,12 @@ func (e hardEnv) final(t *testing.T, id string) apitest.Response {
 	var last apitest.Response
 	e.h.Eventually(20*time.Second, "notification "+id+" to reach a final status", func() bool {
 		last = e.h.Do(http.MethodGet, "/v1/notifications/"+id, e.key, nil)
-		return last.Status == http.StatusOK && finalStatus(last.Str("status"))
+		return last.Status == http.StatusOK && finalStatus(statusOf(last))
 	})
 	return last
 }
 
-func finalStatus(s string) bool {
+func finalStatus(s herald.NotificationStatus) bool {
 	switch s {
 	case herald.NotificationDelivered, herald.NotificationSent, herald.NotificationFailed, herald.NotificationSuppressed,
 		herald.NotificationCancelled, herald.NotificationPartiallyFailed:
@@ -137,7 +137,7 @@ func TestAcceptKeepsNumbersExact(t *testing.T) {
 			t.Fatalf("%s: %d %s", tc.sent, r.Status, r.Body)
 		}
 		id := r.Str("notification_id")
-		if got := e.final(t, id); got.Str("status") != herald.NotificationSent && got.Str("status") != herald.NotificationDelivered {
+		if got := e.final(t, id); statusOf(got) != herald.NotificationSent && statusOf(got) != herald.NotificationDelivered {
 			t.Fatalf("%s: %s", tc.sent, got.Body)
 		}
 		inbox := hardDo(t, e.h, http.StatusOK, http.MethodGet, "/v1/users/ada/inbox?limit=1", e.key, nil)
@@ -226,7 +226,7 @@ func TestOversizedContentAfterAcceptFailsVisibly(t *testing.T) {
 	e.h.StartWorkers(1)
 	got := e.final(t, id)
 	email := hardChannel(got, "email")
-	if got.Str("status") != herald.NotificationFailed || email["status"] != herald.DeliveryFailed || email["reason"] != herald.ReasonContentTooLarge ||
+	if statusOf(got) != herald.NotificationFailed || email["status"] != string(herald.DeliveryFailed) || email["reason"] != string(herald.ReasonContentTooLarge) ||
 		!strings.Contains(fmt.Sprint(email["last_error"]), "524288") {
 		t.Fatalf("want email failed with reason content_too_large: %s", got.Body)
 	}
@@ -267,7 +267,7 @@ func TestRetryOverridesAreValidatedWhole(t *testing.T) {
 	// Store an invalid override directly: the workflow must fall back to the default.
 	tenantID := e.tenantID(t)
 	if err := e.h.Store.UpdateTenantSettings(context.Background(), tenantID, func(ts *store.TenantSettings) {
-		ts.RetryPolicies = map[string]herald.RetryPolicy{herald.ChannelEmail: {InitialInterval: herald.Duration{Duration: 10 * time.Minute}}}
+		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{herald.ChannelEmail: {InitialInterval: herald.Duration{Duration: 10 * time.Minute}}}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestRetryOverridesAreValidatedWhole(t *testing.T) {
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", r.Status, r.Body)
 	}
-	if got := e.final(t, r.Str("notification_id")); got.Str("status") != herald.NotificationSent && got.Str("status") != herald.NotificationDelivered {
+	if got := e.final(t, r.Str("notification_id")); statusOf(got) != herald.NotificationSent && statusOf(got) != herald.NotificationDelivered {
 		t.Fatalf("want the email sent with the default retry policy: %s", got.Body)
 	}
 }

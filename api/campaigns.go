@@ -359,33 +359,33 @@ func (h *campaignsRoom) startCampaign(c *gin.Context, cp store.Campaign, created
 
 // channelCounts are one channel's deliveries by outcome.
 type channelCounts struct {
-	Queued       int64            `json:"queued"`
-	Deferred     int64            `json:"deferred"`
-	Retrying     int64            `json:"retrying"`
-	Sent         int64            `json:"sent"`
-	Delivered    int64            `json:"delivered"`
-	Suppressed   map[string]int64 `json:"suppressed"`
-	Failed       int64            `json:"failed"`
-	DeadLettered int64            `json:"dead_lettered"`
-	Cancelled    int64            `json:"cancelled"`
+	Queued       int64                   `json:"queued"`
+	Deferred     int64                   `json:"deferred"`
+	Retrying     int64                   `json:"retrying"`
+	Sent         int64                   `json:"sent"`
+	Delivered    int64                   `json:"delivered"`
+	Suppressed   map[herald.Reason]int64 `json:"suppressed"`
+	Failed       int64                   `json:"failed"`
+	DeadLettered int64                   `json:"dead_lettered"`
+	Cancelled    int64                   `json:"cancelled"`
 }
 
 type campaignView struct {
-	CampaignID    string                    `json:"campaign_id"`
-	Status        string                    `json:"status"`
-	TemplateID    string                    `json:"template_id"`
-	Channels      []string                  `json:"channels"`
-	Audience      gin.H                     `json:"audience"`
-	RatePerSecond *float64                  `json:"rate_per_second"`
-	SendAt        *time.Time                `json:"send_at"`
-	CreatedAt     time.Time                 `json:"created_at"`
-	StartedAt     *time.Time                `json:"started_at"`
-	FinishedAt    *time.Time                `json:"finished_at"`
-	WorkflowID    string                    `json:"workflow_id"`
-	Processed     int64                     `json:"recipients_processed"`
-	Counts        map[string]*channelCounts `json:"counts"`
-	CurrentRate   float64                   `json:"current_rate"`
-	ETASeconds    *int64                    `json:"eta_seconds"`
+	CampaignID    string                            `json:"campaign_id"`
+	Status        string                            `json:"status"`
+	TemplateID    string                            `json:"template_id"`
+	Channels      []herald.Channel                  `json:"channels"`
+	Audience      gin.H                             `json:"audience"`
+	RatePerSecond *float64                          `json:"rate_per_second"`
+	SendAt        *time.Time                        `json:"send_at"`
+	CreatedAt     time.Time                         `json:"created_at"`
+	StartedAt     *time.Time                        `json:"started_at"`
+	FinishedAt    *time.Time                        `json:"finished_at"`
+	WorkflowID    string                            `json:"workflow_id"`
+	Processed     int64                             `json:"recipients_processed"`
+	Counts        map[herald.Channel]*channelCounts `json:"counts"`
+	CurrentRate   float64                           `json:"current_rate"`
+	ETASeconds    *int64                            `json:"eta_seconds"`
 }
 
 func viewCampaign(cp store.Campaign) campaignView {
@@ -413,13 +413,13 @@ func (h *campaignsRoom) campaignWithCounts(ctx context.Context, cp store.Campaig
 		return v, err
 	}
 	v.Processed = processed
-	v.Counts = map[string]*channelCounts{}
+	v.Counts = map[herald.Channel]*channelCounts{}
 	var notYet int64
 	if cp.AudienceSize != nil && *cp.AudienceSize > processed && !herald.CampaignFinal(cp.Status) {
 		notYet = *cp.AudienceSize - processed
 	}
 	for _, ch := range cp.Channels {
-		v.Counts[ch] = &channelCounts{Queued: notYet, Suppressed: map[string]int64{}}
+		v.Counts[ch] = &channelCounts{Queued: notYet, Suppressed: map[herald.Reason]int64{}}
 	}
 	for _, n := range counts {
 		cc := v.Counts[n.Channel]

@@ -125,7 +125,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	}
 	inApp, email := counts(t, done, "in_app"), counts(t, done, "email")
 	if num(inApp, "delivered") != 5000 || num(email, "sent") != 4998 || num(email, "deferred") != 1 ||
-		int(email["suppressed"].(map[string]any)[herald.ReasonOptedOutChannel].(float64)) != 1 || num(done.JSON, "recipients_processed") != 5000 {
+		int(email["suppressed"].(map[string]any)[string(herald.ReasonOptedOutChannel)].(float64)) != 1 || num(done.JSON, "recipients_processed") != 5000 {
 		t.Fatalf("counts: %s", done.Body)
 	}
 	if a := done.JSON["audience"].(map[string]any); a["size"].(float64) != 5000 {
@@ -152,11 +152,11 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 		t.Fatal("the opted-out user got an email")
 	}
 	_, ch := h.Channels(key, opted)
-	if ch["email"]["status"] != herald.DeliverySuppressed || ch["email"]["reason"] != herald.ReasonOptedOutChannel || ch["in_app"]["status"] != herald.DeliveryDelivered {
+	if ch["email"]["status"] != string(herald.DeliverySuppressed) || ch["email"]["reason"] != string(herald.ReasonOptedOutChannel) || ch["in_app"]["status"] != string(herald.DeliveryDelivered) {
 		t.Fatalf("opted-out recipient: %v", ch)
 	}
 	quiet := ids.CampaignNotificationID(tenantID, "spring-sale", "u00011")
-	if _, ch := h.Channels(key, quiet); ch["email"]["status"] != herald.DeliveryScheduled || ch["email"]["reason"] != herald.ReasonQuietHours {
+	if _, ch := h.Channels(key, quiet); ch["email"]["status"] != string(herald.DeliveryScheduled) || ch["email"]["reason"] != string(herald.ReasonQuietHours) {
 		t.Fatalf("quiet-hours recipient: %v", ch)
 	}
 	inbox := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/u00123/inbox", key, nil)
@@ -210,7 +210,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	if err := val.Get(&res); err != nil || res.Retrying != 1 || res.Delivered != 0 {
 		t.Fatalf("re-run with an in-doubt email: %+v %v", res, err)
 	}
-	var reason string
+	var reason herald.Reason
 	if err := pool.QueryRow(context.Background(), `SELECT reason FROM campaign_pending WHERE notification_id = $1 AND channel = 'email'`, doubt).Scan(&reason); err != nil || reason != herald.ReasonInDoubt {
 		t.Fatalf("in-doubt email owed as %q (%v)", reason, err)
 	}

@@ -19,10 +19,11 @@ const maxBulkRedrive = 1000
 // deadLetterFilter reads channel, template_id, since, until (RFC 3339), status,
 // limit (defaultPageLimit, at most maxPageLimit) and cursor from the query string.
 func deadLetterFilter(c *gin.Context, tenantID string) (store.DeadLetterFilter, error) {
-	f := store.DeadLetterFilter{TenantID: tenantID, Channel: c.Query("channel"), TemplateID: c.Query("template_id"),
+	f := store.DeadLetterFilter{TenantID: tenantID, TemplateID: c.Query("template_id"),
 		Status: c.DefaultQuery("status", store.DeadLetterOpen)}
-	if f.Channel != "" && !contains(knownChannels, f.Channel) {
-		return f, badField("channel", "invalid_field", "channel must be one of %v", knownChannels)
+	var herr *httpError
+	if f.Channel, herr = filterChannel(c.Query("channel")); herr != nil {
+		return f, herr
 	}
 	switch f.Status {
 	case store.DeadLetterOpen, store.DeadLetterRedriving, store.DeadLetterRedriven:
@@ -132,10 +133,11 @@ func (h *notificationsRoom) bulkRedrive(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	f := store.DeadLetterFilter{TenantID: tenantOf(c).ID, Channel: req.Channel, TemplateID: req.TemplateID,
+	f := store.DeadLetterFilter{TenantID: tenantOf(c).ID, TemplateID: req.TemplateID,
 		Status: store.DeadLetterOpen, Limit: maxBulkRedrive}
-	if f.Channel != "" && !contains(knownChannels, f.Channel) {
-		h.abort(c, badField("channel", "invalid_field", "channel must be one of %v", knownChannels))
+	var herr *httpError
+	if f.Channel, herr = filterChannel(req.Channel); herr != nil {
+		h.abort(c, herr)
 		return
 	}
 	if req.Limit != 0 {

@@ -114,7 +114,7 @@ func TestConcurrentDuplicatesCollapseToOne(t *testing.T) {
 	}
 	// A retry after delivery still returns the original id, now with its status.
 	again := h.Submit(key, body)
-	if again.Status != http.StatusOK || again.Str("notification_id") != id || again.Str("status") != herald.NotificationDelivered {
+	if again.Status != http.StatusOK || again.Str("notification_id") != id || statusOf(again) != herald.NotificationDelivered {
 		t.Fatalf("late duplicate: %d %s", again.Status, again.Body)
 	}
 	// Every duplicate was counted: the 199 of the storm and the late one.

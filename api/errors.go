@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/jsondecode"
 )
 
@@ -25,7 +26,7 @@ type httpError struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	// Channel names the channel a render_failed or content_too_large is about.
-	Channel string `json:"channel,omitempty"`
+	Channel herald.Channel `json:"channel,omitempty"`
 	// Missing lists the data variables a template needs but the request lacks.
 	Missing []string `json:"missing,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers/providertest"
 )
 
@@ -139,7 +140,7 @@ func TestScheduledSendIsDeliveredAtSendAt(t *testing.T) {
 		if overall != "scheduled" {
 			t.Fatalf("before send_at the notification is %s, want scheduled", overall)
 		}
-		for _, ch := range []string{"email", "in_app"} {
+		for _, ch := range []herald.Channel{"email", "in_app"} {
 			if chans[ch]["status"] != "scheduled" || chans[ch]["reason"] != "send_at" {
 				t.Fatalf("before send_at %s is %v", ch, chans[ch])
 			}

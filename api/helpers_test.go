@@ -57,8 +57,13 @@ func waitDelivered(h *apitest.Harness, key, id string) apitest.Response {
 	return h.AwaitStatus(key, id, herald.NotificationDelivered, 20*time.Second)
 }
 
+// statusOf is a notification status response's overall status.
+func statusOf(r apitest.Response) herald.NotificationStatus {
+	return herald.NotificationStatus(r.Str("status"))
+}
+
 // channelOf returns a channel of a notification status response.
-func channelOf(t *testing.T, r apitest.Response, channel string) map[string]any {
+func channelOf(t *testing.T, r apitest.Response, channel herald.Channel) map[string]any {
 	t.Helper()
 	c := r.Channels()[channel]
 	if c == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // TestNoProviderFailsInsteadOfSandbox: on a production worker (no sandbox
@@ -27,7 +28,7 @@ func TestNoProviderFailsInsteadOfSandbox(t *testing.T) {
 		"user_id": "ada", "template_id": "order", "channels": []string{"in_app", "email", "sms", "push"},
 		"idempotency_key": "no-provider-1"})
 	id := r.Str("notification_id")
-	for _, ch := range []string{"email", "push"} {
+	for _, ch := range []herald.Channel{"email", "push"} {
 		got := h.AwaitChannel(key, id, ch, "failed", "no_provider", 15*time.Second)
 		if got["provider"] != nil || got["sent_at"] != nil || len(history(got)) != 0 {
 			t.Errorf("%s without a provider: %v", ch, got)

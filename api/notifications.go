@@ -52,15 +52,15 @@ type channelView struct {
 }
 
 type notificationView struct {
-	NotificationID string        `json:"notification_id"`
-	UserID         string        `json:"user_id"`
-	TemplateID     string        `json:"template_id"`
-	Status         string        `json:"status"`
-	AcceptedAt     time.Time     `json:"accepted_at"`
-	UpdatedAt      time.Time     `json:"updated_at"`
-	WorkflowID     string        `json:"workflow_id"`
-	RunID          string        `json:"run_id"`
-	Channels       []channelView `json:"channels"`
+	NotificationID string                    `json:"notification_id"`
+	UserID         string                    `json:"user_id"`
+	TemplateID     string                    `json:"template_id"`
+	Status         herald.NotificationStatus `json:"status"`
+	AcceptedAt     time.Time                 `json:"accepted_at"`
+	UpdatedAt      time.Time                 `json:"updated_at"`
+	WorkflowID     string                    `json:"workflow_id"`
+	RunID          string                    `json:"run_id"`
+	Channels       []channelView             `json:"channels"`
 	dedupView
 }
 

@@ -156,7 +156,7 @@ func deadLetter(t *testing.T, h *apitest.Harness, tenantID string, i int) int64 
 	k := ids.IdempotencyKeyHash(fmt.Sprintf("%s-%d-%d", tenantID, i, time.Now().UnixNano()))
 	nid := ids.NotificationID(k, "00000000-0000-4000-8000-000000000000")
 	if err := h.Store.InsertNotification(ctx, store.Notification{TenantID: tenantID, ID: nid, UserID: "ada", TemplateID: "t",
-		Channels: []string{herald.ChannelEmail}, WorkflowID: ids.NotificationWorkflowID(tenantID, k), RunID: "r", DedupKeyHash: k.String(),
+		Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: ids.NotificationWorkflowID(tenantID, k), RunID: "r", DedupKeyHash: k.String(),
 		Status: herald.NotificationSending, AcceptedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

@@ -30,9 +30,9 @@ type userPreferencesView struct {
 }
 
 type settingsView struct {
-	CategoryCaps  map[string]int                `json:"category_caps"`
-	DefaultLocale string                        `json:"default_locale"`
-	RetryPolicies map[string]herald.RetryPolicy `json:"retry_policies"`
+	CategoryCaps  map[string]int                        `json:"category_caps"`
+	DefaultLocale string                                `json:"default_locale"`
+	RetryPolicies map[herald.Channel]herald.RetryPolicy `json:"retry_policies"`
 	// API limits on POST /v1/notifications, the operator's (read-only here); 0
 	// means the server default.
 	APIRatePerSecond float64 `json:"api_rate_per_second"`

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 )
 
@@ -149,7 +150,11 @@ func TestOptOutsAndCriticalBypass(t *testing.T) {
 		h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/"+u+"/preferences", key, p)
 	}
 
-	type want struct{ channel, status, reason string }
+	type want struct {
+		channel herald.Channel
+		status  herald.DeliveryStatus
+		reason  herald.Reason
+	}
 	cases := []struct {
 		user, template string
 		wants          []want

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/templates"
 )
 
@@ -66,7 +67,7 @@ func (h *templatesRoom) previewTemplate(c *gin.Context) {
 		return
 	}
 	resolved := templates.ResolveLocale(locale, t.AvailableLocales(), ts.DefaultLocale)
-	out := map[string]templates.Rendered{}
+	out := map[herald.Channel]templates.Rendered{}
 	for _, ch := range t.Channels() {
 		// The accept path's check: what previews is what a notification may carry.
 		r, err := checkRender(t, ch, resolved, data)

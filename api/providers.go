@@ -67,7 +67,7 @@ type putProviderRequest struct {
 
 // providerConfigView is a provider config as the API shows it: never the secret.
 type providerConfigView struct {
-	Channel        string          `json:"channel"`
+	Channel        herald.Channel  `json:"channel"`
 	Provider       string          `json:"provider"`
 	Priority       int             `json:"priority"`
 	Enabled        bool            `json:"enabled"`
@@ -102,18 +102,18 @@ func (h *providersRoom) haveProviders(c *gin.Context) bool {
 
 // channelProviders lists the providers that can serve channel, in display order
 // (none: not a provider channel).
-func (h *providersRoom) channelProviders(channel string) []string {
+func (h *providersRoom) channelProviders(channel herald.Channel) []string {
 	return h.cfg.Registry.ForChannel(channel)
 }
 
 // providerChannel is how every handler under /providers/{channel} begins: the
 // providers are wired (haveProviders) and the path's channel is one a provider
 // serves. It returns the channel, or aborts c and returns false.
-func (h *providersRoom) providerChannel(c *gin.Context) (string, bool) {
+func (h *providersRoom) providerChannel(c *gin.Context) (herald.Channel, bool) {
 	if !h.haveProviders(c) {
 		return "", false
 	}
-	channel := c.Param("channel")
+	channel := herald.Channel(c.Param("channel"))
 	if len(h.channelProviders(channel)) == 0 {
 		h.abort(c, badField("channel", "unknown_channel", "channel must be email, sms or push"))
 		return "", false

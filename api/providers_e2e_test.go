@@ -345,7 +345,7 @@ func TestSandboxListsWhatWouldHaveBeenSent(t *testing.T) {
 	id := h.Accept(key, map[string]any{"user_id": "ada", "template_id": "welcome", "channels": []string{"email", "sms"},
 		"data": map[string]any{"title": "Welcome", "body": "Hello Ada"}})
 	got := h.AwaitStatus(key, id, "sent", 30*time.Second)
-	for _, ch := range []string{"email", "sms"} {
+	for _, ch := range []herald.Channel{"email", "sms"} {
 		if c := channelOf(t, got, ch); c["status"] != "sent" || c["provider"] != "sandbox" {
 			t.Fatalf("channel %s: %s", ch, got.Body)
 		}

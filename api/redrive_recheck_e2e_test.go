@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // deadLetterNow sends a notification on channel while the provider is down (one
@@ -12,7 +14,7 @@ import (
 func (e failEnv) deadLetterNow(t *testing.T, channel string) (string, map[string]any) {
 	t.Helper()
 	id := e.mustNotify(t, "queued", nil, channel)
-	e.h.AwaitChannel(e.key, id, channel, "failed", "dead_lettered", 15*time.Second)
+	e.h.AwaitChannel(e.key, id, herald.Channel(channel), "failed", "dead_lettered", 15*time.Second)
 	d := deadLetterOf(deadLetters(t, e.h, e.key, ""), id, channel)
 	if d == nil {
 		t.Fatalf("%s %s was not dead-lettered", id, channel)

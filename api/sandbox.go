@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/providers"
 )
@@ -17,7 +18,7 @@ import (
 type sandboxMessageView struct {
 	ID             int64           `json:"id"`
 	NotificationID string          `json:"notification_id"`
-	Channel        string          `json:"channel"`
+	Channel        herald.Channel  `json:"channel"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Recipient      string          `json:"recipient"`
 	Subject        string          `json:"subject"`

@@ -62,11 +62,11 @@ type retryPolicyRequest struct {
 // retries validates the retry overrides: provider channels only, positive
 // durations (Go syntax: "500ms", "2m"), coefficient ≥ 1, attempts 1..100, and
 // each policy whole as it applies over the default (herald.RetryPolicy.Validate).
-func (r putSettingsRequest) retries() (map[string]herald.RetryPolicy, *httpError) {
-	out := map[string]herald.RetryPolicy{}
-	for _, ch := range sortedChannels(r.RetryPolicies) {
-		in := r.RetryPolicies[ch]
-		field := "retry_policies." + ch
+func (r putSettingsRequest) retries() (map[herald.Channel]herald.RetryPolicy, *httpError) {
+	out := map[herald.Channel]herald.RetryPolicy{}
+	for _, name := range sortedChannels(r.RetryPolicies) {
+		in := r.RetryPolicies[name]
+		ch, field := herald.Channel(name), "retry_policies."+name
 		if !herald.IsProviderChannel(ch) {
 			return nil, badField(field, "invalid_field", "retry policies apply to email, sms and push")
 		}
@@ -175,7 +175,7 @@ func (h *accountRoom) putSettings(c *gin.Context) {
 	if verr == nil {
 		verr = req.validLocale()
 	}
-	var retries map[string]herald.RetryPolicy
+	var retries map[herald.Channel]herald.RetryPolicy
 	if verr == nil {
 		retries, verr = req.retries()
 	}
@@ -224,7 +224,7 @@ func (h *accountRoom) answerSettings(c *gin.Context, tenantID string) {
 		ts.CategoryCaps = map[string]int{}
 	}
 	if ts.RetryPolicies == nil {
-		ts.RetryPolicies = map[string]herald.RetryPolicy{}
+		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{}
 	}
 	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies,
 		APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota})

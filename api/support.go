@@ -19,26 +19,26 @@ import (
 // count and every channel's outcome with its reason.
 
 // notificationStatuses are the overall statuses the support view filters by.
-var notificationStatuses = []string{
+var notificationStatuses = []herald.NotificationStatus{
 	herald.NotificationQueued, herald.NotificationScheduled, herald.NotificationSending, herald.NotificationSent,
 	herald.NotificationDelivered, herald.NotificationPartiallyFailed, herald.NotificationFailed,
 	herald.NotificationSuppressed, herald.NotificationCancelled,
 }
 
 // undelivered are the channel statuses that end without the user getting it.
-var undelivered = []string{herald.DeliverySuppressed, herald.DeliveryCancelled, herald.DeliveryFailed}
+var undelivered = []herald.DeliveryStatus{herald.DeliverySuppressed, herald.DeliveryCancelled, herald.DeliveryFailed}
 
 // supportItem is one notification of the support view.
 type supportItem struct {
-	NotificationID string           `json:"notification_id"`
-	UserID         string           `json:"user_id"`
-	TemplateID     string           `json:"template_id"`
-	Status         string           `json:"status"`
-	AcceptedAt     time.Time        `json:"accepted_at"`
-	UpdatedAt      time.Time        `json:"updated_at"`
-	WorkflowID     string           `json:"workflow_id"`
-	RunID          string           `json:"run_id"`
-	Channels       []store.Delivery `json:"channels"`
+	NotificationID string                    `json:"notification_id"`
+	UserID         string                    `json:"user_id"`
+	TemplateID     string                    `json:"template_id"`
+	Status         herald.NotificationStatus `json:"status"`
+	AcceptedAt     time.Time                 `json:"accepted_at"`
+	UpdatedAt      time.Time                 `json:"updated_at"`
+	WorkflowID     string                    `json:"workflow_id"`
+	RunID          string                    `json:"run_id"`
+	Channels       []store.Delivery          `json:"channels"`
 	// NotDelivered lists the channels that ended without reaching the user, with
 	// the reason (opted out, quiet hours, cap, no address, cancelled, no provider,
 	// dead-lettered, ...).
@@ -47,9 +47,9 @@ type supportItem struct {
 }
 
 type notDelivered struct {
-	Channel string  `json:"channel"`
-	Status  string  `json:"status"`
-	Reason  *string `json:"reason"`
+	Channel herald.Channel        `json:"channel"`
+	Status  herald.DeliveryStatus `json:"status"`
+	Reason  *herald.Reason        `json:"reason"`
 }
 
 func newSupportItem(n store.SupportNotification) supportItem {
@@ -89,7 +89,7 @@ func supportFilter(c *gin.Context, list string) (store.UserNotificationFilter, *
 		}
 		f.TemplateID = v
 	}
-	if v := c.Query("status"); v != "" {
+	if v := herald.NotificationStatus(c.Query("status")); v != "" {
 		if !contains(notificationStatuses, v) {
 			return f, badField("status", "invalid_field", "status must be one of %v", notificationStatuses)
 		}

@@ -82,7 +82,7 @@ func TestSupportViewAnswersWhyNot(t *testing.T) {
 		t.Fatalf("dedup_until %v should be a window after first_seen_at %v", it["dedup_until"], it["first_seen_at"])
 	}
 	nd := it["not_delivered"].([]any)
-	if len(nd) != 1 || nd[0].(map[string]any)["channel"] != "email" || nd[0].(map[string]any)["reason"] != herald.ReasonNoAddress {
+	if len(nd) != 1 || nd[0].(map[string]any)["channel"] != "email" || nd[0].(map[string]any)["reason"] != string(herald.ReasonNoAddress) {
 		t.Fatalf("not_delivered should name email / no_address: %v", it["not_delivered"])
 	}
 	if chans := it["channels"].([]any); len(chans) != 2 || chans[1].(map[string]any)["status"] != "delivered" {

@@ -91,8 +91,8 @@ type templateView struct {
 	templates.Template
 	// Channels are the channels the template has content for: the default
 	// channels of a notification sent with it.
-	Channels  []string  `json:"channels"`
-	CreatedAt time.Time `json:"created_at"`
+	Channels  []herald.Channel `json:"channels"`
+	CreatedAt time.Time        `json:"created_at"`
 }
 
 func viewTemplate(rec store.TemplateRecord) templateView {
@@ -116,7 +116,7 @@ func templateFieldPath(e templates.FieldError) string {
 		parts = append(parts, "locales", e.Locale)
 	}
 	if e.Channel != "" {
-		parts = append(parts, e.Channel)
+		parts = append(parts, string(e.Channel))
 	}
 	if e.Field != "template" && (e.Field != "locales" || e.Locale == "") {
 		parts = append(parts, e.Field)

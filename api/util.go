@@ -6,7 +6,7 @@ import (
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-func contains(list []string, v string) bool {
+func contains[E comparable](list []E, v E) bool {
 	for _, x := range list {
 		if x == v {
 			return true

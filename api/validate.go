@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/mail"
 	"regexp"
-	"sort"
+	"slices"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -86,9 +86,6 @@ func validTimezone(v string) *httpError {
 // /v1/campaigns): the same fields are checked alike and refused with the same
 // codes and messages.
 
-// knownChannels are the channels Herald delivers; anything else is rejected, never dropped.
-var knownChannels = []string{herald.ChannelInApp, herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}
-
 // maxScheduleAhead bounds send_at.
 const maxScheduleAhead = 366 * 24 * time.Hour
 
@@ -104,26 +101,36 @@ func requireTemplateID(v *string) (string, *httpError) {
 }
 
 // validChannels checks a request's channels: absent (nil) means the template's;
-// given, at least one, each known and listed once. It returns them in a
-// canonical order, so a resubmission in another order is equal.
-func validChannels(channels []string) ([]string, *httpError) {
-	if channels != nil && len(channels) == 0 {
-		return nil, badField("channels", "invalid_field", "channels must list at least one of %v, or be left out for the template's channels", knownChannels)
+// given, at least one, each known (herald.Channels; anything else is rejected,
+// never dropped) and listed once. It returns them as channels in a canonical
+// order, so a resubmission in another order is equal.
+func validChannels(names []string) ([]herald.Channel, *httpError) {
+	if names != nil && len(names) == 0 {
+		return nil, badField("channels", "invalid_field", "channels must list at least one of %v, or be left out for the template's channels", herald.Channels)
 	}
-	seen := map[string]bool{}
-	for i, ch := range channels {
-		field := "channels[" + itoa(i) + "]"
+	var channels []herald.Channel
+	for i, name := range names {
+		ch, field := herald.Channel(name), "channels["+itoa(i)+"]"
 		switch {
-		case !contains(knownChannels, ch):
-			return nil, badField(field, "unknown_channel", "unknown channel %q; channels are %v", ch, knownChannels)
-		case seen[ch]:
+		case !herald.IsChannel(ch):
+			return nil, badField(field, "unknown_channel", "unknown channel %q; channels are %v", ch, herald.Channels)
+		case slices.Contains(channels, ch):
 			return nil, badField(field, "duplicate_channel", "channel %q is listed twice", ch)
 		}
-		seen[ch] = true
+		channels = append(channels, ch)
 	}
-	sorted := append([]string(nil), channels...)
-	sort.Strings(sorted)
-	return sorted, nil
+	slices.Sort(channels)
+	return channels, nil
+}
+
+// filterChannel is the channel a filter names ("" : any), which must be one
+// Herald delivers.
+func filterChannel(name string) (herald.Channel, *httpError) {
+	ch := herald.Channel(name)
+	if ch != "" && !herald.IsChannel(ch) {
+		return "", badField("channel", "invalid_field", "channel must be one of %v", herald.Channels)
+	}
+	return ch, nil
 }
 
 // sendTime is a request's send_at.
@@ -170,7 +177,7 @@ func (tc *templateCache) forSend(ctx context.Context, tenantID, templateID strin
 // templateChannels are the channels to send on: the template's when the request
 // named none; otherwise the request's, each of which the template must have
 // content for (422 channel_not_in_template).
-func templateChannels(t templates.Template, channels []string) ([]string, error) {
+func templateChannels(t templates.Template, channels []herald.Channel) ([]herald.Channel, error) {
 	if len(channels) == 0 {
 		return t.Channels(), nil
 	}
@@ -192,7 +199,7 @@ func templateChannels(t templates.Template, channels []string) ([]string, error)
 // accepted notification that fails later; content over
 // contract.MaxRenderedBytes would otherwise make Temporal terminate the run (no
 // status, no dead letter, dedup key released).
-func checkContent(ctx context.Context, settings *settingsCache, tenantID string, t templates.Template, channels []string, userLocale string, data templates.Data) error {
+func checkContent(ctx context.Context, settings *settingsCache, tenantID string, t templates.Template, channels []herald.Channel, userLocale string, data templates.Data) error {
 	if missing := templates.MissingVariables(t, "", data, channels...); len(missing) > 0 {
 		return missingVariablesError(missing)
 	}
@@ -212,11 +219,11 @@ func checkContent(ctx context.Context, settings *settingsCache, tenantID string,
 // checkRender renders one channel and answers what a delivery would meet: 422
 // render_failed, or 422 content_too_large over contract.MaxRenderedBytes, both
 // naming the channel.
-func checkRender(t templates.Template, ch, locale string, data templates.Data) (templates.Rendered, *httpError) {
+func checkRender(t templates.Template, ch herald.Channel, locale string, data templates.Data) (templates.Rendered, *httpError) {
 	r, err := templates.Render(t, ch, locale, data)
 	if err != nil {
 		return r, &httpError{Status: http.StatusUnprocessableEntity, Code: "render_failed", Field: "data", Channel: ch,
-			Message: ch + ": " + err.Error()}
+			Message: string(ch) + ": " + err.Error()}
 	}
 	var big *contract.ContentTooLargeError
 	if err := contract.CheckRendered(r); errors.As(err, &big) {

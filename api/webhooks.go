@@ -187,7 +187,7 @@ func (h *providersRoom) publicBaseURL(c *gin.Context) string {
 //
 // Every step is idempotent: after an error the provider's retry of the whole
 // request converges to the same state.
-func (h *providersRoom) applyReceipts(ctx context.Context, tenantID, channel string, receipts []providers.Receipt) (webhookResult, error) {
+func (h *providersRoom) applyReceipts(ctx context.Context, tenantID string, channel herald.Channel, receipts []providers.Receipt) (webhookResult, error) {
 	mine := providers.FilterTenant(receipts, tenantID)
 	res := webhookResult{Received: len(receipts), Ignored: len(receipts) - len(mine)}
 	known := map[string]bool{} // notification id → the tenant has it
@@ -260,9 +260,10 @@ func receiptUpdate(r providers.Receipt) store.DeliveryUpdate {
 		u.ProviderMessageID = &id
 	}
 	if u.Status == herald.DeliveryFailed {
-		reason := r.Reason
+		// The provider's words: its reason, else its status name.
+		reason := herald.Reason(r.Reason)
 		if reason == "" {
-			reason = r.ProviderStatus
+			reason = herald.Reason(r.ProviderStatus)
 		}
 		u.Reason = &reason
 	}
@@ -273,7 +274,7 @@ func receiptUpdate(r providers.Receipt) store.DeliveryUpdate {
 // (queued; best effort here: the provider's retry of this request would queue
 // it again).
 func (h *providersRoom) emitReceipt(ctx context.Context, tenantID string, r providers.Receipt, u store.DeliveryUpdate) {
-	reason := ""
+	var reason herald.Reason
 	if u.Reason != nil {
 		reason = *u.Reason
 	}

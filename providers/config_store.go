@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/herald-notify/herald/internal/dbx"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/secrets"
 )
 
@@ -27,7 +28,7 @@ func NewStore(db dbx.DB, keys *secrets.Keyring) *Store { return &Store{db: db, k
 // ProviderConfig is one provider configured for a tenant's channel.
 type ProviderConfig struct {
 	TenantID string
-	Channel  string
+	Channel  herald.Channel
 	Provider string
 	// Priority orders several providers of a channel, lowest first.
 	Priority int
@@ -52,8 +53,8 @@ func (c ProviderConfig) String() string {
 		c.TenantID, c.Channel, c.Provider, c.Priority, c.Enabled, c.Settings)
 }
 
-func secretAAD(tenantID, channel, provider string) []byte {
-	return []byte("herald/provider_configs/" + tenantID + "/" + channel + "/" + provider)
+func secretAAD(tenantID string, channel herald.Channel, provider string) []byte {
+	return []byte("herald/provider_configs/" + tenantID + "/" + string(channel) + "/" + provider)
 }
 
 // PutProviderConfig inserts or replaces a tenant's provider config. The secret is
@@ -118,14 +119,14 @@ func (s *Store) scanConfig(row pgx.Row) (ProviderConfig, error) {
 }
 
 // GetProviderConfig reads one config with its secret opened.
-func (s *Store) GetProviderConfig(ctx context.Context, tenantID, channel, provider string) (ProviderConfig, error) {
+func (s *Store) GetProviderConfig(ctx context.Context, tenantID string, channel herald.Channel, provider string) (ProviderConfig, error) {
 	return s.scanConfig(s.db.QueryRow(ctx, `SELECT `+configColumns+` FROM provider_configs
 		WHERE tenant_id = $1 AND channel = $2 AND provider = $3`, tenantID, channel, provider))
 }
 
 // ProviderConfigs returns a channel's enabled configs, lowest priority first, with
 // secrets opened. None means the tenant uses the sandbox for that channel.
-func (s *Store) ProviderConfigs(ctx context.Context, tenantID, channel string) ([]ProviderConfig, error) {
+func (s *Store) ProviderConfigs(ctx context.Context, tenantID string, channel herald.Channel) ([]ProviderConfig, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+configColumns+` FROM provider_configs
 		WHERE tenant_id = $1 AND channel = $2 AND enabled ORDER BY priority, provider`, tenantID, channel)
 	if err != nil {
@@ -144,7 +145,7 @@ func (s *Store) ProviderConfigs(ctx context.Context, tenantID, channel string) (
 }
 
 // DeleteProviderConfig removes a config; it reports whether one existed.
-func (s *Store) DeleteProviderConfig(ctx context.Context, tenantID, channel, provider string) (bool, error) {
+func (s *Store) DeleteProviderConfig(ctx context.Context, tenantID string, channel herald.Channel, provider string) (bool, error) {
 	tag, err := s.db.Exec(ctx, `DELETE FROM provider_configs WHERE tenant_id = $1 AND channel = $2 AND provider = $3`,
 		tenantID, channel, provider)
 	return tag.RowsAffected() == 1, err
@@ -257,7 +258,7 @@ func (s *Store) RecordReceipt(ctx context.Context, r Receipt) (bool, error) {
 // channel) — delivered over failed over deferred over sent over accepted, then the
 // latest — and whether there is any. Any receipt proves the provider accepted the
 // message: the delivery guard checks this before calling the provider again.
-func (s *Store) LatestReceipt(ctx context.Context, tenantID, notificationID, channel string) (Receipt, bool, error) {
+func (s *Store) LatestReceipt(ctx context.Context, tenantID, notificationID string, channel herald.Channel) (Receipt, bool, error) {
 	var r Receipt
 	var status string
 	var reason, eventID *string
@@ -287,7 +288,7 @@ func (s *Store) LatestReceipt(ctx context.Context, tenantID, notificationID, cha
 // LatestReceipts is LatestReceipt for many notifications of one channel at
 // once (a campaign batch's guard): notification id → its most final receipt,
 // for those that have one.
-func (s *Store) LatestReceipts(ctx context.Context, tenantID string, notificationIDs []string, channel string) (map[string]Receipt, error) {
+func (s *Store) LatestReceipts(ctx context.Context, tenantID string, notificationIDs []string, channel herald.Channel) (map[string]Receipt, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT DISTINCT ON (notification_id) tenant_id, notification_id, channel, provider, provider_message_id, status, provider_status, occurred_at
 		FROM provider_receipts WHERE tenant_id = $1 AND notification_id = ANY($2) AND channel = $3

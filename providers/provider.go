@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Tags name the notification a provider call belongs to. Every provider carries them
@@ -24,7 +25,7 @@ import (
 type Tags struct {
 	TenantID       string
 	NotificationID string
-	Channel        string
+	Channel        herald.Channel
 }
 
 // Validate reports a missing tag.
@@ -45,8 +46,8 @@ func (t Tags) Validate() error {
 func (t Tags) IdempotencyKey() string { return IdempotencyKey(t.NotificationID, t.Channel) }
 
 // IdempotencyKey returns "notificationID:channel".
-func IdempotencyKey(notificationID, channel string) string {
-	return notificationID + ":" + channel
+func IdempotencyKey(notificationID string, channel herald.Channel) string {
+	return notificationID + ":" + string(channel)
 }
 
 // Result is what a provider returns when it accepted a message.

@@ -1,6 +1,10 @@
 package providers
 
-import "time"
+import (
+	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
+)
 
 // ReceiptStatus is a provider-neutral delivery status carried by a receipt.
 type ReceiptStatus string
@@ -32,7 +36,7 @@ type Receipt struct {
 	// ProviderMessageID.
 	TenantID       string
 	NotificationID string
-	Channel        string
+	Channel        herald.Channel
 	// ProviderMessageID is in the form the send returned it (SendGrid's X-Message-Id,
 	// Twilio's MessageSid).
 	ProviderMessageID string
@@ -56,14 +60,14 @@ func (r Receipt) Named() bool {
 // "failed", or "sent" for everything that proves the provider has the message
 // (accepted, sent, deferred). Any receipt at all proves the provider accepted the
 // message, so a retry that finds one must not call the provider again.
-func (r Receipt) DeliveryStatus() string {
+func (r Receipt) DeliveryStatus() herald.DeliveryStatus {
 	switch r.Status {
 	case ReceiptDelivered:
-		return "delivered"
+		return herald.DeliveryDelivered
 	case ReceiptFailed:
-		return "failed"
+		return herald.DeliveryFailed
 	default:
-		return "sent"
+		return herald.DeliverySent
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/jsondecode"
 )
 
@@ -22,7 +23,7 @@ type Definition struct {
 	// Name is the provider name in provider_configs, Results and Errors.
 	Name string
 	// Channels are the channels it can serve.
-	Channels []string
+	Channels []herald.Channel
 	// NeedsCredentials: a config of this provider cannot be created without
 	// credentials.
 	NeedsCredentials bool
@@ -42,7 +43,7 @@ type Definition struct {
 }
 
 // Serves reports whether the provider can serve channel.
-func (d Definition) Serves(channel string) bool { return slices.Contains(d.Channels, channel) }
+func (d Definition) Serves(channel herald.Channel) bool { return slices.Contains(d.Channels, channel) }
 
 // Env is what building a sender takes from the process.
 type Env struct {
@@ -129,7 +130,7 @@ const WebhookPrefix = "/v1/webhooks/"
 // checked with the config of the tenant the request names.
 type Webhook struct {
 	// Channel is the channel whose deliveries the receipts are about.
-	Channel string
+	Channel herald.Channel
 	// MaxBodyBytes caps the request body.
 	MaxBodyBytes int64
 	// Precheck, when set, refuses a request before its body is read (a missing
@@ -220,7 +221,7 @@ func (r *Registry) Get(name string) (Definition, bool) {
 
 // ForChannel returns the names of the providers that can serve channel, in
 // registry order (none for an unknown channel).
-func (r *Registry) ForChannel(channel string) []string {
+func (r *Registry) ForChannel(channel herald.Channel) []string {
 	var names []string
 	for _, d := range r.defs {
 		if d.Serves(channel) {

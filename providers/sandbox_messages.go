@@ -4,17 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // SandboxMessage is one message the sandbox provider recorded instead of
 // sending it (package sandbox is the provider; the API lists these on the dev
 // stack without depending on it).
 type SandboxMessage struct {
-	ID             int64  `json:"id"`
-	TenantID       string `json:"-"`
-	NotificationID string `json:"notification_id"`
-	Channel        string `json:"channel"`
-	IdempotencyKey string `json:"idempotency_key"`
+	ID             int64          `json:"id"`
+	TenantID       string         `json:"-"`
+	NotificationID string         `json:"notification_id"`
+	Channel        herald.Channel `json:"channel"`
+	IdempotencyKey string         `json:"idempotency_key"`
 	// Recipient is the email address, phone number or device token.
 	Recipient string `json:"recipient"`
 	// Subject is the email subject or push title ("" for SMS).

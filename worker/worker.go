@@ -16,6 +16,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/workflows"
 )
 
@@ -26,13 +27,13 @@ func New(c client.Client, taskQueue string, acts *activities.Activities, opts sd
 	return w
 }
 
-// NewLanes returns one worker per priority lane (see workflows.Lanes), each polling
+// NewLanes returns one worker per priority lane (see herald.Lanes), each polling
 // its lane's task queue with slots of its own, so a bulk backlog cannot take the
 // slots critical notifications need. On Stop each waits up to stopTimeout for its
 // running activities (a provider call in flight) before cancelling them.
 func NewLanes(c client.Client, baseTaskQueue string, acts *activities.Activities, stopTimeout time.Duration) []sdkworker.Worker {
-	out := make([]sdkworker.Worker, 0, len(workflows.Lanes))
-	for _, lane := range workflows.Lanes {
+	out := make([]sdkworker.Worker, 0, len(herald.Lanes))
+	for _, lane := range herald.Lanes {
 		opts := LaneOptions(lane)
 		opts.WorkerStopTimeout = stopTimeout
 		out = append(out, New(c, workflows.LaneTaskQueue(baseTaskQueue, lane), acts, opts))
@@ -88,12 +89,12 @@ func Run(ctx context.Context, workers []sdkworker.Worker) error {
 
 // LaneOptions sizes a lane's worker: critical traffic gets generous slots and is
 // polled eagerly; bulk is capped so it drains steadily without crowding the others.
-func LaneOptions(lane string) sdkworker.Options {
+func LaneOptions(lane herald.Lane) sdkworker.Options {
 	switch lane {
-	case workflows.LaneCritical:
+	case herald.LaneCritical:
 		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 200, MaxConcurrentWorkflowTaskExecutionSize: 200,
 			MaxConcurrentActivityTaskPollers: 4, MaxConcurrentWorkflowTaskPollers: 4}
-	case workflows.LaneBulk:
+	case herald.LaneBulk:
 		return sdkworker.Options{MaxConcurrentActivityExecutionSize: 50, MaxConcurrentWorkflowTaskExecutionSize: 50,
 			MaxConcurrentActivityTaskPollers: 4, MaxConcurrentWorkflowTaskPollers: 4}
 	default:

@@ -100,7 +100,7 @@ func campaignEnv(t *testing.T, a *fakeAudience) *testsuite.TestWorkflowEnvironme
 }
 
 func campaignIn() CampaignInput {
-	return CampaignInput{Spec: contract.CampaignSpec{TenantID: "t1", CampaignID: "c1", Channels: []string{herald.ChannelInApp}},
+	return CampaignInput{Spec: contract.CampaignSpec{TenantID: "t1", CampaignID: "c1", Channels: []herald.Channel{herald.ChannelInApp}},
 		PageSize: 10, Window: 3}
 }
 

@@ -16,7 +16,7 @@ func (w *notification) validateCancel(ctx workflow.Context) error {
 	for _, ch := range w.in.Channels {
 		switch w.state.Channels[ch].Status {
 		case herald.DeliverySending, herald.DeliverySent, herald.DeliveryDelivered:
-			return contract.AlreadySent.New("the notification was already sent on "+ch, nil)
+			return contract.AlreadySent.New("the notification was already sent on "+string(ch), nil)
 		case herald.DeliveryPending, herald.DeliveryScheduled:
 			waiting++
 		}

@@ -24,7 +24,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 		return err
 	}
 	w.retry = validRetryPolicies(ctx, prefs.RetryPolicies)
-	decisions := map[string]preferences.Decision{}
+	decisions := map[herald.Channel]preferences.Decision{}
 	live := 0
 	for _, d := range w.evaluate(ctx, prefs, w.in.Channels) {
 		decisions[d.Channel] = d
@@ -74,7 +74,7 @@ func (w *notification) loadPreferences(ctx workflow.Context) (contract.Preferenc
 
 // channelFlow waits out quiet hours (re-reading preferences when the wait ends, so a
 // change made meanwhile is honoured), then renders and delivers the channel.
-func (w *notification) channelFlow(ctx workflow.Context, ch string, d preferences.Decision, tenantLocale string) {
+func (w *notification) channelFlow(ctx workflow.Context, ch herald.Channel, d preferences.Decision, tenantLocale string) {
 	for d.Action == preferences.Defer {
 		w.schedule(ctx, ch, d.Reason)
 		if err := workflow.Sleep(ctx, d.DeferUntil.Sub(workflow.Now(ctx))); err != nil {
@@ -86,7 +86,7 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 			w.finishChannel(ctx, ch, herald.DeliveryFailed, err, "")
 			return
 		}
-		d = w.evaluate(ctx, prefs, []string{ch})[0]
+		d = w.evaluate(ctx, prefs, []herald.Channel{ch})[0]
 	}
 	if d.Action == preferences.Suppress {
 		w.suppress(ctx, ch, d.Reason)
@@ -99,7 +99,7 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 		TemplateID: w.in.TemplateID, TemplateVersion: w.in.TemplateVersion, Channel: ch,
 		UserLocale: w.recipient.Locale, TenantLocale: tenantLocale, Data: w.in.Data,
 	}).Get(ctx, &r); err != nil {
-		reason := ""
+		var reason herald.Reason
 		switch {
 		case contract.RenderFailed.Is(err):
 			reason = herald.ReasonRenderFailed
@@ -113,10 +113,10 @@ func (w *notification) channelFlow(ctx workflow.Context, ch string, d preference
 }
 
 // evaluate decides channels with the pure preference rules at workflow time.
-func (w *notification) evaluate(ctx workflow.Context, prefs contract.PreferencesResult, channels []string) []preferences.Decision {
+func (w *notification) evaluate(ctx workflow.Context, prefs contract.PreferencesResult, channels []herald.Channel) []preferences.Decision {
 	return preferences.Evaluate(preferences.EvalInput{
 		Channels: channels, Category: w.in.Category, Critical: w.in.Critical, Prefs: prefs.Prefs,
-		Addresses: map[string]bool{
+		Addresses: map[herald.Channel]bool{
 			herald.ChannelEmail: w.recipient.Email != "",
 			herald.ChannelSMS:   w.recipient.Phone != "",
 			herald.ChannelPush:  true, // device tokens are read at send time; none → no_address then
@@ -126,7 +126,7 @@ func (w *notification) evaluate(ctx workflow.Context, prefs contract.Preferences
 }
 
 // schedule records that a channel waits (quiet hours), visible in the status API.
-func (w *notification) schedule(ctx workflow.Context, ch, reason string) {
+func (w *notification) schedule(ctx workflow.Context, ch herald.Channel, reason herald.Reason) {
 	if w.cancelled {
 		return
 	}
@@ -141,7 +141,7 @@ func (w *notification) schedule(ctx workflow.Context, ch, reason string) {
 
 // deliverChannel delivers the rendered channel: the in-app inbox in the workflow's
 // own database activity, a provider channel as a regular activity behind the guard.
-func (w *notification) deliverChannel(ctx workflow.Context, channel string, r contract.RenderResult) {
+func (w *notification) deliverChannel(ctx workflow.Context, channel herald.Channel, r contract.RenderResult) {
 	w.state.Channels[channel].Status = herald.DeliverySending
 	d, err := contract.DeliveryPayload(contract.Addressee{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
@@ -163,7 +163,7 @@ func (w *notification) deliverChannel(ctx workflow.Context, channel string, r co
 
 // executeDelivery runs the provider delivery activity a payload describes (also
 // used by a redrive, so both go through the same guard).
-func executeDelivery(ctx workflow.Context, p contract.RedrivePayload, retry map[string]herald.RetryPolicy) workflow.Future {
+func executeDelivery(ctx workflow.Context, p contract.RedrivePayload, retry map[herald.Channel]herald.RetryPolicy) workflow.Future {
 	switch {
 	case p.Email != nil:
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, providerOptions(herald.ChannelEmail, retry)), contract.DeliverEmail, *p.Email)
@@ -176,7 +176,7 @@ func executeDelivery(ctx workflow.Context, p contract.RedrivePayload, retry map[
 
 // finishDelivery records a delivery's outcome. A provider channel whose retries
 // ran out (not a permanent refusal) is dead-lettered with its payload for a redrive.
-func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut workflow.Future, p contract.RedrivePayload) {
+func (w *notification) finishDelivery(ctx workflow.Context, channel herald.Channel, fut workflow.Future, p contract.RedrivePayload) {
 	var res contract.DeliverResult
 	err := fut.Get(ctx, &res)
 	switch {
@@ -202,14 +202,14 @@ func (w *notification) finishDelivery(ctx workflow.Context, channel string, fut 
 }
 
 // suppress records that a channel was not attempted, and why.
-func (w *notification) suppress(ctx workflow.Context, channel, reason string) {
+func (w *notification) suppress(ctx workflow.Context, channel herald.Channel, reason herald.Reason) {
 	w.finishChannel(ctx, channel, herald.DeliverySuppressed, nil, reason)
 }
 
 // finishChannel records a channel outcome the workflow decided (the activity that
 // would have recorded it failed, or the channel was suppressed), in PostgreSQL as
 // well as in the query state.
-func (w *notification) finishChannel(ctx workflow.Context, channel, status string, cause error, reason string) {
+func (w *notification) finishChannel(ctx workflow.Context, channel herald.Channel, status herald.DeliveryStatus, cause error, reason herald.Reason) {
 	if w.cancelled && status == herald.DeliveryFailed {
 		// The work was interrupted by the cancel, not failed by a provider.
 		status, cause, reason = herald.DeliveryCancelled, nil, herald.ReasonCancelled
@@ -229,7 +229,7 @@ func (w *notification) finishChannel(ctx workflow.Context, channel, status strin
 	}
 }
 
-func (w *notification) setChannel(ctx workflow.Context, channel, status, lastError string) {
+func (w *notification) setChannel(ctx workflow.Context, channel herald.Channel, status herald.DeliveryStatus, lastError string) {
 	cs := w.state.Channels[channel]
 	cs.Status = status
 	cs.Attempts++

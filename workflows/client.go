@@ -91,7 +91,7 @@ func NotificationStartOptions(workflowID, taskQueue string, in NotificationInput
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			SearchAttrTenant.ValueSet(in.TenantID),
 			SearchAttrUser.ValueSet(in.UserID),
-			SearchAttrStatus.ValueSet(herald.NotificationQueued),
+			SearchAttrStatus.ValueSet(string(herald.NotificationQueued)),
 		),
 	}
 }
@@ -107,7 +107,7 @@ type StartedRun struct {
 // StartNotification starts a notification's workflow on lane's task queue. A
 // start that returns is durable in Temporal; a run already open with the
 // workflow ID is reported as Existing, not as an error.
-func (c *Client) StartNotification(ctx context.Context, workflowID, lane string, in NotificationInput) (StartedRun, error) {
+func (c *Client) StartNotification(ctx context.Context, workflowID string, lane herald.Lane, in NotificationInput) (StartedRun, error) {
 	run, err := c.temporal.ExecuteWorkflow(ctx, NotificationStartOptions(workflowID, LaneTaskQueue(c.taskQueue, lane), in), NotificationWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
@@ -126,7 +126,7 @@ type NotificationRun struct {
 	StartedAt  time.Time
 	UserID     string
 	TemplateID string
-	Channels   []string
+	Channels   []herald.Channel
 	// BodyHash is the body hash the run was started with; nil for a run started
 	// without one.
 	BodyHash []byte
@@ -208,7 +208,7 @@ func classifyRunError(err error) error {
 func CampaignStartOptions(in CampaignInput, baseTaskQueue string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       in.Spec.WorkflowID,
-		TaskQueue:                LaneTaskQueue(baseTaskQueue, LaneBulk),
+		TaskQueue:                LaneTaskQueue(baseTaskQueue, herald.LaneBulk),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(

@@ -3,27 +3,19 @@
 // until the dedup window ends so that a duplicate start is rejected by Temporal itself.
 package workflows
 
-import "go.temporal.io/sdk/temporal"
+import (
+	"go.temporal.io/sdk/temporal"
 
-// Priority lanes: critical (OTP, password reset), normal and bulk traffic run on
-// separate task queues with their own worker slots, so a marketing blast never
-// holds up a password reset.
-const (
-	LaneCritical = "critical"
-	LaneNormal   = "normal"
-	LaneBulk     = "bulk"
+	"github.com/herald-notify/herald/internal/herald"
 )
 
-// Lanes lists the lanes, most urgent first.
-var Lanes = []string{LaneCritical, LaneNormal, LaneBulk}
-
-// LaneTaskQueue is the task queue of a lane: the base queue for normal traffic,
-// base-critical and base-bulk for the others.
-func LaneTaskQueue(base, lane string) string {
-	if lane == LaneNormal || lane == "" {
+// LaneTaskQueue is the task queue of a lane (herald.Lanes): the base queue for
+// normal traffic, base-critical and base-bulk for the others.
+func LaneTaskQueue(base string, lane herald.Lane) string {
+	if lane == herald.LaneNormal || lane == "" {
 		return base
 	}
-	return base + "-" + lane
+	return base + "-" + string(lane)
 }
 
 // QueryStatus returns the workflow's NotificationState.

@@ -16,7 +16,7 @@ type NotificationInput struct {
 	TenantID   string
 	UserID     string
 	TemplateID string
-	Channels   []string
+	Channels   []herald.Channel
 	// Data is the template data with every number as the client wrote it
 	// (templates.Data decodes with UseNumber; a plain map would turn numbers into
 	// float64 on the way through Temporal).
@@ -40,10 +40,10 @@ type NotificationInput struct {
 
 // ChannelState is one channel's progress as the workflow knows it.
 type ChannelState struct {
-	Status    string
+	Status    herald.DeliveryStatus
 	Attempts  int
 	LastError string
-	Reason    string
+	Reason    herald.Reason
 	UpdatedAt time.Time
 }
 
@@ -52,10 +52,10 @@ type NotificationState struct {
 	NotificationID string
 	UserID         string
 	TemplateID     string
-	Status         string
+	Status         herald.NotificationStatus
 	AcceptedAt     time.Time
 	DedupUntil     time.Time
-	Channels       map[string]*ChannelState
+	Channels       map[herald.Channel]*ChannelState
 }
 
 // NotificationResult is the workflow's result.
@@ -82,7 +82,7 @@ type notification struct {
 	keyHex    string
 	recipient contract.Recipient
 	// retry holds the tenant's per-channel retry overrides.
-	retry map[string]herald.RetryPolicy
+	retry map[herald.Channel]herald.RetryPolicy
 
 	// deliveryCtx is cancelled by the cancel update: waits end and nothing more is
 	// scheduled for delivery.
@@ -111,7 +111,7 @@ func setupNotification(ctx workflow.Context, in NotificationInput) (*notificatio
 		Status:         herald.NotificationQueued,
 		AcceptedAt:     info.WorkflowStartTime,
 		DedupUntil:     info.WorkflowStartTime.Add(in.DedupWindow),
-		Channels:       map[string]*ChannelState{},
+		Channels:       map[herald.Channel]*ChannelState{},
 	}
 	for _, ch := range in.Channels {
 		w.state.Channels[ch] = &ChannelState{Status: herald.DeliveryPending, UpdatedAt: info.WorkflowStartTime}
@@ -214,17 +214,17 @@ func (w *notification) recordStatus(ctx workflow.Context) error {
 }
 
 // channelStatuses lists the channels' statuses in the order they were requested.
-func (w *notification) channelStatuses() []string {
-	out := make([]string, 0, len(w.in.Channels))
+func (w *notification) channelStatuses() []herald.DeliveryStatus {
+	out := make([]herald.DeliveryStatus, 0, len(w.in.Channels))
 	for _, ch := range w.in.Channels {
 		out = append(out, w.state.Channels[ch].Status)
 	}
 	return out
 }
 
-func (w *notification) setStatus(ctx workflow.Context, status string) {
+func (w *notification) setStatus(ctx workflow.Context, status herald.NotificationStatus) {
 	w.state.Status = status
-	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrStatus.ValueSet(status)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrStatus.ValueSet(string(status))); err != nil {
 		workflow.GetLogger(ctx).Warn("upserting status search attribute failed", "error", err)
 	}
 }

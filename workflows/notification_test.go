@@ -44,9 +44,9 @@ func (s *notificationSuite) SetupTest() {
 
 func (s *notificationSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
 
-func input(window time.Duration, channels ...string) NotificationInput {
+func input(window time.Duration, channels ...herald.Channel) NotificationInput {
 	if len(channels) == 0 {
-		channels = []string{herald.ChannelInApp}
+		channels = []herald.Channel{herald.ChannelInApp}
 	}
 	return NotificationInput{TenantID: "t1", UserID: "u1", TemplateID: "order_shipped", TemplateVersion: 3, Category: "shipping",
 		Channels: channels, Data: map[string]any{"order": "42"}, DedupWindow: window}
@@ -169,9 +169,9 @@ func (s *notificationSuite) TestOptedOutChannelIsSuppressedBeforeRendering() {
 	s.onAccepted(contract.Recipient{UserID: "u1", Phone: "+14155550100"})
 	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).Return(contract.PreferencesResult{
 		Prefs: preferences.Preferences{Categories: map[string]preferences.CategoryPref{
-			"shipping": {Channels: map[string]bool{herald.ChannelSMS: false}}}},
+			"shipping": {Channels: map[herald.Channel]bool{herald.ChannelSMS: false}}}},
 	}, nil)
-	rendered := map[string]int{}
+	rendered := map[herald.Channel]int{}
 	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.RenderInput) (contract.RenderResult, error) {
 		rendered[in.Channel]++
 		return renders(ctx, in)
@@ -183,7 +183,7 @@ func (s *notificationSuite) TestOptedOutChannelIsSuppressedBeforeRendering() {
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelInApp, herald.ChannelSMS))
 	s.Require().NoError(s.env.GetWorkflowError())
-	s.Equal(map[string]int{herald.ChannelInApp: 1}, rendered, "an opted-out channel must never be rendered")
+	s.Equal(map[herald.Channel]int{herald.ChannelInApp: 1}, rendered, "an opted-out channel must never be rendered")
 	s.Equal(herald.ChannelSMS, suppressed.Channel)
 	s.Equal(herald.DeliverySuppressed, suppressed.Status)
 	s.Equal(herald.ReasonOptedOutCategory, suppressed.Reason)
@@ -193,7 +193,7 @@ func (s *notificationSuite) TestExhaustedProviderRetriesAreDeadLettered() {
 	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
 		Return(contract.Recipient{UserID: "u1", Email: "ada@example.com"}, nil)
-	s.onGate(contract.PreferencesResult{RetryPolicies: map[string]herald.RetryPolicy{herald.ChannelEmail: {MaximumAttempts: 3}}})
+	s.onGate(contract.PreferencesResult{RetryPolicies: map[herald.Channel]herald.RetryPolicy{herald.ChannelEmail: {MaximumAttempts: 3}}})
 	attempts := 0
 	s.env.OnActivity(contract.DeliverEmail, mock.Anything, mock.Anything).Return(func(context.Context, contract.DeliverEmailInput) (contract.DeliverResult, error) {
 		attempts++

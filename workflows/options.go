@@ -44,7 +44,7 @@ func (w *notification) db(ctx workflow.Context, activity string, args ...any) wo
 // email provider never holds up SMS or push: each channel is its own activity.
 // The heartbeat timeout notices a worker that died mid-send within seconds; the
 // activity heartbeats while the provider call runs.
-var providerTimeouts = map[string]time.Duration{
+var providerTimeouts = map[herald.Channel]time.Duration{
 	herald.ChannelEmail: 30 * time.Second,
 	herald.ChannelSMS:   30 * time.Second,
 	herald.ChannelPush:  60 * time.Second,
@@ -56,7 +56,7 @@ const providerHeartbeatTimeout = 5 * time.Second
 // policy (herald.DefaultProviderRetry) with the tenant's override applied, or the
 // default alone when the override is invalid (see validRetryPolicies).
 // Permanent refusals are never retried.
-func providerOptions(channel string, override map[string]herald.RetryPolicy) workflow.ActivityOptions {
+func providerOptions(channel herald.Channel, override map[herald.Channel]herald.RetryPolicy) workflow.ActivityOptions {
 	p := herald.DefaultProviderRetry
 	if o, ok := override[channel]; ok && o.Validate() == nil {
 		p = o.Over(herald.DefaultProviderRetry)
@@ -82,8 +82,8 @@ func providerOptions(channel string, override map[string]herald.RetryPolicy) wor
 // on every attempt and the notification hangs holding its dedup key. The send
 // goes out with the default policy instead. providerOptions applies the same
 // rule; this is where it is logged, once per run.
-func validRetryPolicies(ctx workflow.Context, policies map[string]herald.RetryPolicy) map[string]herald.RetryPolicy {
-	out := map[string]herald.RetryPolicy{}
+func validRetryPolicies(ctx workflow.Context, policies map[herald.Channel]herald.RetryPolicy) map[herald.Channel]herald.RetryPolicy {
+	out := map[herald.Channel]herald.RetryPolicy{}
 	for _, ch := range herald.ProviderChannels {
 		p, ok := policies[ch]
 		if !ok {

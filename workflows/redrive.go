@@ -21,9 +21,9 @@ type RedriveResult struct {
 	// Claimed is false when the dead letter was not open (redriven already or in progress).
 	Claimed bool
 	// Status is the channel's status after the redrive ("" when not claimed).
-	Status string
+	Status herald.DeliveryStatus
 	// Reason says why the channel was suppressed instead of sent (Status suppressed).
-	Reason string
+	Reason herald.Reason
 }
 
 // RedriveWorkflowID is one redrive's workflow ID: a second redrive of the same
@@ -98,7 +98,7 @@ func RedriveWorkflow(ctx workflow.Context, in RedriveInput) (RedriveResult, erro
 // and preferences. It returns the suppression reason, or "" with p addressed to
 // the user's current email address or phone number. Quiet hours (not for critical
 // notifications) are waited out on a timer, then everything is read again.
-func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract.BeginRedriveResult, p *contract.RedrivePayload) (string, error) {
+func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract.BeginRedriveResult, p *contract.RedrivePayload) (herald.Reason, error) {
 	for {
 		var rcp contract.Recipient
 		err := workflow.ExecuteActivity(dbCtx, contract.LoadRecipient, contract.LoadRecipientInput{
@@ -117,8 +117,8 @@ func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract
 			return "", err
 		}
 		d := preferences.Evaluate(preferences.EvalInput{
-			Channels: []string{claim.Channel}, Category: claim.Category, Critical: claim.Critical, Prefs: prefs.Prefs,
-			Addresses: map[string]bool{
+			Channels: []herald.Channel{claim.Channel}, Category: claim.Category, Critical: claim.Critical, Prefs: prefs.Prefs,
+			Addresses: map[herald.Channel]bool{
 				herald.ChannelEmail: rcp.Email != "",
 				herald.ChannelSMS:   rcp.Phone != "",
 				herald.ChannelPush:  true, // device tokens are read at send time; none → no_address then
@@ -146,7 +146,7 @@ func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract
 
 // suppressRedrive closes the dead letter without a send: the channel is
 // suppressed with reason.
-func suppressRedrive(ctx, dbCtx workflow.Context, in RedriveInput, reason string) (RedriveResult, error) {
+func suppressRedrive(ctx, dbCtx workflow.Context, in RedriveInput, reason herald.Reason) (RedriveResult, error) {
 	if err := workflow.ExecuteActivity(dbCtx, contract.FinishRedrive, contract.FinishRedriveInput{
 		TenantID: in.TenantID, DeadLetterID: in.DeadLetterID, SuppressedReason: reason,
 	}).Get(ctx, nil); err != nil {

@@ -49,7 +49,7 @@ func (s *redriveSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) 
 
 // claim is a dead letter of notification n1's channel, with its payload addressed
 // as it was when the notification was sent.
-func (s *redriveSuite) claim(channel string, critical bool) {
+func (s *redriveSuite) claim(channel herald.Channel, critical bool) {
 	c := contract.BeginRedriveResult{Claimed: true, NotificationID: "n1", Channel: channel, TemplateID: "order",
 		UserID: "u1", Category: "marketing", Critical: critical}
 	switch channel {

@@ -57,7 +57,7 @@ type RecordAcceptedInput struct {
 	NotificationID string
 	UserID         string
 	TemplateID     string
-	Channels       []string
+	Channels       []herald.Channel
 	WorkflowID     string
 	RunID          string
 	DedupKeyHash   string
@@ -105,7 +105,7 @@ type DeliverInAppInput struct {
 
 // DeliverResult reports a channel's outcome.
 type DeliverResult struct {
-	Status string
+	Status herald.DeliveryStatus
 	// Duplicate is true when the guard found the channel already delivered.
 	Duplicate bool
 }
@@ -115,10 +115,10 @@ type DeliverResult struct {
 type RecordChannelStatusInput struct {
 	TenantID       string
 	NotificationID string
-	Channel        string
-	Status         string
+	Channel        herald.Channel
+	Status         herald.DeliveryStatus
 	Error          string
-	Reason         string
+	Reason         herald.Reason
 }
 
 // RecordStatusInput names the notification whose overall status to record. Status
@@ -126,7 +126,7 @@ type RecordChannelStatusInput struct {
 type RecordStatusInput struct {
 	TenantID       string
 	NotificationID string
-	Status         string
+	Status         herald.NotificationStatus
 }
 
 // DeliverEmailInput is one rendered email.
@@ -171,7 +171,7 @@ type RedrivePayload struct {
 type DeadLetterInput struct {
 	TenantID       string
 	NotificationID string
-	Channel        string
+	Channel        herald.Channel
 	TemplateID     string
 	Attempts       int
 	LastError      string
@@ -189,11 +189,11 @@ type BeginRedriveInput struct {
 type BeginRedriveResult struct {
 	Claimed        bool
 	NotificationID string
-	Channel        string
+	Channel        herald.Channel
 	TemplateID     string
 	Payload        RedrivePayload
 	// RetryPolicies are the tenant's overrides, so a redrive retries like a send.
-	RetryPolicies map[string]herald.RetryPolicy
+	RetryPolicies map[herald.Channel]herald.RetryPolicy
 	// UserID, Category and Critical are the notification's, for re-evaluating
 	// the user's current preferences before the redrive sends.
 	UserID   string
@@ -214,7 +214,7 @@ type FinishRedriveInput struct {
 	DeadLetterID int64
 	// SuppressedReason, when set, closes the dead letter without a send: the
 	// user's current preferences or address suppress the channel (the reason).
-	SuppressedReason string
+	SuppressedReason herald.Reason
 }
 
 // LoadPreferencesInput names the user.
@@ -229,7 +229,7 @@ type PreferencesResult struct {
 	Prefs         preferences.Preferences
 	CategoryCaps  map[string]int
 	DefaultLocale string
-	RetryPolicies map[string]herald.RetryPolicy
+	RetryPolicies map[herald.Channel]herald.RetryPolicy
 }
 
 // ClaimCapInput counts one notification against the user's category cap.
@@ -249,7 +249,7 @@ type RenderInput struct {
 	UserID          string
 	TemplateID      string
 	TemplateVersion int
-	Channel         string
+	Channel         herald.Channel
 	UserLocale      string
 	TenantLocale    string
 	// Data keeps numbers as json.Number (see templates.Data).
@@ -296,7 +296,7 @@ func PayloadSize(v any) int {
 
 // ContentTooLargeError is a rendered channel over MaxRenderedBytes.
 type ContentTooLargeError struct {
-	Channel string
+	Channel herald.Channel
 	Bytes   int
 }
 
@@ -383,7 +383,7 @@ type CampaignSpec struct {
 	TemplateVersion int
 	Category        string
 	Critical        bool
-	Channels        []string
+	Channels        []herald.Channel
 	// Data keeps numbers as json.Number (see templates.Data); each recipient's own
 	// data is merged over it.
 	Data         templates.Data

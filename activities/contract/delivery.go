@@ -40,7 +40,7 @@ var (
 // takes. A single notification's workflow and a campaign batch both build
 // their deliveries here, so a dead letter's payload (Provider) means the same
 // whichever sent it.
-func DeliveryPayload(to Addressee, channel string, r RenderResult) (Delivery, error) {
+func DeliveryPayload(to Addressee, channel herald.Channel, r RenderResult) (Delivery, error) {
 	c := r.Rendered
 	switch {
 	case channel == herald.ChannelInApp && c.InApp != nil:

@@ -21,7 +21,7 @@ func TestDeliveryPayloadShapes(t *testing.T) {
 		SMS:   &templates.RenderedSMS{Text: "sms"},
 		Push:  &templates.RenderedPush{Title: "pt", Body: "pb", Data: map[string]string{"k": "v"}},
 	}, Headers: map[string]string{"H": "v"}}
-	for ch, want := range map[string]string{
+	for ch, want := range map[herald.Channel]string{
 		herald.ChannelInApp: `{"TenantID":"t","UserID":"u","NotificationID":"n","Title":"it","Body":"ib","ActionURL":"https://x","Category":"c","AcceptedAt":"2025-01-02T03:04:05Z"}`,
 		herald.ChannelEmail: `{"Email":{"TenantID":"t","NotificationID":"n","To":"u@example.com","Subject":"s","HTML":"h","Text":"x","Headers":{"H":"v"},"Category":"c"}}`,
 		herald.ChannelSMS:   `{"SMS":{"TenantID":"t","NotificationID":"n","To":"+15550100","Body":"sms"}}`,
@@ -44,7 +44,7 @@ func TestDeliveryPayloadShapes(t *testing.T) {
 func TestDeliveryPayloadRefusals(t *testing.T) {
 	r := RenderResult{Rendered: templates.Rendered{Email: &templates.RenderedEmail{Subject: "s"}, SMS: &templates.RenderedSMS{Text: "x"}}}
 	for _, tc := range []struct {
-		channel string
+		channel herald.Channel
 		to      Addressee
 		want    error
 	}{

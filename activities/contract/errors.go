@@ -131,4 +131,4 @@ func ErrorMessage(err error) string {
 
 // FailureReason is the reason a channel whose delivery failed with err records
 // (herald.FailureReason of its error type; "" for other errors).
-func FailureReason(err error) string { return herald.FailureReason(ErrorType(err)) }
+func FailureReason(err error) herald.Reason { return herald.FailureReason(ErrorType(err)) }

@@ -443,7 +443,7 @@ func (b *bench) newNotification(series string, i int, users []string) notificati
 	n := notification{key: fmt.Sprintf("bench-%s-%s-%d", b.runID, series, i), user: users[i%len(users)]}
 	data := map[string]any{"title": "Herald bench", "body": fmt.Sprintf("bench message %s #%d", series, i)}
 	req := map[string]any{
-		"user_id": n.user, "template_id": benchTemplate, "channels": []string{herald.ChannelInApp},
+		"user_id": n.user, "template_id": benchTemplate, "channels": []herald.Channel{herald.ChannelInApp},
 		"data": data, "idempotency_key": n.key,
 	}
 	window := selfHostDedupWindow
@@ -454,7 +454,7 @@ func (b *bench) newNotification(series string, i int, users []string) notificati
 	n.body, _ = json.Marshal(req)
 	n.input = workflows.NotificationInput{
 		TenantID: b.tenantID, UserID: n.user, TemplateID: benchTemplate,
-		Channels: []string{herald.ChannelInApp}, Data: data, DedupWindow: window,
+		Channels: []herald.Channel{herald.ChannelInApp}, Data: data, DedupWindow: window,
 		TemplateVersion: b.template.Version, Category: b.template.Category, Critical: b.template.Critical,
 		BodyHash: benchBodyHash(n.key),
 	}

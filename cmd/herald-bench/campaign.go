@@ -44,6 +44,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -380,7 +381,7 @@ func (b *campaignBench) baseline(ctx context.Context, users []string) (CampaignP
 	b.logf("baseline: %d single notifications (in_app + email)", len(users))
 	err := b.measure(ctx, &ph, func() error {
 		r := closedLoop(ctx, len(users), b.o.concurrency, 30*time.Second, func(ctx context.Context, i int) (outcome, error) {
-			body, _ := json.Marshal(map[string]any{"user_id": users[i], "template_id": "bench_campaign", "channels": []string{"in_app", "email"},
+			body, _ := json.Marshal(map[string]any{"user_id": users[i], "template_id": "bench_campaign", "channels": []herald.Channel{herald.ChannelInApp, herald.ChannelEmail},
 				"data": map[string]any{"title": "Spring sale", "body": "20% off"}, "idempotency_key": "baseline-" + users[i], "dedup_ttl_sec": 1})
 			status, raw, err := b.post(ctx, http.MethodPost, "/v1/notifications", "application/json", strings.NewReader(string(body)))
 			if err != nil {
@@ -458,7 +459,7 @@ func (b *campaignBench) campaign(ctx context.Context, name, listID string, size 
 	b.logf("%s: campaign %s to %d recipients (in_app + email)", name, id, size)
 	var lat []time.Duration
 	err := b.measure(ctx, &ph, func() error {
-		body, _ := json.Marshal(map[string]any{"campaign_id": id, "template_id": "bench_campaign", "channels": []string{"in_app", "email"},
+		body, _ := json.Marshal(map[string]any{"campaign_id": id, "template_id": "bench_campaign", "channels": []herald.Channel{herald.ChannelInApp, herald.ChannelEmail},
 			"data": map[string]any{"title": "Spring sale", "body": "20% off"}, "audience": map[string]any{"list_id": listID}})
 		status, raw, err := b.post(ctx, http.MethodPost, "/v1/campaigns", "application/json", strings.NewReader(string(body)))
 		if err != nil {

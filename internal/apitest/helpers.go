@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/resolver"
@@ -68,33 +69,35 @@ func (h *Harness) Accept(key string, body map[string]any) string {
 }
 
 // Channels returns a notification status response's channels by name.
-func (r Response) Channels() map[string]map[string]any {
-	out := map[string]map[string]any{}
+func (r Response) Channels() map[herald.Channel]map[string]any {
+	out := map[herald.Channel]map[string]any{}
 	list, _ := r.JSON["channels"].([]any)
 	for _, c := range list {
 		m := c.(map[string]any)
-		out[m["channel"].(string)] = m
+		out[herald.Channel(m["channel"].(string))] = m
 	}
 	return out
 }
 
 // Channels returns a notification's overall status and its channels by name
-// (GET /v1/notifications/{id}, which must answer 200).
-func (h *Harness) Channels(key, id string) (overall string, channels map[string]map[string]any) {
+// (GET /v1/notifications/{id}, which must answer 200). The channels are the
+// JSON as decoded: compare their fields with strings.
+func (h *Harness) Channels(key, id string) (overall herald.NotificationStatus, channels map[herald.Channel]map[string]any) {
 	h.T.Helper()
 	r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil)
-	return r.Str("status"), r.Channels()
+	return herald.NotificationStatus(r.Str("status")), r.Channels()
 }
 
 // AwaitChannel polls a notification until its channel has status (and reason,
 // unless reason is "") and returns the channel; it fails the test after within.
-func (h *Harness) AwaitChannel(key, id, channel, status, reason string, within time.Duration) map[string]any {
+func (h *Harness) AwaitChannel(key, id string, channel herald.Channel, status herald.DeliveryStatus, reason herald.Reason, within time.Duration) map[string]any {
 	h.T.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		_, chans := h.Channels(key, id)
 		got := chans[channel]
-		if got != nil && got["status"] == status && (reason == "" || got["reason"] == reason) {
+		// got holds the decoded JSON: strings, not typed words.
+		if got != nil && got["status"] == string(status) && (reason == "" || got["reason"] == string(reason)) {
 			return got
 		}
 		if time.Now().After(deadline) {
@@ -106,12 +109,12 @@ func (h *Harness) AwaitChannel(key, id, channel, status, reason string, within t
 
 // AwaitStatus polls a notification until its overall status is status and
 // returns that status response; it fails the test after within.
-func (h *Harness) AwaitStatus(key, id, status string, within time.Duration) Response {
+func (h *Harness) AwaitStatus(key, id string, status herald.NotificationStatus, within time.Duration) Response {
 	h.T.Helper()
 	var last Response
-	h.Eventually(within, "notification "+id+" "+status, func() bool {
+	h.Eventually(within, "notification "+id+" "+string(status), func() bool {
 		last = h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil)
-		return last.Str("status") == status
+		return herald.NotificationStatus(last.Str("status")) == status
 	})
 	return last
 }
@@ -160,7 +163,7 @@ func (h *Harness) PutProviderConfig(pc providers.ProviderConfig) {
 // webhook_public_key).
 func (h *Harness) ConfigureSendGrid(tenantID, settings string) {
 	h.T.Helper()
-	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: "email", Provider: "sendgrid", Enabled: true,
+	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: herald.ChannelEmail, Provider: "sendgrid", Enabled: true,
 		Settings: json.RawMessage(settings), Secret: []byte(`{"api_key":"` + SendGridAPIKey + `"}`)})
 }
 
@@ -168,7 +171,7 @@ func (h *Harness) ConfigureSendGrid(tenantID, settings string) {
 // tenant's SMS provider.
 func (h *Harness) ConfigureTwilio(tenantID string) {
 	h.T.Helper()
-	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: "sms", Provider: "twilio", Enabled: true,
+	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: herald.ChannelSMS, Provider: "twilio", Enabled: true,
 		Settings: json.RawMessage(`{"account_sid":"` + TwilioAccountSID + `","from":"` + TwilioFrom + `"}`),
 		Secret:   []byte(`{"auth_token":"` + TwilioAuthToken + `"}`)})
 }
@@ -177,7 +180,7 @@ func (h *Harness) ConfigureTwilio(tenantID string) {
 // service account whose tokens come from tokenURI.
 func (h *Harness) ConfigureFCM(tenantID, tokenURI string) {
 	h.T.Helper()
-	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: "push", Provider: "fcm", Enabled: true,
+	h.PutProviderConfig(providers.ProviderConfig{TenantID: tenantID, Channel: herald.ChannelPush, Provider: "fcm", Enabled: true,
 		Settings: json.RawMessage(`{"project_id":"herald-test"}`), Secret: providertest.ServiceAccountJSON(h.T, tokenURI)})
 }
 

@@ -32,14 +32,14 @@ const (
 
 // Campaign pending-work reasons (campaign_pending.reason): a quiet-hours
 // deferral (ReasonQuietHours) or a provider failure waiting for its retry.
-const ReasonRetrying = "retrying"
+const ReasonRetrying Reason = "retrying"
 
 // ReasonInDoubt: owed work for a provider channel found "sending" by a re-run
 // batch (the worker died, or the batch timed out, after marking it and before
 // recording the provider's answer). The provider may have accepted: the channel
 // waits for the receipt window before the guard looks again (a receipt then
 // records it sent without a second send).
-const ReasonInDoubt = "in_doubt"
+const ReasonInDoubt Reason = "in_doubt"
 
 // ErrTypeCampaignFinal rejects pause, resume and cancel of a campaign that has
 // finished.

@@ -35,10 +35,10 @@ const (
 // failureReasons maps the error type a delivery activity failed with to the reason
 // the failed channel records. Error types not listed record no reason (the error
 // message says what happened).
-var failureReasons = map[string]string{
+var failureReasons = map[string]Reason{
 	ErrTypeNoProvider: ReasonNoProvider,
 }
 
 // FailureReason is the reason a channel whose delivery failed with an error of
 // type errType records ("" when the type has none).
-func FailureReason(errType string) string { return failureReasons[errType] }
+func FailureReason(errType string) Reason { return failureReasons[errType] }

@@ -1,29 +1,37 @@
 package herald
 
-// Per-channel delivery statuses (the deliveries table, the status API and the
-// workflow's query).
+// DeliveryStatus is a channel's delivery status (the deliveries table, the
+// status API and the workflow's query).
+type DeliveryStatus string
+
+// The delivery statuses.
 const (
-	DeliveryPending    = "pending"
-	DeliveryScheduled  = "scheduled"
-	DeliverySending    = "sending"
-	DeliverySent       = "sent"      // the provider accepted
-	DeliveryDelivered  = "delivered" // receipt confirmed, or stored in the inbox
-	DeliveryFailed     = "failed"
-	DeliverySuppressed = "suppressed"
-	DeliveryCancelled  = "cancelled"
+	DeliveryPending    DeliveryStatus = "pending"
+	DeliveryScheduled  DeliveryStatus = "scheduled"
+	DeliverySending    DeliveryStatus = "sending"
+	DeliverySent       DeliveryStatus = "sent"      // the provider accepted
+	DeliveryDelivered  DeliveryStatus = "delivered" // receipt confirmed, or stored in the inbox
+	DeliveryFailed     DeliveryStatus = "failed"
+	DeliverySuppressed DeliveryStatus = "suppressed"
+	DeliveryCancelled  DeliveryStatus = "cancelled"
 )
 
-// Overall notification statuses.
+// NotificationStatus is a notification's overall status (the notifications
+// table, the status API and the HeraldStatus search attribute), summed from its
+// channels' statuses by OverallStatus.
+type NotificationStatus string
+
+// The overall notification statuses.
 const (
-	NotificationQueued          = "queued"
-	NotificationScheduled       = "scheduled"
-	NotificationSending         = "sending"
-	NotificationSent            = "sent"
-	NotificationDelivered       = "delivered"
-	NotificationPartiallyFailed = "partially_failed"
-	NotificationFailed          = "failed"
-	NotificationSuppressed      = "suppressed"
-	NotificationCancelled       = "cancelled"
+	NotificationQueued          NotificationStatus = "queued"
+	NotificationScheduled       NotificationStatus = "scheduled"
+	NotificationSending         NotificationStatus = "sending"
+	NotificationSent            NotificationStatus = "sent"
+	NotificationDelivered       NotificationStatus = "delivered"
+	NotificationPartiallyFailed NotificationStatus = "partially_failed"
+	NotificationFailed          NotificationStatus = "failed"
+	NotificationSuppressed      NotificationStatus = "suppressed"
+	NotificationCancelled       NotificationStatus = "cancelled"
 )
 
 // DeliveryRank orders delivery statuses so that an update never moves a channel
@@ -31,7 +39,7 @@ const (
 // turn "sent" into "failed". "failed" is final for the workflow, but a receipt
 // proving the provider accepted after all still moves it to "delivered"; the
 // other final outcomes share the top rank. The store turns this into SQL.
-var DeliveryRank = map[string]int{
+var DeliveryRank = map[DeliveryStatus]int{
 	DeliveryPending:    0,
 	DeliveryScheduled:  1,
 	DeliverySending:    2,
@@ -48,7 +56,7 @@ var DeliveryRank = map[string]int{
 // cancelled → suppressed; anything still in flight → sending, or scheduled when
 // everything in flight waits for a scheduled time. The workflow and the store
 // (receipts arriving after the workflow finished) both use it.
-func OverallStatus(channelStatuses []string) string {
+func OverallStatus(channelStatuses []DeliveryStatus) NotificationStatus {
 	var delivered, sent, failed, suppressed, cancelled, scheduled, inFlight int
 	for _, s := range channelStatuses {
 		switch s {

@@ -8,21 +8,21 @@ import (
 
 func TestOverallStatus(t *testing.T) {
 	for _, tc := range []struct {
-		channels []string
-		want     string
+		channels []herald.DeliveryStatus
+		want     herald.NotificationStatus
 	}{
-		{[]string{herald.DeliveryDelivered, herald.DeliveryDelivered}, herald.NotificationDelivered},
-		{[]string{herald.DeliveryDelivered, herald.DeliverySent}, herald.NotificationSent},
-		{[]string{herald.DeliveryFailed, herald.DeliveryFailed}, herald.NotificationFailed},
-		{[]string{herald.DeliveryFailed, herald.DeliverySent}, herald.NotificationPartiallyFailed},
-		{[]string{herald.DeliveryCancelled}, herald.NotificationCancelled},
-		{[]string{herald.DeliverySuppressed, herald.DeliveryCancelled}, herald.NotificationSuppressed},
-		{[]string{herald.DeliverySuppressed, herald.DeliveryDelivered}, herald.NotificationDelivered},
-		{[]string{herald.DeliveryScheduled, herald.DeliveryScheduled}, herald.NotificationScheduled},
-		{[]string{herald.DeliveryScheduled, herald.DeliveryDelivered}, herald.NotificationScheduled},
-		{[]string{herald.DeliveryScheduled, herald.DeliveryPending}, herald.NotificationSending},
-		{[]string{herald.DeliverySending, herald.DeliveryDelivered}, herald.NotificationSending},
-		{[]string{herald.DeliveryPending}, herald.NotificationSending},
+		{[]herald.DeliveryStatus{herald.DeliveryDelivered, herald.DeliveryDelivered}, herald.NotificationDelivered},
+		{[]herald.DeliveryStatus{herald.DeliveryDelivered, herald.DeliverySent}, herald.NotificationSent},
+		{[]herald.DeliveryStatus{herald.DeliveryFailed, herald.DeliveryFailed}, herald.NotificationFailed},
+		{[]herald.DeliveryStatus{herald.DeliveryFailed, herald.DeliverySent}, herald.NotificationPartiallyFailed},
+		{[]herald.DeliveryStatus{herald.DeliveryCancelled}, herald.NotificationCancelled},
+		{[]herald.DeliveryStatus{herald.DeliverySuppressed, herald.DeliveryCancelled}, herald.NotificationSuppressed},
+		{[]herald.DeliveryStatus{herald.DeliverySuppressed, herald.DeliveryDelivered}, herald.NotificationDelivered},
+		{[]herald.DeliveryStatus{herald.DeliveryScheduled, herald.DeliveryScheduled}, herald.NotificationScheduled},
+		{[]herald.DeliveryStatus{herald.DeliveryScheduled, herald.DeliveryDelivered}, herald.NotificationScheduled},
+		{[]herald.DeliveryStatus{herald.DeliveryScheduled, herald.DeliveryPending}, herald.NotificationSending},
+		{[]herald.DeliveryStatus{herald.DeliverySending, herald.DeliveryDelivered}, herald.NotificationSending},
+		{[]herald.DeliveryStatus{herald.DeliveryPending}, herald.NotificationSending},
 	} {
 		if got := herald.OverallStatus(tc.channels); got != tc.want {
 			t.Errorf("OverallStatus(%v) = %q, want %q", tc.channels, got, tc.want)

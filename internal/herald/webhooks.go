@@ -18,7 +18,7 @@ var EventTypes = []string{EventDeliverySent, EventDeliveryDelivered, EventDelive
 
 // DeliveryEvent is the event type of a delivery status ("" for a status that
 // is not an event: pending, scheduled, sending, cancelled).
-func DeliveryEvent(status string) string {
+func DeliveryEvent(status DeliveryStatus) string {
 	switch status {
 	case DeliverySent:
 		return EventDeliverySent

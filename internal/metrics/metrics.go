@@ -127,8 +127,8 @@ func New(opts Options) *Metrics {
 	// Series a dashboard alerts on exist from the start, at 0, rather than
 	// appearing only with the first failure.
 	for _, ch := range herald.Channels {
-		m.retries.WithLabelValues(ch)
-		m.deadLettered.WithLabelValues(ch)
+		m.retries.WithLabelValues(string(ch))
+		m.deadLettered.WithLabelValues(string(ch))
 	}
 	for _, o := range []string{"delivered", "failed"} {
 		m.whAttempts.WithLabelValues(o)
@@ -199,11 +199,11 @@ func (m *Metrics) RateLimit(route, code string) {
 }
 
 // Accepted records a notification accepted on lane.
-func (m *Metrics) Accepted(tenant, lane string) {
+func (m *Metrics) Accepted(tenant string, lane herald.Lane) {
 	if m == nil {
 		return
 	}
-	m.accepted.WithLabelValues(m.withTenant(tenant, lane)...).Inc()
+	m.accepted.WithLabelValues(m.withTenant(tenant, string(lane))...).Inc()
 }
 
 // Duplicate records a submission answered as a duplicate.
@@ -223,45 +223,45 @@ func (m *Metrics) Rejected(tenant, reason string) {
 }
 
 // ProviderCall records one provider call's outcome and latency.
-func (m *Metrics) ProviderCall(tenant, channel, provider, outcome string, d time.Duration) {
+func (m *Metrics) ProviderCall(tenant string, channel herald.Channel, provider, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.deliveries.WithLabelValues(m.withTenant(tenant, channel, provider, outcome)...).Inc()
-	m.providerDur.WithLabelValues(channel, provider, outcome).Observe(d.Seconds())
+	m.deliveries.WithLabelValues(m.withTenant(tenant, string(channel), provider, outcome)...).Inc()
+	m.providerDur.WithLabelValues(string(channel), provider, outcome).Observe(d.Seconds())
 }
 
 // Delivery records a delivery outcome that made no provider call (a guard
 // duplicate, an inbox delivery).
-func (m *Metrics) Delivery(tenant, channel, provider, outcome string) {
+func (m *Metrics) Delivery(tenant string, channel herald.Channel, provider, outcome string) {
 	if m == nil {
 		return
 	}
-	m.deliveries.WithLabelValues(m.withTenant(tenant, channel, provider, outcome)...).Inc()
+	m.deliveries.WithLabelValues(m.withTenant(tenant, string(channel), provider, outcome)...).Inc()
 }
 
 // Retry records a delivery activity attempt after the first.
-func (m *Metrics) Retry(channel string) {
+func (m *Metrics) Retry(channel herald.Channel) {
 	if m == nil {
 		return
 	}
-	m.retries.WithLabelValues(channel).Inc()
+	m.retries.WithLabelValues(string(channel)).Inc()
 }
 
 // DeadLetter records a dead-lettered channel.
-func (m *Metrics) DeadLetter(channel string) {
+func (m *Metrics) DeadLetter(channel herald.Channel) {
 	if m == nil {
 		return
 	}
-	m.deadLettered.WithLabelValues(channel).Inc()
+	m.deadLettered.WithLabelValues(string(channel)).Inc()
 }
 
 // Suppression records a channel suppressed for reason.
-func (m *Metrics) Suppression(tenant, channel, reason string) {
+func (m *Metrics) Suppression(tenant string, channel herald.Channel, reason herald.Reason) {
 	if m == nil {
 		return
 	}
-	m.suppressions.WithLabelValues(m.withTenant(tenant, channel, reason)...).Inc()
+	m.suppressions.WithLabelValues(m.withTenant(tenant, string(channel), string(reason))...).Inc()
 }
 
 // WebhookAttempt records one tenant webhook delivery attempt.

@@ -25,10 +25,10 @@ const (
 // DeferUntil is set only for Defer (the end of the quiet window, in the
 // window's time zone).
 type Decision struct {
-	Channel    string    `json:"channel"`
-	Action     Action    `json:"action"`
-	Reason     string    `json:"reason,omitempty"`
-	DeferUntil time.Time `json:"defer_until,omitzero"`
+	Channel    herald.Channel `json:"channel"`
+	Action     Action         `json:"action"`
+	Reason     herald.Reason  `json:"reason,omitempty"`
+	DeferUntil time.Time      `json:"defer_until,omitzero"`
 }
 
 // EvalInput is everything Evaluate needs; it is plain data so a workflow can
@@ -36,7 +36,7 @@ type Decision struct {
 type EvalInput struct {
 	// Channels to decide on, in the order the decisions are wanted;
 	// duplicates are decided once (first occurrence).
-	Channels []string
+	Channels []herald.Channel
 	// Category and Critical come from the template.
 	Category string
 	Critical bool
@@ -45,7 +45,7 @@ type EvalInput struct {
 	// Addresses tells, per channel, whether the user has an address for it
 	// (an email address, a phone number, a push token). in_app needs none:
 	// every user has an inbox, so it is always addressable.
-	Addresses map[string]bool
+	Addresses map[herald.Channel]bool
 	// Now is the evaluation instant (workflow.Now in a workflow).
 	Now time.Time
 	// UserTimezone is the user's IANA zone, used for quiet hours that name
@@ -90,7 +90,7 @@ func Evaluate(in EvalInput) []Decision {
 		inQuiet, quietEnd = quietWindowEnd(*q, quietLocation(q.Timezone, in.UserTimezone), in.Now)
 	}
 
-	seen := make(map[string]bool, len(in.Channels))
+	seen := make(map[herald.Channel]bool, len(in.Channels))
 	out := make([]Decision, 0, len(in.Channels))
 	for _, ch := range in.Channels {
 		if seen[ch] {
@@ -129,7 +129,7 @@ func quietLocation(windowTZ, userTZ string) *time.Location {
 	return time.UTC
 }
 
-func isOff(m map[string]bool, ch string) bool {
+func isOff(m map[herald.Channel]bool, ch herald.Channel) bool {
 	v, ok := m[ch]
 	return ok && !v
 }

@@ -12,7 +12,7 @@ import (
 
 func boolp(b bool) *bool { return &b }
 
-var allAddresses = map[string]bool{herald.ChannelEmail: true, herald.ChannelSMS: true, herald.ChannelPush: true}
+var allAddresses = map[herald.Channel]bool{herald.ChannelEmail: true, herald.ChannelSMS: true, herald.ChannelPush: true}
 
 // 2026-03-28 23:30 in Berlin (CET): inside a 22:00–07:00 window that ends at
 // 07:00 CEST on the spring-forward morning.
@@ -21,10 +21,12 @@ var berlinMorning = utc(2026, 3, 29, 5, 0) // 07:00 CEST
 
 func TestEvaluate(t *testing.T) {
 	quiet := &QuietHours{Start: "22:00", End: "07:00", Timezone: "Europe/Berlin"}
-	all := []string{herald.ChannelInApp, herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}
-	deliver := func(ch string) Decision { return Decision{Channel: ch, Action: Deliver} }
-	suppress := func(ch string, r string) Decision { return Decision{Channel: ch, Action: Suppress, Reason: r} }
-	deferTo := func(ch string, until time.Time) Decision {
+	all := []herald.Channel{herald.ChannelInApp, herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}
+	deliver := func(ch herald.Channel) Decision { return Decision{Channel: ch, Action: Deliver} }
+	suppress := func(ch herald.Channel, r herald.Reason) Decision {
+		return Decision{Channel: ch, Action: Suppress, Reason: r}
+	}
+	deferTo := func(ch herald.Channel, until time.Time) Decision {
 		return Decision{Channel: ch, Action: Defer, Reason: herald.ReasonQuietHours, DeferUntil: until}
 	}
 	daytime := utc(2026, 3, 28, 12, 0)
@@ -41,60 +43,60 @@ func TestEvaluate(t *testing.T) {
 		},
 		{
 			name: "no address suppresses, in_app needs none",
-			in:   EvalInput{Channels: all, Category: "shipping", Addresses: map[string]bool{herald.ChannelEmail: true, herald.ChannelSMS: false}, Now: daytime},
+			in:   EvalInput{Channels: all, Category: "shipping", Addresses: map[herald.Channel]bool{herald.ChannelEmail: true, herald.ChannelSMS: false}, Now: daytime},
 			want: []Decision{deliver("in_app"), deliver("email"), suppress("sms", herald.ReasonNoAddress), suppress("push", herald.ReasonNoAddress)},
 		},
 		{
 			name: "no address suppresses even critical",
-			in:   EvalInput{Channels: []string{herald.ChannelSMS, herald.ChannelEmail}, Category: "security", Critical: true, Addresses: map[string]bool{herald.ChannelEmail: true}, Now: daytime},
+			in:   EvalInput{Channels: []herald.Channel{herald.ChannelSMS, herald.ChannelEmail}, Category: "security", Critical: true, Addresses: map[herald.Channel]bool{herald.ChannelEmail: true}, Now: daytime},
 			want: []Decision{suppress("sms", herald.ReasonNoAddress), deliver("email")},
 		},
 		{
 			name: "no address wins over an opt-out",
-			in: EvalInput{Channels: []string{herald.ChannelSMS}, Category: "shipping", Now: daytime,
-				Prefs: Preferences{Channels: map[string]bool{herald.ChannelSMS: false}}},
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelSMS}, Category: "shipping", Now: daytime,
+				Prefs: Preferences{Channels: map[herald.Channel]bool{herald.ChannelSMS: false}}},
 			want: []Decision{suppress("sms", herald.ReasonNoAddress)},
 		},
 		{
 			name: "channel opt-out",
 			in: EvalInput{Channels: all, Category: "shipping", Addresses: allAddresses, Now: daytime,
-				Prefs: Preferences{Channels: map[string]bool{herald.ChannelEmail: false, herald.ChannelSMS: true}}},
+				Prefs: Preferences{Channels: map[herald.Channel]bool{herald.ChannelEmail: false, herald.ChannelSMS: true}}},
 			want: []Decision{deliver("in_app"), suppress("email", herald.ReasonOptedOutChannel), deliver("sms"), deliver("push")},
 		},
 		{
 			name: "channel opt-out holds for critical",
 			in: EvalInput{Channels: all, Category: "security", Critical: true, Addresses: allAddresses, Now: daytime,
-				Prefs: Preferences{Channels: map[string]bool{herald.ChannelSMS: false, herald.ChannelInApp: false}}},
+				Prefs: Preferences{Channels: map[herald.Channel]bool{herald.ChannelSMS: false, herald.ChannelInApp: false}}},
 			want: []Decision{suppress("in_app", herald.ReasonOptedOutChannel), deliver("email"), suppress("sms", herald.ReasonOptedOutChannel), deliver("push")},
 		},
 		{
 			name: "category disabled",
 			in: EvalInput{Channels: all, Category: "marketing", Addresses: allAddresses, Now: daytime,
-				Prefs: Preferences{Categories: map[string]CategoryPref{"marketing": {Enabled: boolp(false), Channels: map[string]bool{herald.ChannelEmail: true}}}}},
+				Prefs: Preferences{Categories: map[string]CategoryPref{"marketing": {Enabled: boolp(false), Channels: map[herald.Channel]bool{herald.ChannelEmail: true}}}}},
 			want: []Decision{suppress("in_app", herald.ReasonOptedOutCategory), suppress("email", herald.ReasonOptedOutCategory), suppress("sms", herald.ReasonOptedOutCategory), suppress("push", herald.ReasonOptedOutCategory)},
 		},
 		{
 			name: "category channel off",
 			in: EvalInput{Channels: all, Category: "shipping", Addresses: allAddresses, Now: daytime,
-				Prefs: Preferences{Categories: map[string]CategoryPref{"shipping": {Channels: map[string]bool{herald.ChannelSMS: false}}}}},
+				Prefs: Preferences{Categories: map[string]CategoryPref{"shipping": {Channels: map[herald.Channel]bool{herald.ChannelSMS: false}}}}},
 			want: []Decision{deliver("in_app"), deliver("email"), suppress("sms", herald.ReasonOptedOutCategory), deliver("push")},
 		},
 		{
 			name: "another category's opt-out does not apply",
-			in: EvalInput{Channels: []string{herald.ChannelEmail}, Category: "shipping", Addresses: allAddresses, Now: daytime,
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelEmail}, Category: "shipping", Addresses: allAddresses, Now: daytime,
 				Prefs: Preferences{Categories: map[string]CategoryPref{"marketing": {Enabled: boolp(false)}}}},
 			want: []Decision{deliver("email")},
 		},
 		{
 			name: "category cannot re-enable a channel that is off globally",
-			in: EvalInput{Channels: []string{herald.ChannelEmail}, Category: "shipping", Addresses: allAddresses, Now: daytime,
-				Prefs: Preferences{Channels: map[string]bool{herald.ChannelEmail: false}, Categories: map[string]CategoryPref{"shipping": {Channels: map[string]bool{herald.ChannelEmail: true}}}}},
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelEmail}, Category: "shipping", Addresses: allAddresses, Now: daytime,
+				Prefs: Preferences{Channels: map[herald.Channel]bool{herald.ChannelEmail: false}, Categories: map[string]CategoryPref{"shipping": {Channels: map[herald.Channel]bool{herald.ChannelEmail: true}}}}},
 			want: []Decision{suppress("email", herald.ReasonOptedOutChannel)},
 		},
 		{
 			name: "critical bypasses category opt-outs",
 			in: EvalInput{Channels: all, Category: "security", Critical: true, Addresses: allAddresses, Now: daytime,
-				Prefs: Preferences{Categories: map[string]CategoryPref{"security": {Enabled: boolp(false), Channels: map[string]bool{herald.ChannelSMS: false}}}}},
+				Prefs: Preferences{Categories: map[string]CategoryPref{"security": {Enabled: boolp(false), Channels: map[herald.Channel]bool{herald.ChannelSMS: false}}}}},
 			want: []Decision{deliver("in_app"), deliver("email"), deliver("sms"), deliver("push")},
 		},
 		{
@@ -109,52 +111,52 @@ func TestEvaluate(t *testing.T) {
 		},
 		{
 			name: "outside quiet hours delivers",
-			in:   EvalInput{Channels: []string{herald.ChannelPush}, Category: "shipping", Addresses: allAddresses, Now: daytime, Prefs: Preferences{QuietHours: quiet}},
+			in:   EvalInput{Channels: []herald.Channel{herald.ChannelPush}, Category: "shipping", Addresses: allAddresses, Now: daytime, Prefs: Preferences{QuietHours: quiet}},
 			want: []Decision{deliver("push")},
 		},
 		{
 			name: "opt-outs win over quiet hours",
-			in: EvalInput{Channels: []string{herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}, Category: "marketing", Addresses: map[string]bool{herald.ChannelEmail: true, herald.ChannelSMS: true}, Now: berlinNight,
-				Prefs: Preferences{QuietHours: quiet, Channels: map[string]bool{herald.ChannelEmail: false}, Categories: map[string]CategoryPref{"marketing": {Channels: map[string]bool{herald.ChannelSMS: false}}}}},
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush}, Category: "marketing", Addresses: map[herald.Channel]bool{herald.ChannelEmail: true, herald.ChannelSMS: true}, Now: berlinNight,
+				Prefs: Preferences{QuietHours: quiet, Channels: map[herald.Channel]bool{herald.ChannelEmail: false}, Categories: map[string]CategoryPref{"marketing": {Channels: map[herald.Channel]bool{herald.ChannelSMS: false}}}}},
 			want: []Decision{suppress("email", herald.ReasonOptedOutChannel), suppress("sms", herald.ReasonOptedOutCategory), suppress("push", herald.ReasonNoAddress)},
 		},
 		{
 			name: "quiet hours without a zone use the user's zone",
-			in: EvalInput{Channels: []string{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: utc(2026, 3, 8, 6, 0), UserTimezone: "America/New_York",
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: utc(2026, 3, 8, 6, 0), UserTimezone: "America/New_York",
 				Prefs: Preferences{QuietHours: &QuietHours{Start: "22:00", End: "07:00"}}},
 			want: []Decision{deferTo("sms", utc(2026, 3, 8, 11, 0))}, // 07:00 EDT
 		},
 		{
 			name: "the window's own zone beats the user's",
-			in: EvalInput{Channels: []string{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: berlinNight, UserTimezone: "America/New_York",
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: berlinNight, UserTimezone: "America/New_York",
 				Prefs: Preferences{QuietHours: quiet}},
 			want: []Decision{deferTo("sms", berlinMorning)},
 		},
 		{
 			name: "no zone anywhere means UTC",
-			in: EvalInput{Channels: []string{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: utc(2026, 3, 8, 6, 0),
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: utc(2026, 3, 8, 6, 0),
 				Prefs: Preferences{QuietHours: &QuietHours{Start: "22:00", End: "07:00"}}},
 			want: []Decision{deferTo("sms", utc(2026, 3, 8, 7, 0))},
 		},
 		{
 			name: "unknown window zone falls back to the user's",
-			in: EvalInput{Channels: []string{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: utc(2026, 3, 8, 6, 0), UserTimezone: "America/New_York",
+			in: EvalInput{Channels: []herald.Channel{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: utc(2026, 3, 8, 6, 0), UserTimezone: "America/New_York",
 				Prefs: Preferences{QuietHours: &QuietHours{Start: "22:00", End: "07:00", Timezone: "Nowhere/Atlantis"}}},
 			want: []Decision{deferTo("sms", utc(2026, 3, 8, 11, 0))},
 		},
 		{
 			name: "disabled quiet hours never defer",
-			in:   EvalInput{Channels: []string{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: berlinNight, Prefs: Preferences{QuietHours: &QuietHours{}}},
+			in:   EvalInput{Channels: []herald.Channel{herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: berlinNight, Prefs: Preferences{QuietHours: &QuietHours{}}},
 			want: []Decision{deliver("sms")},
 		},
 		{
 			name: "duplicates decided once, order kept",
-			in:   EvalInput{Channels: []string{herald.ChannelSMS, herald.ChannelEmail, herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: daytime},
+			in:   EvalInput{Channels: []herald.Channel{herald.ChannelSMS, herald.ChannelEmail, herald.ChannelSMS}, Category: "shipping", Addresses: allAddresses, Now: daytime},
 			want: []Decision{deliver("sms"), deliver("email")},
 		},
 		{
 			name: "unknown channel has no address",
-			in:   EvalInput{Channels: []string{"fax"}, Category: "shipping", Addresses: allAddresses, Now: daytime},
+			in:   EvalInput{Channels: []herald.Channel{"fax"}, Category: "shipping", Addresses: allAddresses, Now: daytime},
 			want: []Decision{suppress("fax", herald.ReasonNoAddress)},
 		},
 		{
@@ -183,14 +185,14 @@ func TestEvaluate(t *testing.T) {
 // is honoured when the workflow re-evaluates at the timer.
 func TestEvaluateAfterDeferralUsesCurrentPreferences(t *testing.T) {
 	prefs := Preferences{QuietHours: &QuietHours{Start: "22:00", End: "07:00", Timezone: "Europe/Berlin"}}
-	in := EvalInput{Channels: []string{herald.ChannelEmail, herald.ChannelSMS}, Category: "marketing", Addresses: allAddresses, Now: berlinNight, Prefs: prefs}
+	in := EvalInput{Channels: []herald.Channel{herald.ChannelEmail, herald.ChannelSMS}, Category: "marketing", Addresses: allAddresses, Now: berlinNight, Prefs: prefs}
 	first := Evaluate(in)
 	if first[0].Action != Defer || first[1].Action != Defer {
 		t.Fatalf("first evaluation = %+v, want both deferred", first)
 	}
 	// The timer fires at DeferUntil; meanwhile the user opted out of marketing SMS.
 	in.Now = first[0].DeferUntil
-	in.Prefs.Categories = map[string]CategoryPref{"marketing": {Channels: map[string]bool{herald.ChannelSMS: false}}}
+	in.Prefs.Categories = map[string]CategoryPref{"marketing": {Channels: map[herald.Channel]bool{herald.ChannelSMS: false}}}
 	second := Evaluate(in)
 	if second[0].Action != Deliver || second[1].Action != Suppress || second[1].Reason != herald.ReasonOptedOutCategory {
 		t.Fatalf("re-evaluation at %v = %+v, want email delivered and sms opted out", in.Now, second)
@@ -213,27 +215,27 @@ func TestDecisionJSON(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	tenant := Preferences{
-		Channels: map[string]bool{herald.ChannelSMS: false, herald.ChannelPush: false},
+		Channels: map[herald.Channel]bool{herald.ChannelSMS: false, herald.ChannelPush: false},
 		Categories: map[string]CategoryPref{
 			"marketing": {Enabled: boolp(false)},
-			"shipping":  {Channels: map[string]bool{herald.ChannelSMS: false, herald.ChannelEmail: false}},
+			"shipping":  {Channels: map[herald.Channel]bool{herald.ChannelSMS: false, herald.ChannelEmail: false}},
 		},
 		QuietHours: &QuietHours{Start: "21:00", End: "08:00", Timezone: "Europe/Berlin"},
 	}
 	user := Preferences{
-		Channels: map[string]bool{herald.ChannelSMS: true, herald.ChannelEmail: false},
+		Channels: map[herald.Channel]bool{herald.ChannelSMS: true, herald.ChannelEmail: false},
 		Categories: map[string]CategoryPref{
 			"marketing": {Enabled: boolp(true)},
-			"shipping":  {Channels: map[string]bool{herald.ChannelEmail: true}},
+			"shipping":  {Channels: map[herald.Channel]bool{herald.ChannelEmail: true}},
 			"digest":    {Enabled: boolp(false)},
 		},
 	}
 	got := Merge(tenant, user)
 	want := Preferences{
-		Channels: map[string]bool{herald.ChannelSMS: true, herald.ChannelPush: false, herald.ChannelEmail: false},
+		Channels: map[herald.Channel]bool{herald.ChannelSMS: true, herald.ChannelPush: false, herald.ChannelEmail: false},
 		Categories: map[string]CategoryPref{
 			"marketing": {Enabled: boolp(true)},
-			"shipping":  {Channels: map[string]bool{herald.ChannelSMS: false, herald.ChannelEmail: true}},
+			"shipping":  {Channels: map[herald.Channel]bool{herald.ChannelSMS: false, herald.ChannelEmail: true}},
 			"digest":    {Enabled: boolp(false)},
 		},
 		QuietHours: &QuietHours{Start: "21:00", End: "08:00", Timezone: "Europe/Berlin"},
@@ -271,7 +273,7 @@ func TestMerge(t *testing.T) {
 
 func TestMergeThenEvaluate(t *testing.T) {
 	tenant := Preferences{Categories: map[string]CategoryPref{"marketing": {Enabled: boolp(false)}}}
-	in := EvalInput{Channels: []string{herald.ChannelEmail}, Category: "marketing", Addresses: allAddresses, Now: utc(2026, 5, 1, 12, 0)}
+	in := EvalInput{Channels: []herald.Channel{herald.ChannelEmail}, Category: "marketing", Addresses: allAddresses, Now: utc(2026, 5, 1, 12, 0)}
 
 	in.Prefs = Merge(tenant, Preferences{})
 	if d := Evaluate(in); d[0].Reason != herald.ReasonOptedOutCategory {
@@ -291,14 +293,14 @@ func TestValidate(t *testing.T) {
 	}{
 		{"empty is valid", Preferences{}, nil},
 		{"full valid document", Preferences{
-			Channels:   map[string]bool{"email": false, "in_app": true},
-			Categories: map[string]CategoryPref{"marketing": {Enabled: boolp(false)}, "shipping": {Channels: map[string]bool{"sms": false}}},
+			Channels:   map[herald.Channel]bool{"email": false, "in_app": true},
+			Categories: map[string]CategoryPref{"marketing": {Enabled: boolp(false)}, "shipping": {Channels: map[herald.Channel]bool{"sms": false}}},
 			QuietHours: &QuietHours{Start: "22:00", End: "07:00", Timezone: "Europe/Berlin"},
 		}, nil},
 		{"disabled quiet hours are valid", Preferences{QuietHours: &QuietHours{}}, nil},
 		{"unknown channels, sorted", Preferences{
-			Channels:   map[string]bool{"fax": true, "email": true, "carrier_pigeon": false},
-			Categories: map[string]CategoryPref{"shipping": {Channels: map[string]bool{"telex": false}}},
+			Channels:   map[herald.Channel]bool{"fax": true, "email": true, "carrier_pigeon": false},
+			Categories: map[string]CategoryPref{"shipping": {Channels: map[herald.Channel]bool{"telex": false}}},
 		}, []string{`channels.carrier_pigeon: unknown channel "carrier_pigeon"`, `channels.fax: unknown channel "fax"`, `categories.shipping.channels.telex: unknown channel "telex"`}},
 		{"bad times", Preferences{QuietHours: &QuietHours{Start: "7:00", End: "24:00"}},
 			[]string{`quiet_hours.start: "7:00" is not a HH:MM time`, `quiet_hours.end: "24:00" is not a time between 00:00 and 23:59`}},

@@ -15,7 +15,7 @@ package preferences
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/herald-notify/herald/internal/herald"
@@ -34,7 +34,7 @@ import (
 // (see Merge).
 type Preferences struct {
 	// Channels turns whole channels on (true) or off (false).
-	Channels map[string]bool `json:"channels,omitempty"`
+	Channels map[herald.Channel]bool `json:"channels,omitempty"`
 	// Categories holds per-category choices, keyed by template category.
 	Categories map[string]CategoryPref `json:"categories,omitempty"`
 	// QuietHours, when set, is the user's quiet window; an empty window
@@ -45,8 +45,8 @@ type Preferences struct {
 // CategoryPref is the choice for one category: Enabled false turns the whole
 // category off; Channels turns the category off (or back on) per channel.
 type CategoryPref struct {
-	Enabled  *bool           `json:"enabled,omitempty"`
-	Channels map[string]bool `json:"channels,omitempty"`
+	Enabled  *bool                   `json:"enabled,omitempty"`
+	Channels map[herald.Channel]bool `json:"channels,omitempty"`
 }
 
 // FieldError is one problem found by Validate; Field is a JSON path such as
@@ -72,7 +72,7 @@ func (p Preferences) Validate() []FieldError {
 	var errs []FieldError
 	for _, ch := range sortedKeys(p.Channels) {
 		if !herald.IsChannel(ch) {
-			errs = append(errs, unknownChannel("channels."+ch, ch))
+			errs = append(errs, unknownChannel("channels."+string(ch), ch))
 		}
 	}
 	if len(p.Categories) > MaxCategories {
@@ -84,7 +84,7 @@ func (p Preferences) Validate() []FieldError {
 		}
 		for _, ch := range sortedKeys(p.Categories[cat].Channels) {
 			if !herald.IsChannel(ch) {
-				errs = append(errs, unknownChannel("categories."+cat+".channels."+ch, ch))
+				errs = append(errs, unknownChannel("categories."+cat+".channels."+string(ch), ch))
 			}
 		}
 	}
@@ -118,7 +118,7 @@ func (p Preferences) Validate() []FieldError {
 	return errs
 }
 
-func unknownChannel(field, ch string) FieldError {
+func unknownChannel(field string, ch herald.Channel) FieldError {
 	return FieldError{Field: field, Message: fmt.Sprintf("unknown channel %q (channels are in_app, email, sms, push)", ch)}
 }
 
@@ -158,11 +158,11 @@ func Merge(tenantDefaults, user Preferences) Preferences {
 	return out
 }
 
-func mergeBools(base, over map[string]bool) map[string]bool {
+func mergeBools(base, over map[herald.Channel]bool) map[herald.Channel]bool {
 	if len(base)+len(over) == 0 {
 		return nil
 	}
-	out := make(map[string]bool, len(base)+len(over))
+	out := make(map[herald.Channel]bool, len(base)+len(over))
 	for k, v := range base {
 		out[k] = v
 	}
@@ -180,11 +180,11 @@ func copyBool(b *bool) *bool {
 	return &v
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }

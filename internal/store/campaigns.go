@@ -21,7 +21,7 @@ type Campaign struct {
 	TemplateID      string
 	TemplateVersion int
 	Category        string
-	Channels        []string
+	Channels        []herald.Channel
 	// Data is the campaign's template data (JSON object).
 	Data          json.RawMessage
 	AudienceKind  string
@@ -269,7 +269,7 @@ type CampaignNotifications struct {
 	TemplateID      string
 	TemplateVersion int
 	Category        string
-	Channels        []string
+	Channels        []herald.Channel
 	AcceptedAt      time.Time
 	NotificationIDs []string
 	UserIDs         []string
@@ -300,28 +300,29 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 
 // GuardState is a delivery's status and reason, as a batch's guard reads them.
 type GuardState struct {
-	Status string
-	Reason string
+	Status herald.DeliveryStatus
+	Reason herald.Reason
 }
 
 // DeliveryStatuses reads the guard records of many notifications at once:
 // notification id → channel → state.
-func (s *Store) DeliveryStatuses(ctx context.Context, tenantID string, notificationIDs []string) (map[string]map[string]GuardState, error) {
+func (s *Store) DeliveryStatuses(ctx context.Context, tenantID string, notificationIDs []string) (map[string]map[herald.Channel]GuardState, error) {
 	rows, err := s.db.Query(ctx, `SELECT notification_id, channel, status, COALESCE(reason, '') FROM deliveries WHERE tenant_id = $1 AND notification_id = ANY($2)`,
 		tenantID, notificationIDs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]map[string]GuardState{}
+	out := map[string]map[herald.Channel]GuardState{}
 	for rows.Next() {
-		var id, ch string
+		var id string
+		var ch herald.Channel
 		var g GuardState
 		if err := rows.Scan(&id, &ch, &g.Status, &g.Reason); err != nil {
 			return nil, err
 		}
 		if out[id] == nil {
-			out[id] = map[string]GuardState{}
+			out[id] = map[herald.Channel]GuardState{}
 		}
 		out[id][ch] = g
 	}
@@ -331,9 +332,9 @@ func (s *Store) DeliveryStatuses(ctx context.Context, tenantID string, notificat
 // BulkDeliveryUpdate is one channel's new state in UpdateDeliveries.
 type BulkDeliveryUpdate struct {
 	NotificationID    string
-	Channel           string
-	Status            string
-	Reason            string
+	Channel           herald.Channel
+	Status            herald.DeliveryStatus
+	Reason            herald.Reason
 	LastError         string
 	Provider          string
 	ProviderMessageID string
@@ -344,6 +345,13 @@ type BulkDeliveryUpdate struct {
 // ClearReason as a BulkDeliveryUpdate's Reason clears the row's reason.
 const ClearReason = "-"
 
+// channelOf is one channel of a notification (or of a campaign recipient): a
+// key of the per-channel batches below.
+type channelOf struct {
+	id string
+	ch herald.Channel
+}
+
 // UpdateDeliveries applies many delivery updates in one statement, each only if
 // it does not move its channel backwards (as UpdateDelivery). Empty strings
 // leave a column as it is; Reason ClearReason clears it.
@@ -353,14 +361,14 @@ func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []Bulk
 	}
 	// One UPDATE … FROM applies one of several matches per row, whichever: keep
 	// only the last update of each channel, so a later decision always wins.
-	last := make(map[[2]string]int, len(us))
+	last := make(map[channelOf]int, len(us))
 	for i, u := range us {
-		last[[2]string{u.NotificationID, u.Channel}] = i
+		last[channelOf{u.NotificationID, u.Channel}] = i
 	}
 	if len(last) < len(us) {
 		kept := make([]BulkDeliveryUpdate, 0, len(last))
 		for i, u := range us {
-			if last[[2]string{u.NotificationID, u.Channel}] == i {
+			if last[channelOf{u.NotificationID, u.Channel}] == i {
 				kept = append(kept, u)
 			}
 		}
@@ -369,7 +377,7 @@ func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []Bulk
 	cols := make([][]string, 7)
 	attempts := make([]int32, len(us))
 	for i, u := range us {
-		for j, v := range []string{u.NotificationID, u.Channel, u.Status, u.Reason, u.LastError, u.Provider, u.ProviderMessageID} {
+		for j, v := range []string{u.NotificationID, string(u.Channel), string(u.Status), string(u.Reason), u.LastError, u.Provider, u.ProviderMessageID} {
 			cols[j] = append(cols[j], v)
 		}
 		attempts[i] = int32(u.Attempts)
@@ -403,10 +411,11 @@ func (s *Store) RecomputeNotificationStatuses(ctx context.Context, tenantID stri
 	if err != nil {
 		return err
 	}
-	var ids, statuses []string
+	var ids []string
+	var statuses []herald.NotificationStatus
 	for rows.Next() {
 		var id string
-		var sts []string
+		var sts []herald.DeliveryStatus
 		if err := rows.Scan(&id, &sts); err != nil {
 			rows.Close()
 			return err
@@ -428,9 +437,9 @@ func (s *Store) RecomputeNotificationStatuses(ctx context.Context, tenantID stri
 // CampaignCount is how many of a campaign's deliveries on one channel have one
 // status and reason.
 type CampaignCount struct {
-	Channel string
-	Status  string
-	Reason  string
+	Channel herald.Channel
+	Status  herald.DeliveryStatus
+	Reason  herald.Reason
 	Count   int64
 }
 
@@ -460,11 +469,11 @@ func (s *Store) CampaignCounts(ctx context.Context, tenantID, campaignID string)
 // quiet-hours deferral or a retry).
 type PendingItem struct {
 	UserID         string
-	Channel        string
+	Channel        herald.Channel
 	NotificationID string
 	DueAt          time.Time
 	Attempt        int
-	Reason         string
+	Reason         herald.Reason
 	LastError      string
 }
 
@@ -475,14 +484,14 @@ func (s *Store) PutPending(ctx context.Context, tenantID, campaignID string, ite
 	}
 	// ON CONFLICT cannot touch one row twice in a statement: the last item of
 	// a channel wins.
-	last := make(map[[2]string]int, len(items))
+	last := make(map[channelOf]int, len(items))
 	for i, it := range items {
-		last[[2]string{it.UserID, it.Channel}] = i
+		last[channelOf{it.UserID, it.Channel}] = i
 	}
 	if len(last) < len(items) {
 		kept := make([]PendingItem, 0, len(last))
 		for i, it := range items {
-			if last[[2]string{it.UserID, it.Channel}] == i {
+			if last[channelOf{it.UserID, it.Channel}] == i {
 				kept = append(kept, it)
 			}
 		}
@@ -492,7 +501,7 @@ func (s *Store) PutPending(ctx context.Context, tenantID, campaignID string, ite
 	due := make([]time.Time, len(items))
 	attempts := make([]int32, len(items))
 	for i, it := range items {
-		for j, v := range []string{it.UserID, it.Channel, it.NotificationID, it.Reason, it.LastError} {
+		for j, v := range []string{it.UserID, string(it.Channel), it.NotificationID, string(it.Reason), it.LastError} {
 			cols[j] = append(cols[j], v)
 		}
 		due[i], attempts[i] = it.DueAt, int32(it.Attempt)
@@ -529,7 +538,7 @@ func (s *Store) DeletePending(ctx context.Context, tenantID, campaignID string, 
 	if len(items) == 0 {
 		return nil
 	}
-	users, chans := make([]string, len(items)), make([]string, len(items))
+	users, chans := make([]string, len(items)), make([]herald.Channel, len(items))
 	due := make([]time.Time, len(items))
 	for i, it := range items {
 		users[i], chans[i], due[i] = it.UserID, it.Channel, it.DueAt

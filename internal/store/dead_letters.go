@@ -27,7 +27,7 @@ type Attempt struct {
 }
 
 // RecordAttempt appends one provider call's outcome to the channel's history.
-func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID, channel string, a Attempt) error {
+func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID string, channel herald.Channel, a Attempt) error {
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, error)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, tenantID, notificationID, channel, a.Attempt, a.Provider, a.Outcome, a.Error)
@@ -37,7 +37,7 @@ func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID, cha
 // RecordBatchAttempt appends one provider call made for many notifications at
 // once (a batch email) to each one's channel history, in one statement: each row
 // numbered after the attempts that notification's channel already has.
-func (s *Store) RecordBatchAttempt(ctx context.Context, tenantID, channel string, notificationIDs []string, a Attempt) error {
+func (s *Store) RecordBatchAttempt(ctx context.Context, tenantID string, channel herald.Channel, notificationIDs []string, a Attempt) error {
 	if len(notificationIDs) == 0 {
 		return nil
 	}
@@ -51,7 +51,7 @@ func (s *Store) RecordBatchAttempt(ctx context.Context, tenantID, channel string
 }
 
 // CountAttempts counts a channel's recorded provider attempts.
-func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID, channel string) (int, error) {
+func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID string, channel herald.Channel) (int, error) {
 	var n int
 	err := s.db.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`,
 		tenantID, notificationID, channel).Scan(&n)
@@ -59,7 +59,7 @@ func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID, cha
 }
 
 // ListAttempts returns a notification's attempts, channel → oldest first.
-func (s *Store) ListAttempts(ctx context.Context, tenantID, notificationID string) (map[string][]Attempt, error) {
+func (s *Store) ListAttempts(ctx context.Context, tenantID, notificationID string) (map[herald.Channel][]Attempt, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT channel, attempt, provider, outcome, error, at FROM delivery_attempts
 		WHERE tenant_id = $1 AND notification_id = $2 ORDER BY id`, tenantID, notificationID)
@@ -67,9 +67,9 @@ func (s *Store) ListAttempts(ctx context.Context, tenantID, notificationID strin
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string][]Attempt{}
+	out := map[herald.Channel][]Attempt{}
 	for rows.Next() {
-		var ch string
+		var ch herald.Channel
 		var a Attempt
 		if err := rows.Scan(&ch, &a.Attempt, &a.Provider, &a.Outcome, &a.Error, &a.At); err != nil {
 			return nil, err
@@ -90,7 +90,7 @@ const (
 type DeadLetter struct {
 	ID             int64           `json:"id"`
 	NotificationID string          `json:"notification_id"`
-	Channel        string          `json:"channel"`
+	Channel        herald.Channel  `json:"channel"`
 	TemplateID     string          `json:"template_id"`
 	Attempts       int             `json:"attempts"`
 	LastError      string          `json:"last_error"`
@@ -141,7 +141,7 @@ func (s *Store) PutDeadLetter(ctx context.Context, d DeadLetter) (DeadLetter, er
 // DeadLetterFilter selects dead letters; zero fields match everything.
 type DeadLetterFilter struct {
 	TenantID   string
-	Channel    string
+	Channel    herald.Channel
 	TemplateID string
 	Since      time.Time
 	Until      time.Time
@@ -252,7 +252,7 @@ func (s *Store) ReopenRedrive(ctx context.Context, tenantID string, id int64) er
 // user's current preferences or address no longer allow the channel. The dead
 // letter becomes redriven (nothing is left to redrive), its still-failed delivery
 // suppressed with reason, and the notification's status is recomputed.
-func (s *Store) FinishRedriveSuppressed(ctx context.Context, tenantID string, id int64, reason string) error {
+func (s *Store) FinishRedriveSuppressed(ctx context.Context, tenantID string, id int64, reason herald.Reason) error {
 	return s.InTx(ctx, func(tx *Store) error {
 		var nid, channel string
 		if err := tx.db.QueryRow(ctx, `

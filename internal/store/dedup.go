@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/herald-notify/herald/internal/dbx"
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Dedup is a notification's row in the dedup ledger (notification_dedup): what
@@ -39,7 +40,7 @@ type DuplicateOutcome struct {
 	Dedup     Dedup
 	// Status and AcceptedAt are the original's, once its workflow recorded it
 	// (Status "" before).
-	Status     string
+	Status     herald.NotificationStatus
 	AcceptedAt time.Time
 }
 
@@ -91,7 +92,7 @@ type RecordDuplicateParams struct {
 func (s *Store) RecordDuplicate(ctx context.Context, p RecordDuplicateParams) (DuplicateOutcome, error) {
 	for range 2 {
 		var o DuplicateOutcome
-		var status *string
+		var status *herald.NotificationStatus
 		var acceptedAt *time.Time
 		d := &o.Dedup
 		err := s.db.QueryRow(ctx, duplicateSQL, p.TenantID, p.NotificationID, p.KeyHash, p.BodyHash, p.SeenAt).
@@ -159,7 +160,7 @@ type SupportNotification struct {
 	ID           string
 	UserID       string
 	TemplateID   string
-	Status       string
+	Status       herald.NotificationStatus
 	AcceptedAt   time.Time
 	UpdatedAt    time.Time
 	WorkflowID   string
@@ -179,7 +180,7 @@ type UserNotificationFilter struct {
 	KeyHash    string
 	From, To   *time.Time
 	TemplateID string
-	Status     string
+	Status     herald.NotificationStatus
 	Before     *time.Time
 	BeforeID   string
 	Limit      int
@@ -268,7 +269,7 @@ type LedgerAnswer struct {
 	// ledger cannot answer and the workflow start must.
 	Outcome        string
 	NotificationID string
-	Status         string
+	Status         herald.NotificationStatus
 	AcceptedAt     time.Time
 }
 

@@ -16,7 +16,7 @@ import (
 // deliveryRankSQL is herald.DeliveryRank as a SQL CASE over a status
 // expression (%s), so an UPDATE never moves a channel backwards.
 var deliveryRankSQL = func() string {
-	statuses := slices.SortedFunc(maps.Keys(herald.DeliveryRank), func(a, b string) int {
+	statuses := slices.SortedFunc(maps.Keys(herald.DeliveryRank), func(a, b herald.DeliveryStatus) int {
 		return cmp.Or(cmp.Compare(herald.DeliveryRank[a], herald.DeliveryRank[b]), cmp.Compare(a, b))
 	})
 	var b strings.Builder
@@ -30,16 +30,16 @@ var deliveryRankSQL = func() string {
 
 // Delivery is the durable (notification_id, channel) record.
 type Delivery struct {
-	Channel           string     `json:"channel"`
-	Status            string     `json:"status"`
-	Provider          *string    `json:"provider"`
-	ProviderMessageID *string    `json:"provider_message_id"`
-	Attempts          int        `json:"attempts"`
-	LastError         *string    `json:"last_error"`
-	Reason            *string    `json:"reason"`
-	SentAt            *time.Time `json:"sent_at"`
-	DeliveredAt       *time.Time `json:"delivered_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	Channel           herald.Channel        `json:"channel"`
+	Status            herald.DeliveryStatus `json:"status"`
+	Provider          *string               `json:"provider"`
+	ProviderMessageID *string               `json:"provider_message_id"`
+	Attempts          int                   `json:"attempts"`
+	LastError         *string               `json:"last_error"`
+	Reason            *herald.Reason        `json:"reason"`
+	SentAt            *time.Time            `json:"sent_at"`
+	DeliveredAt       *time.Time            `json:"delivered_at"`
+	UpdatedAt         time.Time             `json:"updated_at"`
 }
 
 // ListDeliveries returns a notification's deliveries in channel order.
@@ -63,7 +63,7 @@ func (s *Store) ListDeliveries(ctx context.Context, tenantID, notificationID str
 }
 
 // GetDelivery reads the guard record for one channel.
-func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID, channel string) (Delivery, error) {
+func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel) (Delivery, error) {
 	var d Delivery
 	err := s.db.QueryRow(ctx, `
 		SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
@@ -74,17 +74,17 @@ func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID, chann
 
 // DeliveryUpdate moves a channel's status forward. Nil fields are left as they are.
 type DeliveryUpdate struct {
-	Status            string
+	Status            herald.DeliveryStatus
 	Provider          *string
 	ProviderMessageID *string
 	LastError         *string
-	Reason            *string
+	Reason            *herald.Reason
 	CountAttempt      bool
 }
 
 // UpdateDelivery applies u unless it would move the status backwards; applied
 // reports whether it did.
-func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID, channel string, u DeliveryUpdate) (applied bool, err error) {
+func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (applied bool, err error) {
 	tag, err := s.db.Exec(ctx, `
 		UPDATE deliveries SET
 			status = $4,

@@ -15,11 +15,11 @@ type Notification struct {
 	ID           string
 	UserID       string
 	TemplateID   string
-	Channels     []string
+	Channels     []herald.Channel
 	WorkflowID   string
 	RunID        string
 	DedupKeyHash string
-	Status       string
+	Status       herald.NotificationStatus
 	AcceptedAt   time.Time
 	UpdatedAt    time.Time
 	Deliveries   []Delivery
@@ -41,7 +41,8 @@ type Notification struct {
 // and the window in and keeps the count. Re-running it (an activity retry)
 // changes nothing.
 func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
-	status, reason := herald.DeliveryPending, ""
+	status := herald.DeliveryPending
+	var reason herald.Reason
 	if n.Status == herald.NotificationScheduled {
 		status, reason = herald.DeliveryScheduled, herald.ReasonSendAt
 	}
@@ -94,14 +95,14 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notif
 }
 
 // NotificationStatus is the duplicate-submission fast path: status and accepted_at only.
-func (s *Store) NotificationStatus(ctx context.Context, tenantID, id string) (status string, acceptedAt time.Time, err error) {
+func (s *Store) NotificationStatus(ctx context.Context, tenantID, id string) (status herald.NotificationStatus, acceptedAt time.Time, err error) {
 	err = s.db.QueryRow(ctx, `SELECT status, accepted_at FROM notifications WHERE tenant_id = $1 AND id = $2`, tenantID, id).
 		Scan(&status, &acceptedAt)
 	return status, acceptedAt, dbx.NotFound(err)
 }
 
 // SetNotificationStatus records the overall status the workflow computed.
-func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id, status string) error {
+func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id string, status herald.NotificationStatus) error {
 	tag, err := s.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2`, tenantID, id, status)
 	if err == nil && tag.RowsAffected() == 0 {
 		return herald.ErrNotFound
@@ -114,8 +115,8 @@ func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id, status 
 // that arrive after the workflow recorded its status call it too; the
 // notification row is locked first so concurrent recomputations apply in order and
 // the last one sees every delivery update committed before it.
-func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id string) (string, error) {
-	var status string
+func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id string) (herald.NotificationStatus, error) {
+	var status herald.NotificationStatus
 	err := s.InTx(ctx, func(tx *Store) error {
 		var locked int
 		if err := tx.db.QueryRow(ctx, `SELECT 1 FROM notifications WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, tenantID, id).Scan(&locked); err != nil {
@@ -125,7 +126,7 @@ func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id st
 		if err != nil {
 			return err
 		}
-		statuses, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		statuses, err := pgx.CollectRows(rows, pgx.RowTo[herald.DeliveryStatus])
 		if err != nil {
 			return err
 		}

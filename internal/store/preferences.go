@@ -67,7 +67,7 @@ type TenantSettings struct {
 	CategoryCaps  map[string]int `json:"category_caps"`
 	DefaultLocale string         `json:"default_locale"`
 	// RetryPolicies override the default provider retry policy per channel.
-	RetryPolicies map[string]herald.RetryPolicy `json:"retry_policies"`
+	RetryPolicies map[herald.Channel]herald.RetryPolicy `json:"retry_policies"`
 	// APIRatePerSecond, APIBurst and DailyQuota override the default limits on
 	// POST /v1/notifications (0: use the default), and AllowCritical lets the
 	// tenant's critical templates be critical. They are the operator's
@@ -83,7 +83,7 @@ type TenantSettings struct {
 // GetTenantSettings returns the tenant's settings (defaults when never set) with
 // the operator's limits (see TenantSettings), in one query.
 func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
-	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[string]herald.RetryPolicy{}}
+	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[herald.Channel]herald.RetryPolicy{}}
 	var prefs, caps, retries []byte
 	var locale *string
 	var rate *float64
@@ -132,7 +132,7 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 		ts.DefaultLocale = "en"
 	}
 	if ts.RetryPolicies == nil {
-		ts.RetryPolicies = map[string]herald.RetryPolicy{}
+		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{}
 	}
 	retries, err := json.Marshal(ts.RetryPolicies)
 	if err != nil {

@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,7 +97,7 @@ func newNotification(t *testing.T, st *store.Store, ctx context.Context, tenantI
 	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tenantID, UserID: userID}); err != nil {
 		t.Fatal(err)
 	}
-	n := store.Notification{TenantID: tenantID, ID: id, UserID: userID, TemplateID: "tpl", Channels: []string{"in_app"},
+	n := store.Notification{TenantID: tenantID, ID: id, UserID: userID, TemplateID: "tpl", Channels: []herald.Channel{herald.ChannelInApp},
 		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: time.Now()}
 	if err := st.InsertNotification(ctx, n); err != nil {
 		t.Fatal(err)
@@ -138,7 +140,7 @@ func TestDeliveryStatusNeverMovesBackwards(t *testing.T) {
 	tn, _ := mustTenant(t, st, ctx)
 	newNotification(t, st, ctx, tn.ID, "u1", "n1")
 	steps := []struct {
-		status  string
+		status  herald.DeliveryStatus
 		applied bool
 	}{
 		{herald.DeliverySending, true},
@@ -227,7 +229,7 @@ func TestBounceAfterSentFailsAndRecomputesTheOverallStatus(t *testing.T) {
 	}
 	// Add an email channel that was sent and then bounced.
 	addChannel(t, st, ctx, tn.ID, "n1", "email")
-	for _, s := range []string{herald.DeliverySent, herald.DeliveryFailed} {
+	for _, s := range []herald.DeliveryStatus{herald.DeliverySent, herald.DeliveryFailed} {
 		if ok, err := st.UpdateDelivery(ctx, tn.ID, "n1", "email", store.DeliveryUpdate{Status: s}); err != nil || !ok {
 			t.Fatalf("email -> %s: %v %v", s, ok, err)
 		}
@@ -242,7 +244,7 @@ func TestBounceAfterSentFailsAndRecomputesTheOverallStatus(t *testing.T) {
 
 // addChannel adds a pending delivery row for channel to an existing notification
 // through the store's (idempotent) insert path.
-func addChannel(t *testing.T, st *store.Store, ctx context.Context, tenantID, id, channel string) {
+func addChannel(t *testing.T, st *store.Store, ctx context.Context, tenantID, id string, channel herald.Channel) {
 	t.Helper()
 	n, err := st.GetNotification(ctx, tenantID, id)
 	if err != nil {
@@ -271,7 +273,7 @@ func TestInsertNotificationWritesTheLedgerRow(t *testing.T) {
 	}); err != nil || !o.Counted || o.BodyKnown {
 		t.Fatalf("early duplicate: %+v %v", o, err)
 	}
-	n := store.Notification{TenantID: tn.ID, ID: "n1", UserID: "u1", TemplateID: "tpl", Channels: []string{"email", "in_app"},
+	n := store.Notification{TenantID: tn.ID, ID: "n1", UserID: "u1", TemplateID: "tpl", Channels: []herald.Channel{herald.ChannelEmail, herald.ChannelInApp},
 		WorkflowID: "wf", RunID: "run", DedupKeyHash: "k", Status: herald.NotificationSending, AcceptedAt: accepted,
 		Dedup: &store.Dedup{KeyHash: "k", BodyHash: body, FirstSeenAt: accepted, DedupUntil: &until}}
 	for range 2 { // the second is an activity retry
@@ -331,5 +333,60 @@ func TestAuditEntriesAreWrittenAhead(t *testing.T) {
 	}
 	if len(got) != 2 || status[done] != 200 || status[crashed] != store.AuditPending {
 		t.Fatalf("entries = %+v, want %d answered 200 and %d pending; %d (refused) gone", got, done, crashed, refused)
+	}
+}
+
+// The domain words (herald.Channel, DeliveryStatus, NotificationStatus, Reason)
+// are named string types: pgx encodes them as text, alone and in arrays, and
+// scans text, text[] and NULL-able text into them.
+func TestTypedWordsRoundTrip(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	channels := []herald.Channel{herald.ChannelEmail, herald.ChannelInApp}
+	if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: "n1", UserID: "u1", TemplateID: "tpl", Channels: channels,
+		WorkflowID: "wf", RunID: "run", DedupKeyHash: "k", Status: herald.NotificationScheduled, AcceptedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.GetNotification(ctx, tn.ID, "n1")
+	if err != nil || !slices.Equal(n.Channels, channels) || n.Status != herald.NotificationScheduled || len(n.Deliveries) != 2 {
+		t.Fatalf("notification = %+v %v", n, err)
+	}
+	for _, d := range n.Deliveries {
+		if d.Status != herald.DeliveryScheduled || d.Reason == nil || *d.Reason != herald.ReasonSendAt {
+			t.Fatalf("%s delivery = %+v", d.Channel, d)
+		}
+	}
+
+	reason := herald.ReasonQuietHours
+	if ok, err := st.UpdateDelivery(ctx, tn.ID, "n1", herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliveryScheduled, Reason: &reason}); err != nil || !ok {
+		t.Fatalf("UpdateDelivery: %v %v", ok, err)
+	}
+	if err := st.UpdateDeliveries(ctx, tn.ID, []store.BulkDeliveryUpdate{
+		{NotificationID: "n1", Channel: herald.ChannelInApp, Status: herald.DeliveryDelivered, Reason: store.ClearReason, Provider: "inbox"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	guard, err := st.DeliveryStatuses(ctx, tn.ID, []string{"n1"})
+	want := map[herald.Channel]store.GuardState{
+		herald.ChannelEmail: {Status: herald.DeliveryScheduled, Reason: herald.ReasonQuietHours},
+		herald.ChannelInApp: {Status: herald.DeliveryDelivered},
+	}
+	if err != nil || !maps.Equal(guard["n1"], want) {
+		t.Fatalf("DeliveryStatuses = %v %v, want %v", guard, err, want)
+	}
+	if err := st.RecomputeNotificationStatuses(ctx, tn.ID, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, err := st.NotificationStatus(ctx, tn.ID, "n1"); err != nil || status != herald.NotificationScheduled {
+		t.Fatalf("overall status = %q %v, want scheduled", status, err)
+	}
+	if err := st.RecordAttempt(ctx, tn.ID, "n1", herald.ChannelEmail, store.Attempt{Attempt: 1, Provider: "sandbox", Outcome: store.AttemptAccepted}); err != nil {
+		t.Fatal(err)
+	}
+	if hist, err := st.ListAttempts(ctx, tn.ID, "n1"); err != nil || len(hist[herald.ChannelEmail]) != 1 {
+		t.Fatalf("attempts = %v %v", hist, err)
 	}
 }

@@ -60,7 +60,7 @@ func TestPreferencesAndUnsubscribe(t *testing.T) {
 	if p, err := st.GetPreferences(ctx, tn.ID, "u1"); err != nil || p.Channels != nil {
 		t.Fatalf("no preferences yet: %+v %v", p, err)
 	}
-	if err := st.PutPreferences(ctx, tn.ID, "u1", preferences.Preferences{Channels: map[string]bool{"email": false}}); err != nil {
+	if err := st.PutPreferences(ctx, tn.ID, "u1", preferences.Preferences{Channels: map[herald.Channel]bool{"email": false}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.SetCategoryEnabled(ctx, tn.ID, "u1", "marketing", false); err != nil {
@@ -160,7 +160,7 @@ func TestTenantSettingsUpdatesDoNotLoseEachOther(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if err := st.UpdateTenantSettings(ctx, tn.ID, func(ts *store.TenantSettings) {
-				ts.PreferenceDefaults = preferences.Preferences{Channels: map[string]bool{"sms": false}}
+				ts.PreferenceDefaults = preferences.Preferences{Channels: map[herald.Channel]bool{"sms": false}}
 			}); err != nil {
 				t.Error(err)
 			}

@@ -29,7 +29,7 @@ type bomb struct {
 	name string
 	// channel is email (the src goes into email.html, so saving executes it)
 	// or sms (email.text/sms.text are text/templates).
-	channel string
+	channel herald.Channel
 	prefix  string
 	step    string
 	suffix  string

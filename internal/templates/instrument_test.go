@@ -104,7 +104,8 @@ func TestBudgetsLeaveOrdinaryTemplatesAlone(t *testing.T) {
 	}
 	data := map[string]any{"items": items, "body": body, "tags": tags, "name": "Ada"}
 	tests := []struct {
-		channel, src string
+		channel herald.Channel
+		src     string
 	}{
 		{"email", `<ul>{{range .items}}<li>{{.name}} × {{.qty}}</li>{{end}}</ul>`},
 		{"email", `{{range .items}}{{if eq .status "shipped"}}{{if gt .qty 4990}}<p>{{.name | upper}}</p>{{end}}{{end}}{{end}}`},

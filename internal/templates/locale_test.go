@@ -1,6 +1,11 @@
 package templates
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"github.com/herald-notify/herald/internal/herald"
+)
 
 func TestResolveLocale(t *testing.T) {
 	tests := []struct {
@@ -44,7 +49,7 @@ func TestTemplateLocalesAndChannels(t *testing.T) {
 	if got, want := tpl.AvailableLocales(), []string{"de", "en", "es", "fr"}; !equalStrings(got, want) {
 		t.Errorf("AvailableLocales = %v, want %v", got, want)
 	}
-	if got, want := tpl.Channels(), []string{"email", "sms"}; !equalStrings(got, want) {
+	if got, want := tpl.Channels(), []herald.Channel{"email", "sms"}; !slices.Equal(got, want) {
 		t.Errorf("Channels = %v, want %v", got, want)
 	}
 	if got := (Template{}).BaseLocale(); got != "en" {

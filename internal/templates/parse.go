@@ -51,7 +51,7 @@ var nameUnsafe = strings.NewReplacer(":", "_", " ", "_")
 // running) and instruments the tree for the budget (see instrument). Errors
 // are *syntaxError.
 func parseField(f field, b *budget) (*parsedField, error) {
-	name := nameUnsafe.Replace(f.channel + "." + f.name)
+	name := nameUnsafe.Replace(string(f.channel) + "." + f.name)
 	p := &parsedField{f: f, srcSize: len(f.src)}
 	var trees []*parse.Tree
 	if f.html {

@@ -16,9 +16,9 @@ import (
 // the channel pointers is set, matching Channel. It is plain data (JSON
 // serialisable), suitable as a Temporal activity result.
 type Rendered struct {
-	TemplateID string `json:"template_id"`
-	Version    int    `json:"template_version"`
-	Channel    string `json:"channel"`
+	TemplateID string         `json:"template_id"`
+	Version    int            `json:"template_version"`
+	Channel    herald.Channel `json:"channel"`
 	// Locale is the template locale actually used (see ResolveLocale).
 	Locale string `json:"locale"`
 
@@ -80,7 +80,7 @@ const MaxSMSSegments = 10
 // RenderError is a Render failure located in a template field. Err is the
 // cause (a missing variable, a budget error, a function error, ...).
 type RenderError struct {
-	Channel string
+	Channel herald.Channel
 	Field   string
 	Locale  string
 	Err     error
@@ -129,8 +129,8 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // escaped); an in-app action_url must not use the javascript:, data:,
 // vbscript:, file: or blob: schemes. Required parts rendering to nothing
 // (an empty SMS, say) are ErrEmptyContent.
-func Render(t Template, channel string, locale string, data map[string]any) (Rendered, error) {
-	if !knownChannel(channel) {
+func Render(t Template, channel herald.Channel, locale string, data map[string]any) (Rendered, error) {
+	if !herald.IsChannel(channel) {
 		return Rendered{}, fmt.Errorf("%w: %q", ErrUnknownChannel, channel)
 	}
 	if !t.hasChannel(channel) {

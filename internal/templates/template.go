@@ -128,8 +128,8 @@ type Variant struct {
 // Channels returns the channels the template has base content for, in the
 // canonical order of the package-level Channels. It is the default channel
 // list of a notification sent with this template.
-func (t Template) Channels() []string {
-	var out []string
+func (t Template) Channels() []herald.Channel {
+	var out []herald.Channel
 	for _, ch := range herald.Channels {
 		if t.hasChannel(ch) {
 			out = append(out, ch)
@@ -139,9 +139,9 @@ func (t Template) Channels() []string {
 }
 
 // HasChannel reports whether the template has base content for channel.
-func (t Template) HasChannel(channel string) bool { return t.hasChannel(channel) }
+func (t Template) HasChannel(channel herald.Channel) bool { return t.hasChannel(channel) }
 
-func (t Template) hasChannel(ch string) bool {
+func (t Template) hasChannel(ch herald.Channel) bool {
 	switch ch {
 	case herald.ChannelEmail:
 		return t.Email != nil
@@ -178,7 +178,7 @@ func (t Template) AvailableLocales() []string {
 // field is one template source inside a template, addressed the way
 // FieldError and RenderError report it.
 type field struct {
-	channel string
+	channel herald.Channel
 	name    string // "subject", "html", "text", "title", "body", "action_url", "data.<key>"
 	src     string
 	html    bool // parsed with html/template
@@ -186,7 +186,7 @@ type field struct {
 
 // fields lists the fields of channel content c for channel ch, in a fixed
 // order (push data keys sorted).
-func channelFields(ch string, email *EmailContent, sms *SMSContent, push *PushContent, inApp *InAppContent) []field {
+func channelFields(ch herald.Channel, email *EmailContent, sms *SMSContent, push *PushContent, inApp *InAppContent) []field {
 	var fs []field
 	switch ch {
 	case herald.ChannelEmail:
@@ -227,7 +227,7 @@ type content struct {
 	InApp *InAppContent
 }
 
-func (c content) fields(ch string) []field {
+func (c content) fields(ch herald.Channel) []field {
 	return channelFields(ch, c.Email, c.SMS, c.Push, c.InApp)
 }
 
@@ -290,15 +290,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func knownChannel(ch string) bool {
-	for _, c := range herald.Channels {
-		if c == ch {
-			return true
-		}
-	}
-	return false
 }
 
 // parseLocale parses a BCP 47 tag ("de-AT", also "de_AT").

@@ -33,11 +33,11 @@ const (
 // "locales" or "template". Locale is set for problems inside a locale variant.
 // Line is the 1-based line inside the field, 0 when not applicable.
 type FieldError struct {
-	Channel string `json:"channel,omitempty"`
-	Field   string `json:"field"`
-	Locale  string `json:"locale,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Message string `json:"message"`
+	Channel herald.Channel `json:"channel,omitempty"`
+	Field   string         `json:"field"`
+	Locale  string         `json:"locale,omitempty"`
+	Line    int            `json:"line,omitempty"`
+	Message string         `json:"message"`
 }
 
 func (e FieldError) Error() string {
@@ -46,7 +46,7 @@ func (e FieldError) Error() string {
 		b.WriteString("locales." + e.Locale + ".")
 	}
 	if e.Channel != "" {
-		b.WriteString(e.Channel + ".")
+		b.WriteString(string(e.Channel) + ".")
 	}
 	b.WriteString(e.Field)
 	if e.Line > 0 {
@@ -173,7 +173,7 @@ func Validate(t Template) []FieldError {
 	return errs
 }
 
-func requiredParts(ch string, c content) []FieldError {
+func requiredParts(ch herald.Channel, c content) []FieldError {
 	var errs []FieldError
 	req := func(field, msg string) { errs = append(errs, FieldError{Channel: ch, Field: field, Message: msg}) }
 	switch ch {

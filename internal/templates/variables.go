@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"slices"
 	"strings"
 	"text/template/parse"
 
@@ -21,7 +22,7 @@ import (
 // The analysis is static and conservative: a variable used only inside an
 // {{if}} branch is still listed, because missingkey=error makes the render
 // fail if that branch runs without it.
-func Variables(t Template, locale string, channels ...string) []string {
+func Variables(t Template, locale string, channels ...herald.Channel) []string {
 	seen := map[string]bool{}
 	for _, path := range requiredPaths(t, locale, channels) {
 		seen[path[0]] = true
@@ -37,7 +38,7 @@ func Variables(t Template, locale string, channels ...string) []string {
 // top-level key is reported by name ("name"); a nested path whose parent is
 // present but lacks the key, or is not an object, is reported as the dotted
 // path up to the missing key ("order.id"). nil means nothing is missing.
-func MissingVariables(t Template, locale string, data map[string]any, channels ...string) []string {
+func MissingVariables(t Template, locale string, data map[string]any, channels ...herald.Channel) []string {
 	missing := map[string]bool{}
 	for _, path := range requiredPaths(t, locale, channels) {
 		var cur any = data
@@ -77,14 +78,14 @@ func asMap(v any) (map[string]any, bool) {
 
 // requiredPaths lists the field chains read from the root data, in a
 // deterministic order.
-func requiredPaths(t Template, locale string, channels []string) [][]string {
+func requiredPaths(t Template, locale string, channels []herald.Channel) [][]string {
 	if len(channels) == 0 {
 		channels = herald.Channels
 	}
 	c := t.contentFor(ResolveLocale(locale, t.AvailableLocales(), t.BaseLocale()))
 	var paths [][]string
 	for _, ch := range herald.Channels { // canonical order, filtered
-		if !contains(channels, ch) {
+		if !slices.Contains(channels, ch) {
 			continue
 		}
 		for _, f := range c.fields(ch) {
@@ -99,15 +100,6 @@ func requiredPaths(t Template, locale string, channels []string) [][]string {
 		}
 	}
 	return paths
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // collectPaths walks n, appending every field chain that starts at the root

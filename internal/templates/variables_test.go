@@ -26,14 +26,14 @@ func TestVariables(t *testing.T) {
 	}
 	tests := []struct {
 		locale   string
-		channels []string
+		channels []herald.Channel
 		want     []string
 	}{
 		{"en", nil, []string{"address", "currency", "empty_note", "fmt_arg", "greeting", "items", "name", "no_address", "obj", "order", "regular", "rows", "sms_only", "vip", "vip_code"}},
-		{"en", []string{herald.ChannelSMS}, []string{"sms_only"}},
-		{"de-AT", []string{herald.ChannelSMS}, []string{"name", "sms_de"}},
-		{"en", []string{herald.ChannelInApp, herald.ChannelSMS}, []string{"rows", "sms_only"}},
-		{"en", []string{herald.ChannelPush}, nil},
+		{"en", []herald.Channel{herald.ChannelSMS}, []string{"sms_only"}},
+		{"de-AT", []herald.Channel{herald.ChannelSMS}, []string{"name", "sms_de"}},
+		{"en", []herald.Channel{herald.ChannelInApp, herald.ChannelSMS}, []string{"rows", "sms_only"}},
+		{"en", []herald.Channel{herald.ChannelPush}, nil},
 	}
 	for _, tc := range tests {
 		got := Variables(tpl, tc.locale, tc.channels...)

@@ -39,12 +39,12 @@ type Settings struct {
 type Event struct {
 	TenantID       string
 	NotificationID string
-	Channel        string
+	Channel        herald.Channel
 	// Status is the delivery status (herald.Delivery*) or, for a dead letter,
 	// failed with Type EventDeliveryDeadLettered.
-	Status   string
+	Status   herald.DeliveryStatus
 	Type     string
-	Reason   string
+	Reason   herald.Reason
 	Provider string
 	Error    string
 	// KeyExtra tells apart events that may repeat for one channel (a dead
@@ -72,12 +72,12 @@ type CampaignData struct {
 
 // PayloadData describes the delivery.
 type PayloadData struct {
-	NotificationID string `json:"notification_id"`
-	Channel        string `json:"channel"`
-	Status         string `json:"status"`
-	Reason         string `json:"reason,omitempty"`
-	Provider       string `json:"provider,omitempty"`
-	Error          string `json:"error,omitempty"`
+	NotificationID string                `json:"notification_id"`
+	Channel        herald.Channel        `json:"channel"`
+	Status         herald.DeliveryStatus `json:"status"`
+	Reason         herald.Reason         `json:"reason,omitempty"`
+	Provider       string                `json:"provider,omitempty"`
+	Error          string                `json:"error,omitempty"`
 }
 
 // Emitter queues events and wakes the endpoints' workflows. A nil *Emitter
@@ -112,7 +112,7 @@ func (e *Emitter) Emit(ctx context.Context, ev Event) error {
 	if err != nil {
 		return err
 	}
-	key := ev.NotificationID + ":" + ev.Channel + ":" + ev.Type
+	key := ev.NotificationID + ":" + string(ev.Channel) + ":" + ev.Type
 	if ev.KeyExtra != "" {
 		key += ":" + ev.KeyExtra
 	}

@@ -329,5 +329,5 @@ func (s *Set) Push(key, provider string, sender providers.PushSender) providers.
 // priority ("t_acme/email/sendgrid/0"), so a tenant's two accounts of the same
 // provider (primary and fallback) have separate breakers.
 func Key(pc providers.ProviderConfig) string {
-	return strings.Join([]string{pc.TenantID, pc.Channel, pc.Provider, strconv.Itoa(pc.Priority)}, "/")
+	return strings.Join([]string{pc.TenantID, string(pc.Channel), pc.Provider, strconv.Itoa(pc.Priority)}, "/")
 }

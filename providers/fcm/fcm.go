@@ -210,7 +210,7 @@ func (c *Client) SendPush(ctx context.Context, msg providers.PushMessage, idempo
 	for k, v := range msg.Data {
 		data[k] = v
 	}
-	data[DataNotificationID], data[DataChannel], data[DataTenant] = tags.NotificationID, tags.Channel, tags.TenantID
+	data[DataNotificationID], data[DataChannel], data[DataTenant] = tags.NotificationID, string(tags.Channel), tags.TenantID
 	collapse := CollapseID(idempotencyKey)
 	m := &fcmapi.Message{
 		Token:   msg.Token,

@@ -18,7 +18,7 @@ var gcpProjectID = regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
 // delivery receipts).
 func Definition() providers.Definition {
 	return providers.Definition{
-		Name: Name, Channels: []string{herald.ChannelPush}, NeedsCredentials: true,
+		Name: Name, Channels: []herald.Channel{herald.ChannelPush}, NeedsCredentials: true,
 		Validate: validate,
 		Build: func(ctx context.Context, pc providers.ProviderConfig, env providers.Env) (providers.Sender, error) {
 			c, err := FromConfig(ctx, pc, Process{BaseURL: env.BaseURL, TokenURL: env.TokenURL, HTTPClient: env.HTTPClient})

@@ -14,7 +14,7 @@ import (
 
 func TestChannelsAndWebhooks(t *testing.T) {
 	reg := registry.New()
-	for ch, want := range map[string][]string{
+	for ch, want := range map[herald.Channel][]string{
 		herald.ChannelEmail: {"sendgrid", "smtp", "sandbox"},
 		herald.ChannelSMS:   {"twilio", "sandbox"},
 		herald.ChannelPush:  {"fcm", "sandbox"},
@@ -27,7 +27,7 @@ func TestChannelsAndWebhooks(t *testing.T) {
 	var hooks []string
 	for _, d := range reg.All() {
 		if d.Webhook != nil {
-			hooks = append(hooks, d.Name+"/"+d.Webhook.Channel)
+			hooks = append(hooks, d.Name+"/"+string(d.Webhook.Channel))
 		}
 		if d.NeedsCredentials == (d.Name == "sandbox") {
 			t.Errorf("%s: NeedsCredentials = %t", d.Name, d.NeedsCredentials)

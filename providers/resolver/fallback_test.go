@@ -18,7 +18,7 @@ import (
 func TestNoConfigIsNoProviderUnlessSandboxFallback(t *testing.T) {
 	ctx := context.Background()
 	prod := resolver.New(&configs{}, resolver.Process{}, &sandbox.MemoryRecorder{})
-	for _, ch := range []string{herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush} {
+	for _, ch := range []herald.Channel{herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush} {
 		chain, err := prod.Chain(ctx, "t_a", ch)
 		if !errors.Is(err, providers.ErrNoProvider) || chain != nil {
 			t.Errorf("%s without a config and without fallback: chain %v, error %v; want ErrNoProvider", ch, chain, err)

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/herald-notify/herald/internal/egress"
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/breaker"
 	"github.com/herald-notify/herald/providers/fcm"
@@ -83,7 +84,7 @@ const DefaultCacheSize = 10_000
 // Configs reads a tenant's enabled provider configs of a channel in failover
 // order; *providers.Store is one.
 type Configs interface {
-	ProviderConfigs(ctx context.Context, tenantID, channel string) ([]providers.ProviderConfig, error)
+	ProviderConfigs(ctx context.Context, tenantID string, channel herald.Channel) ([]providers.ProviderConfig, error)
 }
 
 // Sender is one resolved provider for a channel.
@@ -163,7 +164,7 @@ func New(store Configs, proc Process, sandboxRecorder sandbox.Recorder) *Resolve
 // (lowest priority number first), each behind its circuit breaker. When the
 // tenant configured none it is the sandbox alone with Process.SandboxFallback,
 // else an error wrapping providers.ErrNoProvider.
-func (r *Resolver) Chain(ctx context.Context, tenantID, channel string) ([]Sender, error) {
+func (r *Resolver) Chain(ctx context.Context, tenantID string, channel herald.Channel) ([]Sender, error) {
 	cfgs, err := r.configs.ProviderConfigs(ctx, tenantID, channel)
 	if err != nil {
 		return nil, fmt.Errorf("load %s provider config: %w", channel, err)
@@ -192,7 +193,7 @@ func (r *Resolver) Builds() int64 { return r.builds.Load() }
 // version of the config, else a new one (built once however many deliveries ask
 // for it at the same time), which replaces the entry of any older version.
 func (r *Resolver) sender(ctx context.Context, pc providers.ProviderConfig) (Sender, error) {
-	key := pc.TenantID + "/" + pc.Channel + "/" + pc.Provider
+	key := pc.TenantID + "/" + string(pc.Channel) + "/" + pc.Provider
 	version := configVersion(pc)
 	if c, ok := r.senders.Get(key); ok && c.version == version {
 		return c.sender, nil

@@ -29,13 +29,13 @@ func (c *configs) put(pc providers.ProviderConfig) {
 	if c.m == nil {
 		c.m = map[string][]providers.ProviderConfig{}
 	}
-	c.m[pc.TenantID+"/"+pc.Channel] = []providers.ProviderConfig{pc}
+	c.m[pc.TenantID+"/"+string(pc.Channel)] = []providers.ProviderConfig{pc}
 }
 
-func (c *configs) ProviderConfigs(_ context.Context, tenantID, channel string) ([]providers.ProviderConfig, error) {
+func (c *configs) ProviderConfigs(_ context.Context, tenantID string, channel herald.Channel) ([]providers.ProviderConfig, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[tenantID+"/"+channel], nil
+	return c.m[tenantID+"/"+string(channel)], nil
 }
 
 type nopEmail struct{ id int64 }
@@ -53,7 +53,7 @@ type counted struct {
 
 func (c *counted) registry() *providers.Registry {
 	return providers.NewRegistry(providers.Definition{
-		Name: "counted", Channels: []string{herald.ChannelEmail},
+		Name: "counted", Channels: []herald.Channel{herald.ChannelEmail},
 		Validate: func(context.Context, json.RawMessage, json.RawMessage) (json.RawMessage, error) { return nil, nil },
 		Build: func(context.Context, providers.ProviderConfig, providers.Env) (providers.Sender, error) {
 			if c.fail.Load() {

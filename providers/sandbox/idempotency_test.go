@@ -26,7 +26,7 @@ func idempotent(t *testing.T, rec sandbox.Recorder, tenant string) {
 	t.Helper()
 	ctx := context.Background()
 	p := sandbox.New(rec)
-	tags := func(id, ch string) providers.Tags {
+	tags := func(id string, ch herald.Channel) providers.Tags {
 		return providers.Tags{TenantID: tenant, NotificationID: id, Channel: ch}
 	}
 
@@ -272,12 +272,12 @@ func TestPostgresRecorderWritesReceipts(t *testing.T) {
 	}
 	p := sandbox.New(sandbox.NewPGRecorder(tx))
 	store := providers.NewStore(tx, nil)
-	tags := func(id, ch string) providers.Tags {
+	tags := func(id string, ch herald.Channel) providers.Tags {
 		return providers.Tags{TenantID: tenant, NotificationID: id, Channel: ch}
 	}
 
 	email, sms, push := tags("ntf_1", herald.ChannelEmail), tags("ntf_1", herald.ChannelSMS), tags("ntf_1", herald.ChannelPush)
-	sent := map[string]providers.Result{}
+	sent := map[herald.Channel]providers.Result{}
 	for range 2 {
 		if sent["email"], err = p.SendEmail(ctx, providers.EmailMessage{To: "a@example.com", Subject: "S", Text: "x"}, email.IdempotencyKey(), email); err != nil {
 			t.Fatal(err)
@@ -289,7 +289,7 @@ func TestPostgresRecorderWritesReceipts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, ch := range []string{herald.ChannelEmail, herald.ChannelSMS} {
+	for _, ch := range []herald.Channel{herald.ChannelEmail, herald.ChannelSMS} {
 		r, ok, err := store.LatestReceipt(ctx, tenant, "ntf_1", ch)
 		if err != nil || !ok || r.Provider != sandbox.Name || r.Status != providers.ReceiptAccepted || r.ProviderMessageID != sent[ch].ProviderMessageID {
 			t.Fatalf("%s receipt %+v %v %v; want the sandbox's accepted receipt of %s", ch, r, ok, err, sent[ch].ProviderMessageID)

@@ -87,7 +87,7 @@ func (r *PGRecorder) Record(ctx context.Context, m Message) (Message, error) {
 func (r *PGRecorder) RecordBatch(ctx context.Context, ms []Message) ([]Message, error) {
 	cols := make([][]string, 8)
 	for _, m := range ms {
-		for j, v := range []string{m.TenantID, m.NotificationID, m.Channel, m.IdempotencyKey, m.Recipient, m.Subject, m.Body, string(m.Payload)} {
+		for j, v := range []string{m.TenantID, m.NotificationID, string(m.Channel), m.IdempotencyKey, m.Recipient, m.Subject, m.Body, string(m.Payload)} {
 			cols[j] = append(cols[j], v)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // no settings, no credentials. It records into Env.Sandbox.
 func Definition() providers.Definition {
 	return providers.Definition{
-		Name: Name, Channels: []string{herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush},
+		Name: Name, Channels: []herald.Channel{herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush},
 		Validate: validate,
 		Build: func(_ context.Context, _ providers.ProviderConfig, env providers.Env) (providers.Sender, error) {
 			return Sender(New(env.Sandbox)), nil

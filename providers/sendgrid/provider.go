@@ -25,7 +25,7 @@ const WebhookQueryTenant = "tenant"
 // Webhook.
 func Definition() providers.Definition {
 	return providers.Definition{
-		Name: Name, Channels: []string{herald.ChannelEmail}, NeedsCredentials: true,
+		Name: Name, Channels: []herald.Channel{herald.ChannelEmail}, NeedsCredentials: true,
 		Validate: validate,
 		Build: func(_ context.Context, pc providers.ProviderConfig, env providers.Env) (providers.Sender, error) {
 			c, _, err := FromConfig(pc, env.BaseURL, env.HTTPClient)

@@ -146,7 +146,7 @@ func (c *Client) SendEmailBatch(ctx context.Context, msg providers.EmailMessage,
 		p := mail.NewPersonalization()
 		p.AddTos(mail.NewEmail("", r.To))
 		p.SetCustomArg(ArgNotificationID, r.Tags.NotificationID)
-		p.SetCustomArg(ArgChannel, r.Tags.Channel)
+		p.SetCustomArg(ArgChannel, string(r.Tags.Channel))
 		p.SetCustomArg(ArgTenant, r.Tags.TenantID)
 		for k, v := range r.Headers {
 			p.SetHeader(k, v)
@@ -193,7 +193,7 @@ func (c *Client) build(msg providers.EmailMessage, tags providers.Tags) (*mail.S
 	p := mail.NewPersonalization()
 	p.AddTos(mail.NewEmail(msg.ToName, msg.To))
 	p.SetCustomArg(ArgNotificationID, tags.NotificationID)
-	p.SetCustomArg(ArgChannel, tags.Channel)
+	p.SetCustomArg(ArgChannel, string(tags.Channel))
 	p.SetCustomArg(ArgTenant, tags.TenantID)
 	m.AddPersonalizations(p)
 	// text/plain must come before text/html.

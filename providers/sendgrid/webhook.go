@@ -15,6 +15,7 @@ import (
 
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -158,7 +159,7 @@ func ParseEvents(body []byte) ([]providers.Receipt, error) {
 			Provider:          Name,
 			TenantID:          str(e.Tenant),
 			NotificationID:    str(e.NotificationID),
-			Channel:           str(e.Channel),
+			Channel:           herald.Channel(str(e.Channel)),
 			ProviderMessageID: MessageIDFromEvent(e.SGMessageID),
 			Status:            status,
 			ProviderStatus:    e.Event,

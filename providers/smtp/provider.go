@@ -14,7 +14,7 @@ import (
 // (SMTP has no delivery receipts).
 func Definition() providers.Definition {
 	return providers.Definition{
-		Name: Name, Channels: []string{herald.ChannelEmail}, NeedsCredentials: true,
+		Name: Name, Channels: []herald.Channel{herald.ChannelEmail}, NeedsCredentials: true,
 		Validate: validate,
 		Build: func(_ context.Context, pc providers.ProviderConfig, env providers.Env) (providers.Sender, error) {
 			c, err := FromConfig(pc, env.Egress)

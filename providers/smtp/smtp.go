@@ -348,7 +348,7 @@ func (c *Client) build(msg providers.EmailMessage, tags providers.Tags, messageI
 		m.SetGenHeader(mail.Header(name), v)
 	}
 	m.SetGenHeader(HeaderNotificationID, tags.NotificationID)
-	m.SetGenHeader(HeaderChannel, tags.Channel)
+	m.SetGenHeader(HeaderChannel, string(tags.Channel))
 	m.SetGenHeader(HeaderTenant, tags.TenantID)
 	switch {
 	case msg.Text != "" && msg.HTML != "":

@@ -32,7 +32,7 @@ var (
 // callbacks.
 func Definition() providers.Definition {
 	return providers.Definition{
-		Name: Name, Channels: []string{herald.ChannelSMS}, NeedsCredentials: true,
+		Name: Name, Channels: []herald.Channel{herald.ChannelSMS}, NeedsCredentials: true,
 		Validate: validate,
 		Build: func(_ context.Context, pc providers.ProviderConfig, env providers.Env) (providers.Sender, error) {
 			c, _, err := FromConfig(pc, Process{

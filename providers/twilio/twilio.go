@@ -139,7 +139,7 @@ func StatusCallbackURL(base string, tags providers.Tags) (string, error) {
 	q := u.Query()
 	q.Set(QueryTenant, tags.TenantID)
 	q.Set(QueryNotificationID, tags.NotificationID)
-	q.Set(QueryChannel, tags.Channel)
+	q.Set(QueryChannel, string(tags.Channel))
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twilio/twilio-go/client"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 )
 
@@ -149,7 +150,7 @@ func ParseStatusCallback(query, form url.Values, receivedAt time.Time) (provider
 		Provider:          Name,
 		TenantID:          query.Get(QueryTenant),
 		NotificationID:    query.Get(QueryNotificationID),
-		Channel:           query.Get(QueryChannel),
+		Channel:           herald.Channel(query.Get(QueryChannel)),
 		ProviderMessageID: sid,
 		ProviderStatus:    st,
 		OccurredAt:        receivedAt.UTC(),

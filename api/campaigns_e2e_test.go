@@ -23,7 +23,7 @@ import (
 
 // campaignUsers creates n users u00000 … with an email address each, in one
 // statement (the API would need n requests).
-func campaignUsers(t *testing.T, h *apitest.Harness, tenantID, prefix string, n int) []string {
+func campaignUsers(t testing.TB, h *apitest.Harness, tenantID, prefix string, n int) []string {
 	t.Helper()
 	users := make([]store.User, n)
 	out := make([]string, n)

@@ -165,9 +165,17 @@ func (s *Store) CountAudience(ctx context.Context, tenantID, kind, ref string) (
 	if err != nil {
 		return 0, 0, err
 	}
+	if kind == herald.AudienceAllUsers {
+		err = s.db.QueryRow(ctx, `SELECT count(*) FROM users WHERE tenant_id = $1`, tenantID).Scan(&known)
+		return known, 0, err
+	}
+	// Each member is one probe of users' primary key (a scalar subquery is
+	// never turned into a join), whatever the planner believes: see
+	// AudiencePage.
 	err = s.db.QueryRow(ctx, `
-		SELECT count(u.user_id), count(*) - count(u.user_id)
-		FROM `+from+` m LEFT JOIN users u ON u.tenant_id = m.tenant_id AND u.user_id = m.user_id`, tenantID, ref).Scan(&known, &unknown)
+		SELECT count(*) FILTER (WHERE known), count(*) FILTER (WHERE NOT known)
+		FROM (SELECT (SELECT true FROM users u WHERE u.tenant_id = m.tenant_id AND u.user_id = m.user_id) IS NOT NULL AS known
+			FROM `+from+` m) x`, tenantID, ref).Scan(&known, &unknown)
 	return known, unknown, err
 }
 
@@ -235,6 +243,13 @@ type AudiencePageParams struct {
 
 // AudiencePage returns the audience members that p selects, in user id order;
 // members that are not users are skipped.
+//
+// Each member's user and preferences are one primary-key probe each: the
+// OFFSET 0 keeps PostgreSQL from flattening the lateral subqueries into joins
+// planned from statistics. Right after a bulk import (a new tenant's users
+// estimated at one row) such a join became a nested loop over all the
+// tenant's users per member, 15 s instead of 0.2 s for 10,000 recipients
+// (TestCampaignAudienceRightAfterBulkInsertIsLinear).
 func (s *Store) AudiencePage(ctx context.Context, p AudiencePageParams) ([]AudienceMember, error) {
 	from, err := audienceSource(p.Kind)
 	if err != nil {
@@ -243,8 +258,9 @@ func (s *Store) AudiencePage(ctx context.Context, p AudiencePageParams) ([]Audie
 	rows, err := s.db.Query(ctx, `
 		SELECT u.user_id, COALESCE(u.email, ''), COALESCE(u.phone, ''), COALESCE(u.locale, ''), COALESCE(u.timezone, ''), m.data, p.preferences
 		FROM `+from+` m
-		JOIN users u ON u.tenant_id = m.tenant_id AND u.user_id = m.user_id
-		LEFT JOIN user_preferences p ON p.tenant_id = u.tenant_id AND p.user_id = u.user_id
+		CROSS JOIN LATERAL (SELECT * FROM users u WHERE u.tenant_id = m.tenant_id AND u.user_id = m.user_id OFFSET 0) u
+		LEFT JOIN LATERAL (SELECT p.preferences FROM user_preferences p
+			WHERE p.tenant_id = u.tenant_id AND p.user_id = u.user_id OFFSET 0) p ON true
 		WHERE CASE WHEN cardinality($5::text[]) > 0 THEN m.user_id = ANY($5)
 			ELSE m.user_id > $3 AND ($4 = '' OR m.user_id <= $4) END
 		ORDER BY m.user_id LIMIT $6`, p.TenantID, p.Ref, p.After, p.Through, p.Only, p.Limit)

@@ -1,31 +1,41 @@
 package main
 
-// herald-bench -campaign: the cost of a recipient sent by a campaign against the
-// same recipient sent as a single notification, in one run against the same
-// PostgreSQL and Temporal (see docs/campaigns.md):
+// herald-bench -campaign: what a campaign recipient costs in the shapes campaign
+// teams send, against the same recipient sent as a single notification, in one
+// run against the same PostgreSQL and Temporal (see docs/campaigns.md and the
+// campaign section of docs/bench.md):
 //
 //	baseline   -baseline-n single notifications (in_app + sandbox email), POST
 //	           /v1/notifications each, until every channel is sent
-//	campaign   a campaign to the first -small recipients (a streamed list), then
-//	           one to all -n recipients, until completed; while the large one
-//	           drains, critical notifications are submitted at -critical-rate and
-//	           their accept → inbox latency measured (bulk lane isolation)
+//	(a)        identical content, in_app + email: the floor
+//	(b)        personalized email: each list line's data (name, code) in the
+//	           subject and the body
+//	(c)        personalized SMS
+//	(d)        personalized push (every user has a device token)
+//	(e)        personalized email + SMS + push in one campaign
+//	(f)        (a)'s content with rate_per_second -rate: achieved against asked
+//	large      (a)'s content to -n recipients: cost flatness, large against (a)
+//	isolation  the large list again while critical notifications are submitted
+//	           at -critical-rate: their accept → inbox p50 / p99
 //
-// Per phase: recipients/s end to end, CPU ms per recipient of this process (API
-// + worker + bench client), the Temporal server and PostgreSQL, Temporal
-// actions per 1,000 recipients (the server's own `action` counter from its
-// Prometheus endpoint, HERALD_TEMPORAL_METRICS_URL), and this process's peak RSS.
+// Every campaign phase has users of its own, bulk-inserted just before its list
+// is uploaded (streamed CSV), as a campaign team imports an audience and sends to
+// it. Per phase: recipients/s from POST /v1/campaigns to "completed", CPU ms per
+// recipient of this process (API + worker + bench client), the Temporal server
+// and PostgreSQL, Temporal actions per 1,000 recipients (the server's `action`
+// counter, HERALD_TEMPORAL_METRICS_URL), database statements, rows and WAL per
+// recipient (pg_stat_statements when the cluster preloads it, else transactions
+// from pg_stat_database), this process's peak RSS, the list upload's seconds per
+// 10,000 lines, and whether every channel was sent with each recipient's own
+// content.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -34,7 +44,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -50,63 +59,236 @@ import (
 	"github.com/herald-notify/herald/internal/templates"
 )
 
+// Goals the report checks (docs/campaigns.md, docs/bench.md).
+const (
+	goalVsA         = 0.5  // a personalized phase's recipients/s against (a)'s
+	goalRSSMB       = 256  // peak RSS of this process
+	goalFlatness    = 1.2  // large/(a) CPU per recipient
+	goalCriticalP99 = 1000 // ms, critical accept → inbox while a campaign drains
+	goalBaseline    = 25   // baseline/campaign CPU per recipient
+)
+
 type campaignOptions struct {
-	n, small, baselineN int
-	concurrency         int
-	criticalRate        float64
-	metricsURL          string
-	timeout             time.Duration
-	jsonOut, quiet      bool
+	phaseN, n, baselineN int
+	warmup               int
+	analyze              bool
+	settleTimeout        time.Duration
+	phases               string
+	rate                 float64
+	concurrency          int
+	criticalRate         float64
+	metricsURL           string
+	timeout              time.Duration
+	jsonOut, quiet       bool
+}
+
+// addCampaignFlags defines -campaign's flags (also listed by herald-bench -h).
+func addCampaignFlags(fs *flag.FlagSet, o *campaignOptions) {
+	fs.IntVar(&o.phaseN, "phase-n", 10_000, "recipients of each phase (a)–(f); each phase has users and a list of its own")
+	fs.IntVar(&o.phaseN, "small", 10_000, "the old name of -phase-n ((a) was the small campaign of the flatness measure)")
+	fs.StringVar(&o.phases, "phases", "a,b,c,d,e,f", "the phases to run, comma-separated: a identical in_app+email, b personalized email, c personalized SMS, d personalized push, e personalized email+SMS+push, f (a) with -rate")
+	fs.Float64Var(&o.rate, "rate", 2000, "rate_per_second of phase (f) (its measure needs a phase of many seconds: -phase-n well above the rate)")
+	fs.IntVar(&o.n, "n", 100_000, "recipients of the large campaign ((a)'s content: cost flatness large/(a)) and of the isolation phase; 0: no large campaign (isolation reuses (a)'s list)")
+	fs.IntVar(&o.warmup, "warmup", 1000, "recipients of an unmeasured campaign of (a)'s shape before the phases, so (a) does not carry the first campaign's cold start (0: none)")
+	fs.BoolVar(&o.analyze, "analyze", false, "ANALYZE users, list members and push tokens after each list upload, before the campaign (what autovacuum does within a minute or so): separates the send's own cost from the plans PostgreSQL picks on statistics that predate the import")
+	fs.DurationVar(&o.settleTimeout, "settle-timeout", 30*time.Second, "before each phase, wait up to this long for this process, Temporal and PostgreSQL to go idle (the previous phase's trailing work, autovacuum)")
+	fs.IntVar(&o.baselineN, "baseline-n", 1000, "single notifications of the per-recipient baseline (0: none)")
+	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent POST /v1/notifications in the baseline")
+	fs.Float64Var(&o.criticalRate, "critical-rate", 5, "critical notifications per second while the isolation campaign drains (0: no isolation phase)")
+	fs.StringVar(&o.metricsURL, "temporal-metrics-url", os.Getenv("HERALD_TEMPORAL_METRICS_URL"), "the Temporal server's Prometheus endpoint, for its action counter (default HERALD_TEMPORAL_METRICS_URL); empty: actions not reported")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "upper bound on the whole run")
+	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of the table")
+	fs.BoolVar(&o.quiet, "q", false, "no progress lines")
+}
+
+func parseCampaignFlags(args []string, stderr io.Writer) (campaignOptions, error) {
+	var o campaignOptions
+	fs := flag.NewFlagSet("herald-bench -campaign", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addCampaignFlags(fs, &o)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: herald-bench -campaign [flags]   (the campaign bench: docs/bench.md; herald-bench -h lists every mode)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	keys, err := campaignPhaseKeys(o.phases)
+	switch {
+	case err != nil:
+		return o, err
+	case o.phaseN < 1 || o.phaseN > 5_000_000:
+		return o, errors.New("-phase-n must be between 1 and 5000000")
+	case o.n < 0 || o.n > 5_000_000:
+		return o, errors.New("-n must be between 0 and 5000000")
+	case o.warmup < 0 || o.warmup > 1_000_000:
+		return o, errors.New("-warmup must be between 0 and 1000000")
+	case o.settleTimeout < 0:
+		return o, errors.New("-settle-timeout must not be negative")
+	case o.baselineN < 0 || o.baselineN > 100_000:
+		return o, errors.New("-baseline-n must be between 0 and 100000")
+	case slices.Contains(keys, "f") && (o.rate < 1 || o.rate > 100_000):
+		return o, errors.New("-rate must be between 1 and 100000")
+	case o.concurrency < 1 || o.concurrency > 4096:
+		return o, errors.New("-concurrency must be between 1 and 4096")
+	case o.criticalRate < 0 || o.criticalRate > 1000:
+		return o, errors.New("-critical-rate must be between 0 and 1000")
+	case o.timeout <= 0:
+		return o, errors.New("-timeout must be positive")
+	}
+	return o, nil
+}
+
+// campaignPhaseKeys parses -phases.
+func campaignPhaseKeys(s string) ([]string, error) {
+	var keys []string
+	for k := range strings.SplitSeq(s, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		if len(k) != 1 || k[0] < 'a' || k[0] > 'f' {
+			return nil, fmt.Errorf("-phases: %q is not one of a, b, c, d, e, f", k)
+		}
+		if slices.Contains(keys, k) {
+			return nil, fmt.Errorf("-phases: %q given twice", k)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// scenario is one campaign phase's shape.
+type scenario struct {
+	key, name string
+	template  string
+	channels  []herald.Channel
+	// personal: each list line carries the recipient's data (name, code) and the
+	// template prints it.
+	personal bool
+	rate     float64
+}
+
+const (
+	tmplIdentical = "bench_campaign"
+	tmplPersonal  = "bench_personal"
+)
+
+// scenarios are the phases (a)–(f) in order.
+func scenarios(rate float64) []scenario {
+	email, sms, push := herald.ChannelEmail, herald.ChannelSMS, herald.ChannelPush
+	floor := []herald.Channel{herald.ChannelInApp, email}
+	return []scenario{
+		{key: "a", name: "(a) identical, in_app + email", template: tmplIdentical, channels: floor},
+		{key: "b", name: "(b) personalized email", template: tmplPersonal, channels: []herald.Channel{email}, personal: true},
+		{key: "c", name: "(c) personalized SMS", template: tmplPersonal, channels: []herald.Channel{sms}, personal: true},
+		{key: "d", name: "(d) personalized push", template: tmplPersonal, channels: []herald.Channel{push}, personal: true},
+		{key: "e", name: "(e) personalized email + SMS + push", template: tmplPersonal, channels: []herald.Channel{email, sms, push}, personal: true},
+		{key: "f", name: fmt.Sprintf("(f) (a) at rate_per_second %g", rate), template: tmplIdentical, channels: floor, rate: rate},
+	}
+}
+
+// benchCampaignTemplates are the bench tenant's templates: the identical one of
+// (a), the personalized one of (b)–(e) (plain variables only, so the email
+// skeleton path can batch it) and the critical one of the isolation phase.
+func benchCampaignTemplates() []templates.Template {
+	return []templates.Template{
+		{ID: tmplIdentical, Category: "marketing",
+			InApp: &templates.InAppContent{Title: "{{.title}}", Body: "{{.body}}"},
+			Email: &templates.EmailContent{Subject: "{{.title}}", Text: "{{.body}}", HTML: "<p>{{.body}}</p>"}},
+		{ID: tmplPersonal, Category: "marketing",
+			Email: &templates.EmailContent{Subject: "Hello {{.name}}", Text: "Hi {{.name}}, your code is {{.code}}.",
+				HTML: "<p>Hi {{.name}}, your code is <b>{{.code}}</b>.</p>"},
+			SMS:  &templates.SMSContent{Text: "Hi {{.name}}, your code is {{.code}}"},
+			Push: &templates.PushContent{Title: "Hello {{.name}}", Body: "Your code is {{.code}}"}},
+		{ID: "bench_critical", Category: "security", Critical: true, InApp: &templates.InAppContent{Title: "Code", Body: "{{.body}}"}},
+	}
 }
 
 // CampaignPhase is one measured phase of -campaign.
 type CampaignPhase struct {
-	Name          string    `json:"name"`
-	Recipients    int       `json:"recipients"`
-	Seconds       float64   `json:"seconds"`
-	PerSec        float64   `json:"recipients_per_sec"`
-	CPU           *CPUUsage `json:"cpu_ms_per_recipient"`
-	OursMs        float64   `json:"ours_ms_per_recipient"`
-	Actions       float64   `json:"temporal_actions"`
-	ActionsPer1k  float64   `json:"temporal_actions_per_1000_recipients"`
-	PeakRSSMB     float64   `json:"peak_rss_mb"`
-	CriticalP50Ms float64   `json:"critical_p50_ms,omitempty"`
-	CriticalP99Ms float64   `json:"critical_p99_ms,omitempty"`
-	CriticalN     int       `json:"critical_n,omitempty"`
+	Key        string           `json:"key"`
+	Name       string           `json:"name"`
+	CampaignID string           `json:"campaign_id,omitempty"`
+	Channels   []herald.Channel `json:"channels,omitempty"`
+	Recipients int              `json:"recipients"`
+	Seconds    float64          `json:"seconds"`
+	PerSec     float64          `json:"recipients_per_sec"`
+	// VsA is PerSec over phase (a)'s.
+	VsA float64 `json:"recipients_per_sec_vs_a,omitempty"`
+	// RatePerSecond is the campaign's rate_per_second; DrainSec the server's
+	// started_at → finished_at and DrainPerSec the recipients over it.
+	RatePerSecond float64 `json:"rate_per_second,omitempty"`
+	DrainSec      float64 `json:"drain_sec,omitempty"`
+	DrainPerSec   float64 `json:"drain_recipients_per_sec,omitempty"`
+	// SteadyPerSec is the recipients written after the first batch over the
+	// time from the first batch's notifications to the last's (accepted_at):
+	// the rate without the campaign's start and end.
+	SteadyPerSec float64   `json:"steady_recipients_per_sec,omitempty"`
+	CPU          *CPUUsage `json:"cpu_ms_per_recipient"`
+	OursMs       float64   `json:"ours_ms_per_recipient"`
+	Actions      float64   `json:"temporal_actions"`
+	ActionsPer1k float64   `json:"temporal_actions_per_1000_recipients"`
+	DB           *DBCost   `json:"db,omitempty"`
+	// SettleSec is how long the bench waited for the machine to go idle before
+	// the phase (its users, list and campaign).
+	SettleSec float64 `json:"settle_sec"`
+	// PeakRSSMB covers the phase's user insert, list upload and drain.
+	PeakRSSMB       float64 `json:"peak_rss_mb"`
+	UploadSec       float64 `json:"list_upload_sec,omitempty"`
+	UploadPer10kSec float64 `json:"list_upload_sec_per_10k_lines,omitempty"`
+	// Sent counts the phase's deliveries sent or delivered, of Expected
+	// (recipients × channels).
+	Sent     int64 `json:"deliveries_sent"`
+	Expected int64 `json:"deliveries_expected"`
+	// ContentCheck: sampled recipients' sandbox messages carry their own data.
+	ContentCheck  string  `json:"content_check,omitempty"`
+	CriticalP50Ms float64 `json:"critical_p50_ms,omitempty"`
+	CriticalP99Ms float64 `json:"critical_p99_ms,omitempty"`
+	CriticalN     int     `json:"critical_n,omitempty"`
+}
+
+// CampaignCheck is one figure of the run against its goal (Verdict PASS or MISS;
+// empty when it has no goal).
+type CampaignCheck struct {
+	Name    string  `json:"name"`
+	Value   float64 `json:"value"`
+	Goal    string  `json:"goal,omitempty"`
+	Verdict string  `json:"verdict,omitempty"`
 }
 
 // CampaignReport is the whole -campaign run.
 type CampaignReport struct {
-	Command   string             `json:"command"`
-	StartedAt time.Time          `json:"started_at"`
-	CPUs      int                `json:"cpus"`
-	Phases    []CampaignPhase    `json:"phases"`
-	Ratios    map[string]float64 `json:"ratios"`
-	Notes     []string           `json:"notes"`
-	Error     string             `json:"error,omitempty"`
+	Command   string          `json:"command"`
+	StartedAt time.Time       `json:"started_at"`
+	CPUs      int             `json:"cpus"`
+	PhaseN    int             `json:"phase_n"`
+	N         int             `json:"n"`
+	Phases    []CampaignPhase `json:"phases"`
+	Checks    []CampaignCheck `json:"checks"`
+	Notes     []string        `json:"notes"`
+	Error     string          `json:"error,omitempty"`
+}
+
+func (r *CampaignReport) phase(key string) *CampaignPhase {
+	for i := range r.Phases {
+		if r.Phases[i].Key == key {
+			return &r.Phases[i]
+		}
+	}
+	return nil
 }
 
 func campaignMain(args []string, stdout, stderr io.Writer) int {
-	var o campaignOptions
-	fs := flag.NewFlagSet("herald-bench -campaign", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.IntVar(&o.n, "n", 100_000, "recipients of the large campaign")
-	fs.IntVar(&o.small, "small", 10_000, "recipients of the small campaign (cost flatness: small vs large)")
-	fs.IntVar(&o.baselineN, "baseline-n", 1000, "single notifications of the per-recipient baseline")
-	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent POST /v1/notifications in the baseline")
-	fs.Float64Var(&o.criticalRate, "critical-rate", 5, "critical notifications per second while the large campaign drains (0: none)")
-	fs.StringVar(&o.metricsURL, "temporal-metrics-url", os.Getenv("HERALD_TEMPORAL_METRICS_URL"), "the Temporal server's Prometheus endpoint (its `action` counter); empty: actions not reported")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "upper bound on the whole run")
-	fs.BoolVar(&o.jsonOut, "json", false, "print JSON instead of the table")
-	fs.BoolVar(&o.quiet, "q", false, "no progress lines")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	o, err := parseCampaignFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
-	if o.n < 1 || o.small < 1 || o.small > o.n || o.baselineN < 1 || o.n > 5_000_000 {
-		fmt.Fprintln(stderr, "herald-bench -campaign: need 1 <= -small <= -n <= 5000000 and -baseline-n >= 1")
+	if err != nil {
+		fmt.Fprintln(stderr, "herald-bench -campaign:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -114,8 +296,9 @@ func campaignMain(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	rep := &CampaignReport{Command: "herald-bench -campaign " + strings.Join(args, " "), StartedAt: time.Now().UTC(), CPUs: runtime.NumCPU(),
-		Ratios: map[string]float64{}}
-	err := runCampaignBench(ctx, o, rep, stderr)
+		PhaseN: o.phaseN, N: o.n}
+	err = runCampaignBench(ctx, o, rep, stderr)
+	campaignChecks(rep)
 	if err != nil {
 		rep.Error = err.Error()
 	}
@@ -133,7 +316,18 @@ type campaignBench struct {
 	key    string
 	tenant string
 	cpu    *cpuWatcher
+	db     *dbStats
 	rss    atomic.Int64 // peak RSS (bytes) since the last reset
+}
+
+// settle waits for this process, Temporal and PostgreSQL to go idle (see
+// settleCPU) and returns the seconds it waited.
+func (b *campaignBench) settle(ctx context.Context) float64 {
+	took, idle := settleCPU(ctx, b.cpu, b.o.settleTimeout)
+	if !idle {
+		b.logf("still busy after %.1f s (-settle-timeout)", took.Seconds())
+	}
+	return roundTo(took.Seconds(), 1)
 }
 
 func (b *campaignBench) logf(format string, args ...any) {
@@ -157,6 +351,7 @@ func runCampaignBench(ctx context.Context, o campaignOptions, rep *CampaignRepor
 	defer tc.Close()
 	defer pool.Close()
 	b.st, b.pool = store.New(pool), pool
+	b.db = newDBStats(ctx, pool)
 	runID := time.Now().UTC().Format("0102T150405") + "-" + randomHex(3)
 	t, key, err := b.st.CreateTenant(ctx, "campaign-bench-"+runID)
 	if err != nil {
@@ -166,12 +361,7 @@ func runCampaignBench(ctx context.Context, o campaignOptions, rep *CampaignRepor
 	if err := b.st.PutTenantLimits(ctx, t.ID, store.TenantLimits{APIRatePerSecond: benchRate, APIBurst: benchBurst, AllowCritical: true}); err != nil {
 		return err
 	}
-	for _, tm := range []templates.Template{
-		{ID: "bench_campaign", Category: "marketing",
-			InApp: &templates.InAppContent{Title: "{{.title}}", Body: "{{.body}}"},
-			Email: &templates.EmailContent{Subject: "{{.title}}", Text: "{{.body}}", HTML: "<p>{{.body}}</p>"}},
-		{ID: "bench_critical", Category: "security", Critical: true, InApp: &templates.InAppContent{Title: "Code", Body: "{{.body}}"}},
-	} {
+	for _, tm := range benchCampaignTemplates() {
 		if _, err := b.st.PutTemplate(ctx, t.ID, tm); err != nil {
 			return err
 		}
@@ -206,372 +396,151 @@ func runCampaignBench(ctx context.Context, o campaignOptions, rep *CampaignRepor
 	b.apiURL = "http://" + ln.Addr().String()
 	go b.sampleRSS(ctx)
 
-	b.logf("creating %d users (bulk insert)", o.n)
-	users := make([]string, o.n)
-	for lo := 0; lo < o.n; lo += 10_000 {
-		chunk := make([]store.User, 0, 10_000)
-		for i := lo; i < min(o.n, lo+10_000); i++ {
-			id := fmt.Sprintf("r%07d", i)
-			email := id + "@bench.example"
-			users[i] = id
-			chunk = append(chunk, store.User{UserID: id, Email: &email})
-		}
-		if err := b.st.InsertUsers(ctx, t.ID, chunk); err != nil {
-			return err
-		}
+	crit := make([]store.User, 0, 8)
+	for c := 1; c <= 8; c++ { // critical-lane users
+		crit = append(crit, store.User{UserID: "crit" + strconv.Itoa(c)})
 	}
-	for _, c := range []int{1, 2, 3, 4, 5, 6, 7, 8} { // critical-lane users
-		id := "crit" + strconv.Itoa(c)
-		if err := b.st.InsertUsers(ctx, t.ID, []store.User{{UserID: id}}); err != nil {
-			return err
-		}
-	}
-	rep.Notes = append(rep.Notes,
-		"CPU: bench = this process (the API and the worker, in-process as cmd/herald wires them, plus the bench client); temporal and postgres = the servers at HERALD_TEMPORAL_ADDRESS / HERALD_DATABASE_URL; ours = bench + temporal + postgres; machine includes other users of this shared 2-core VM",
-		"email goes to the sandbox provider (the tenant has no credentials): one row per recipient in sandbox_messages, the batch path records a page in one statement",
-		"peak RSS is this whole process (API + worker + bench client)")
-
-	// Baseline: one notification (one workflow) per recipient.
-	ph, err := b.baseline(ctx, users[:o.baselineN])
-	if err != nil {
+	if err := b.st.InsertUsers(ctx, t.ID, crit); err != nil {
 		return err
 	}
-	rep.Phases = append(rep.Phases, ph)
+	rep.Notes = append(rep.Notes,
+		"CPU: bench = this process (the API and the worker, in-process as cmd/herald wires them, plus the bench client); temporal and postgres = the servers at HERALD_TEMPORAL_ADDRESS / HERALD_DATABASE_URL; ours = bench + temporal + postgres; machine includes everything else on the machine",
+		"email, SMS and push go to the sandbox provider (the tenant has no credentials, the process falls back to it): one sandbox_messages row per recipient and channel",
+		"each campaign phase's users are bulk-inserted (with email, phone and, for push, a device token) just before its list is uploaded and the campaign starts right after the upload"+
+			map[bool]string{true: " (after ANALYZE of users, list members and push tokens: -analyze)", false: " (no ANALYZE: the statistics may predate the import, as after a team's real import)"}[o.analyze]+
+			"; peak RSS is this whole process over the phase's insert, upload and drain",
+		b.db.note())
 
-	lists := map[int]string{}
-	for _, size := range []int{o.small, o.n} {
-		listID, upload, err := b.uploadList(ctx, users[:size])
+	if o.baselineN > 0 {
+		settle := b.settle(ctx)
+		users, err := b.createUsers(ctx, "base", o.baselineN, false)
 		if err != nil {
 			return err
 		}
-		lists[size] = listID
-		rep.Notes = append(rep.Notes, fmt.Sprintf("list of %d uploaded (streamed CSV → COPY) in %.1f s, peak RSS %.0f MB", size, upload.Seconds(),
-			float64(b.rss.Load())/(1<<20)))
-	}
-	for _, size := range []int{o.small, o.n} {
-		ph, err := b.campaign(ctx, fmt.Sprintf("campaign %d", size), lists[size], size, false)
-		if err != nil {
-			return err
-		}
+		ph, err := b.baseline(ctx, users)
+		ph.SettleSec = settle
 		rep.Phases = append(rep.Phases, ph)
+		if err != nil {
+			return err
+		}
 	}
-	if o.criticalRate > 0 {
+	if o.warmup > 0 {
+		sc := scenarios(0)[0]
+		sc.key, sc.name = "warmup", "warm-up (not reported)"
+		if _, _, err := b.scenarioPhase(ctx, sc, o.warmup); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	keys, _ := campaignPhaseKeys(o.phases)
+	lists := map[string]string{}
+	for _, sc := range scenarios(o.rate) {
+		if !slices.Contains(keys, sc.key) {
+			continue
+		}
+		ph, listID, err := b.scenarioPhase(ctx, sc, o.phaseN)
+		rep.Phases = append(rep.Phases, ph)
+		if err != nil {
+			return err
+		}
+		lists[sc.key] = listID
+	}
+	isoList, isoN := lists["a"], o.phaseN
+	if o.n > 0 {
+		sc := scenarios(0)[0]
+		sc.key, sc.name = "large", fmt.Sprintf("large: (a) to %d", o.n)
+		ph, listID, err := b.scenarioPhase(ctx, sc, o.n)
+		rep.Phases = append(rep.Phases, ph)
+		if err != nil {
+			return err
+		}
+		isoList, isoN = listID, o.n
+	}
+	if o.criticalRate > 0 && isoList != "" {
 		// Bulk lane isolation: critical notifications while a campaign drains (its
 		// own phase, so the criticals' cost stays out of the campaign's).
-		ph, err := b.campaign(ctx, fmt.Sprintf("isolation: campaign %d + critical", o.n), lists[o.n], o.n, true)
+		ph := CampaignPhase{Key: "isolation", Name: fmt.Sprintf("isolation: (a) to %d + critical at %g/s", isoN, o.criticalRate),
+			Channels: scenarios(0)[0].channels, Recipients: isoN, SettleSec: b.settle(ctx)}
+		runtime.GC()
+		b.rss.Store(readRSS())
+		err := b.campaign(ctx, &ph, scenarios(0)[0], isoList, true)
+		rep.Phases = append(rep.Phases, ph)
 		if err != nil {
 			return err
 		}
-		rep.Phases = append(rep.Phases, ph)
-	}
-	base, small, large := rep.Phases[0], rep.Phases[1], rep.Phases[2]
-	if large.OursMs > 0 {
-		rep.Ratios["baseline/campaign ours CPU per recipient (goal >= 25)"] = roundTo(base.OursMs/large.OursMs, 1)
-	}
-	if base.PerSec > 0 {
-		rep.Ratios["campaign/baseline recipients per second (goal >= 25)"] = roundTo(large.PerSec/base.PerSec, 1)
-	}
-	if small.OursMs > 0 {
-		rep.Ratios["large/small ours CPU per recipient (goal <= 1.2)"] = roundTo(large.OursMs/small.OursMs, 2)
-	}
-	if large.ActionsPer1k > 0 {
-		rep.Ratios["baseline/campaign Temporal actions per recipient"] = roundTo(base.ActionsPer1k/large.ActionsPer1k, 1)
 	}
 	return nil
 }
 
-// sampleRSS keeps the peak resident set size of this process.
-func (b *campaignBench) sampleRSS(ctx context.Context) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if v := readRSS(); v > b.rss.Load() {
-			b.rss.Store(v)
+// campaignChecks computes the ratios to (a) and checks every goal of the phases run.
+func campaignChecks(r *CampaignReport) {
+	check := func(name string, v float64, goal string, pass bool) {
+		c := CampaignCheck{Name: name, Value: v, Goal: goal}
+		if goal != "" {
+			c.Verdict = map[bool]string{true: "PASS", false: "MISS"}[pass]
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+		r.Checks = append(r.Checks, c)
 	}
-}
-
-func readRSS() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// temporalActions sums the server's `action` counter for the namespace (-1:
-// unknown).
-func (b *campaignBench) temporalActions(ctx context.Context) float64 {
-	if b.o.metricsURL == "" {
-		return -1
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.o.metricsURL, nil)
-	resp, err := b.http.Do(req)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	want := `namespace="` + b.cfg.TemporalNamespace + `"`
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "action{") || !strings.Contains(line, want) {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			v, err := strconv.ParseFloat(line[i+1:], 64)
-			if err == nil {
-				sum += v
+	a := r.phase("a")
+	for i := range r.Phases {
+		p := &r.Phases[i]
+		if a != nil && a.PerSec > 0 && p.Key != "baseline" && p.Key != "f" && p.Key != "a" && p.Key != "isolation" {
+			p.VsA = roundTo(p.PerSec/a.PerSec, 2)
+			if strings.Contains("bcde", p.Key) {
+				check(p.Name+": recipients/s vs (a)", p.VsA, fmt.Sprintf(">= %g", goalVsA), p.VsA >= goalVsA)
 			}
 		}
 	}
-	return sum
-}
-
-// measure runs fn and fills the phase's time, CPU, actions and RSS.
-func (b *campaignBench) measure(ctx context.Context, ph *CampaignPhase, fn func() error) error {
-	runtime.GC()
-	b.rss.Store(readRSS())
-	actions0 := b.temporalActions(ctx)
-	snap0 := b.cpu.snap()
-	start := time.Now()
-	err := fn()
-	ph.Seconds = roundTo(time.Since(start).Seconds(), 2)
-	snap1 := b.cpu.snap()
-	if actions1 := b.temporalActions(ctx); actions0 >= 0 && actions1 >= 0 {
-		ph.Actions = actions1 - actions0
-		ph.ActionsPer1k = roundTo(ph.Actions*1000/float64(ph.Recipients), 1)
-	}
-	if d, ok := delta(snap0, snap1); ok {
-		ph.CPU = d.usage(ph.Recipients)
-		if ph.CPU != nil {
-			ph.OursMs = roundTo(ph.CPU.PerOpMs["bench"]+ph.CPU.PerOpMs["temporal"]+ph.CPU.PerOpMs["postgres"], 3)
+	if f := r.phase("f"); f != nil && f.RatePerSecond > 0 && f.Seconds > 0 {
+		check(fmt.Sprintf("(f) achieved recipients/s over the drain (started → finished) / rate_per_second %g", f.RatePerSecond),
+			roundTo(f.DrainPerSec/f.RatePerSecond, 2), "", false)
+		if f.SteadyPerSec > 0 {
+			check(fmt.Sprintf("(f) achieved recipients/s steady (first → last batch written) / rate_per_second %g", f.RatePerSecond),
+				roundTo(f.SteadyPerSec/f.RatePerSecond, 2), "", false)
 		}
 	}
-	if ph.Seconds > 0 {
-		ph.PerSec = roundTo(float64(ph.Recipients)/ph.Seconds, 1)
+	if l := r.phase("large"); l != nil && a != nil && a.OursMs > 0 && l.OursMs > 0 {
+		v := roundTo(l.OursMs/a.OursMs, 2)
+		check(fmt.Sprintf("flatness: large (%d) / (a) (%d) ours CPU per recipient", l.Recipients, a.Recipients), v,
+			fmt.Sprintf("<= %g", goalFlatness), v <= goalFlatness)
 	}
-	ph.PeakRSSMB = roundTo(float64(b.rss.Load())/(1<<20), 1)
-	return err
-}
-
-func (b *campaignBench) post(ctx context.Context, method, path, contentType string, body io.Reader) (int, []byte, error) {
-	return apiCall(ctx, b.http, method, b.apiURL+path, b.key, contentType, body)
-}
-
-// baseline sends one notification per user (in_app + email) and waits until
-// every channel is sent.
-func (b *campaignBench) baseline(ctx context.Context, users []string) (CampaignPhase, error) {
-	ph := CampaignPhase{Name: "baseline: one notification each", Recipients: len(users)}
-	b.logf("baseline: %d single notifications (in_app + email)", len(users))
-	err := b.measure(ctx, &ph, func() error {
-		r := closedLoop(ctx, len(users), b.o.concurrency, 30*time.Second, func(ctx context.Context, i int) (outcome, error) {
-			body, _ := json.Marshal(map[string]any{"user_id": users[i], "template_id": "bench_campaign", "channels": []herald.Channel{herald.ChannelInApp, herald.ChannelEmail},
-				"data": map[string]any{"title": "Spring sale", "body": "20% off"}, "idempotency_key": "baseline-" + users[i], "dedup_ttl_sec": 1})
-			status, raw, err := b.post(ctx, http.MethodPost, "/v1/notifications", "application/json", strings.NewReader(string(body)))
-			if err != nil {
-				return outcomeError, err
-			}
-			if status != http.StatusAccepted {
-				return outcomeError, fmt.Errorf("POST /v1/notifications: %d %s", status, truncate(raw, 200))
-			}
-			return outcomeOK, nil
-		})
-		if r.ok != len(users) {
-			return fmt.Errorf("baseline: %d of %d submissions failed (%v)", len(users)-r.ok, len(users), r.samples)
+	if base := r.phase("baseline"); base != nil {
+		ref := r.phase("large")
+		if ref == nil {
+			ref = a
 		}
-		return b.awaitSent(ctx, "n.campaign_id IS NULL AND n.template_id = 'bench_campaign'", 2*len(users))
-	})
-	return ph, err
-}
-
-// awaitSent polls until want deliveries of the tenant's notifications matching
-// where are sent or delivered.
-func (b *campaignBench) awaitSent(ctx context.Context, where string, want int) error {
-	for {
-		var n int
-		if err := b.pool.QueryRow(ctx, `
-			SELECT count(*) FROM notifications n JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
-			WHERE n.tenant_id = $1 AND `+where+` AND d.status IN ('sent', 'delivered')`, b.tenant).Scan(&n); err != nil {
-			return err
+		if ref != nil && ref.OursMs > 0 {
+			v := roundTo(base.OursMs/ref.OursMs, 1)
+			check(fmt.Sprintf("baseline / %s ours CPU per recipient", ref.Key), v, fmt.Sprintf(">= %d", goalBaseline), v >= goalBaseline)
 		}
-		if n >= want {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %d sent deliveries (have %d): %w", want, n, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		if ref != nil && ref.ActionsPer1k > 0 {
+			check(fmt.Sprintf("baseline / %s Temporal actions per recipient", ref.Key), roundTo(base.ActionsPer1k/ref.ActionsPer1k, 1), "", false)
 		}
 	}
-}
-
-// uploadList streams a CSV list of users to POST /v1/lists.
-func (b *campaignBench) uploadList(ctx context.Context, users []string) (string, time.Duration, error) {
-	start := time.Now()
-	pr, pw := io.Pipe()
-	go func() {
-		w := bufio.NewWriter(pw)
-		_, _ = w.WriteString("user_id\n")
-		for _, u := range users {
-			_, _ = w.WriteString(u + "\n")
-		}
-		_ = w.Flush()
-		_ = pw.Close()
-	}()
-	status, raw, err := b.post(ctx, http.MethodPost, "/v1/lists?name=bench-"+strconv.Itoa(len(users)), "text/csv", pr)
-	if err != nil {
-		return "", 0, err
+	if iso := r.phase("isolation"); iso != nil && iso.CriticalN > 0 {
+		check(fmt.Sprintf("critical accept → inbox p99 while a campaign drains, ms (n=%d)", iso.CriticalN), iso.CriticalP99Ms,
+			fmt.Sprintf("< %d", goalCriticalP99), iso.CriticalP99Ms < goalCriticalP99)
 	}
-	if status != http.StatusCreated {
-		return "", 0, fmt.Errorf("POST /v1/lists: %d %s", status, truncate(raw, 300))
+	var peak float64
+	for _, p := range r.Phases {
+		peak = max(peak, p.PeakRSSMB)
 	}
-	var l struct {
-		ListID  string `json:"list_id"`
-		Members int    `json:"members"`
+	if peak > 0 {
+		check("peak RSS of the bench process (API + worker + client), MB", peak, fmt.Sprintf("< %d", goalRSSMB), peak < goalRSSMB)
 	}
-	if err := json.Unmarshal(raw, &l); err != nil || l.Members != len(users) {
-		return "", 0, fmt.Errorf("POST /v1/lists: %s", truncate(raw, 300))
-	}
-	return l.ListID, time.Since(start), nil
-}
-
-// campaign starts a campaign to the list and waits for it to complete; with
-// critical, critical notifications are sent meanwhile and their latency kept.
-func (b *campaignBench) campaign(ctx context.Context, name, listID string, size int, critical bool) (CampaignPhase, error) {
-	ph := CampaignPhase{Name: name, Recipients: size}
-	id := "bench-" + strconv.Itoa(size) + "-" + randomHex(3)
-	b.logf("%s: campaign %s to %d recipients (in_app + email)", name, id, size)
-	var lat []time.Duration
-	err := b.measure(ctx, &ph, func() error {
-		body, _ := json.Marshal(map[string]any{"campaign_id": id, "template_id": "bench_campaign", "channels": []herald.Channel{herald.ChannelInApp, herald.ChannelEmail},
-			"data": map[string]any{"title": "Spring sale", "body": "20% off"}, "audience": map[string]any{"list_id": listID}})
-		status, raw, err := b.post(ctx, http.MethodPost, "/v1/campaigns", "application/json", strings.NewReader(string(body)))
-		if err != nil {
-			return err
+	for _, p := range r.Phases {
+		if p.Expected > 0 && p.Sent != p.Expected {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d of %d deliveries sent", p.Name, p.Sent, p.Expected))
 		}
-		if status != http.StatusAccepted {
-			return fmt.Errorf("POST /v1/campaigns: %d %s", status, truncate(raw, 300))
+		if strings.HasPrefix(p.ContentCheck, "MISMATCH") {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: content check %s", p.Name, p.ContentCheck))
 		}
-		done := make(chan struct{})
-		var wg sync.WaitGroup
-		if critical {
-			wg.Add(1)
-			go func() { defer wg.Done(); lat = b.criticalWhile(ctx, done) }()
-		}
-		defer func() { close(done); wg.Wait() }()
-		last := time.Now()
-		for {
-			var v struct {
-				Status    string `json:"status"`
-				Processed int    `json:"recipients_processed"`
-			}
-			status, raw, err := b.post(ctx, http.MethodGet, "/v1/campaigns/"+id, "", nil)
-			if err != nil {
-				return err
-			}
-			if status != http.StatusOK || json.Unmarshal(raw, &v) != nil {
-				return fmt.Errorf("GET /v1/campaigns/%s: %d %s", id, status, truncate(raw, 300))
-			}
-			if v.Status == "completed" {
-				return nil
-			}
-			if v.Status == "failed" || v.Status == "cancelled" {
-				return fmt.Errorf("campaign %s ended %s: %s", id, v.Status, truncate(raw, 300))
-			}
-			if time.Since(last) > 5*time.Second {
-				b.logf("  %s: %d of %d processed", id, v.Processed, size)
-				last = time.Now()
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		}
-	})
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		ph.CriticalN = len(lat)
-		ph.CriticalP50Ms = roundTo(float64(lat[len(lat)/2])/float64(time.Millisecond), 1)
-		ph.CriticalP99Ms = roundTo(float64(lat[min(len(lat)-1, int(math.Ceil(0.99*float64(len(lat))))-1)])/float64(time.Millisecond), 1)
-	}
-	return ph, err
-}
-
-// criticalWhile submits critical notifications at -critical-rate until done and
-// returns each one's accept → inbox latency (the server's accepted_at to the
-// in-app delivery's delivered_at).
-func (b *campaignBench) criticalWhile(ctx context.Context, done <-chan struct{}) []time.Duration {
-	var ids []string
-	tick := time.NewTicker(time.Duration(float64(time.Second) / b.o.criticalRate))
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-done:
-			return b.criticalLatencies(ctx, ids)
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		body, _ := json.Marshal(map[string]any{"user_id": "crit" + strconv.Itoa(i%8+1), "template_id": "bench_critical",
-			"data": map[string]any{"body": "code " + strconv.Itoa(i)}, "idempotency_key": "crit-" + randomHex(8), "dedup_ttl_sec": 1})
-		status, raw, err := b.post(ctx, http.MethodPost, "/v1/notifications", "application/json", strings.NewReader(string(body)))
-		if err != nil || status != http.StatusAccepted {
-			b.logf("critical submit: %d %v %s", status, err, truncate(raw, 200))
-			continue
-		}
-		var a accepted
-		if json.Unmarshal(raw, &a) == nil {
-			ids = append(ids, a.NotificationID)
-		}
-	}
-}
-
-func (b *campaignBench) criticalLatencies(ctx context.Context, ids []string) []time.Duration {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var out []time.Duration
-		rows, err := b.pool.Query(ctx, `
-			SELECT extract(epoch FROM d.delivered_at - n.accepted_at) FROM notifications n
-			JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id AND d.channel = 'in_app'
-			WHERE n.tenant_id = $1 AND n.id = ANY($2) AND d.delivered_at IS NOT NULL`, b.tenant, ids)
-		if err != nil {
-			return nil
-		}
-		for rows.Next() {
-			var s float64
-			if rows.Scan(&s) == nil {
-				out = append(out, time.Duration(s*float64(time.Second)))
-			}
-		}
-		rows.Close()
-		if len(out) == len(ids) || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
 func printCampaignTable(w io.Writer, r *CampaignReport) {
-	fmt.Fprintf(w, "herald-bench -campaign (%d CPUs) %s\n\n", r.CPUs, r.StartedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "herald-bench -campaign (%d CPUs) %s\n%s\n\n", r.CPUs, r.StartedAt.Format(time.RFC3339), r.Command)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\trecipients\tseconds\trecipients/s\tours ms/rcpt\tbench\ttemporal\tpostgres\tmachine\tactions/1k\tpeak RSS MB\tcritical p50/p99 ms\t")
+	fmt.Fprintln(tw, "phase\trecipients\tseconds\trecipients/s\tvs (a)\tours ms/rcpt\tbench\ttemporal\tpostgres\tstmts/rcpt\trows/rcpt\tWAL KB/rcpt\tactions/1k\tpeak RSS MB\tupload s/10k\tsent\tcritical p50/p99 ms\t")
 	for _, p := range r.Phases {
 		cpu := func(k string) string {
 			if p.CPU == nil {
@@ -579,22 +548,67 @@ func printCampaignTable(w io.Writer, r *CampaignReport) {
 			}
 			return strconv.FormatFloat(p.CPU.PerOpMs[k], 'f', 3, 64)
 		}
+		num := func(v float64, prec int) string {
+			if v <= 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(v, 'f', prec, 64)
+		}
+		vs := num(p.VsA, 2)
+		if p.RatePerSecond > 0 {
+			vs = fmt.Sprintf("%.0f (steady %s) of %g", p.DrainPerSec, num(p.SteadyPerSec, 0), p.RatePerSecond)
+		}
+		stmts, rows, wal := "-", "-", "-"
+		if d := p.DB; d != nil {
+			if d.Source == dbSourceStatements {
+				stmts, rows, wal = num(d.StatementsPerRcpt, 2), num(d.RowsPerRcpt, 2), num(d.WALBytesPerRcpt/1024, 2)
+			} else {
+				stmts = "~" + num(d.XactsPerRcpt, 2) + " xacts"
+				rows = "~" + num(d.TupWrittenPerRcpt, 2)
+			}
+		}
+		sent := "-"
+		if p.Expected > 0 {
+			sent = fmt.Sprintf("%.0f%%", 100*float64(p.Sent)/float64(p.Expected))
+			switch {
+			case strings.HasPrefix(p.ContentCheck, "ok"):
+				sent += ", own data"
+			case p.ContentCheck != "":
+				sent += ", content MISMATCH"
+			}
+		}
 		crit := "-"
 		if p.CriticalN > 0 {
 			crit = fmt.Sprintf("%.0f / %.0f (n=%d)", p.CriticalP50Ms, p.CriticalP99Ms, p.CriticalN)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t\n", p.Name, p.Recipients, p.Seconds, p.PerSec, p.OursMs,
-			cpu("bench"), cpu("temporal"), cpu("postgres"), cpu("machine"), p.ActionsPer1k, p.PeakRSSMB, crit)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t\n", p.Name, p.Recipients, p.Seconds, p.PerSec, vs,
+			p.OursMs, cpu("bench"), cpu("temporal"), cpu("postgres"), stmts, rows, wal, num(p.ActionsPer1k, 1), p.PeakRSSMB, num(p.UploadPer10kSec, 2), sent, crit)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	keys := make([]string, 0, len(r.Ratios))
-	for k := range r.Ratios {
-		keys = append(keys, k)
+	for _, c := range r.Checks {
+		if c.Goal == "" {
+			fmt.Fprintf(w, "%-80s %v\n", c.Name, c.Value)
+		} else {
+			fmt.Fprintf(w, "%-80s %v  (goal %s: %s)\n", c.Name, c.Value, c.Goal, c.Verdict)
+		}
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "%-60s %v\n", k, r.Ratios[k])
+	var top bool
+	for _, p := range r.Phases {
+		if p.DB == nil || len(p.DB.Top) == 0 {
+			continue
+		}
+		if !top {
+			fmt.Fprintln(w, "\nstatements that took the most time, per recipient (pg_stat_statements; exec = all statements' execution time):")
+			top = true
+		}
+		fmt.Fprintf(w, "  %s (exec %.3f ms):\n", p.Name, p.DB.ExecMsPerRcpt)
+		for _, s := range p.DB.Top[:min(3, len(p.DB.Top))] {
+			fmt.Fprintf(w, "    %7.4f ms %6.3f calls %7.2f rows  %s\n", s.ExecMsPerRcpt, s.CallsPerRcpt, s.RowsPerRcpt, s.Query)
+		}
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)

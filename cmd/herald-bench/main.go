@@ -1,5 +1,7 @@
-// Command herald-bench measures Herald's accept path against the bare Temporal
-// start it is built on, in one run against the same PostgreSQL and Temporal:
+// Command herald-bench measures Herald against the PostgreSQL and Temporal it
+// runs on; `herald-bench -h` lists its three modes and their flags. By default it
+// measures the accept path against the bare Temporal start it is built on, in one
+// run against the same PostgreSQL and Temporal:
 //
 //	(a)  bare ExecuteWorkflow of an empty workflow, new IDs
 //	(a') the same bare start rejected as a duplicate (IDs already running)
@@ -10,7 +12,8 @@
 // and prints (b)/(a) and (c)/(a') against the goal (≥ 0.9). By default it hosts
 // Herald itself (API on 127.0.0.1:0 over real HTTP, worker on a unique task queue,
 // wired by internal/app as cmd/herald is); -api-url/-api-key drive an already-running Herald
-// instead. See docs/bench.md.
+// instead. -campaign measures campaigns (campaign.go), -inbox-streams the inbox
+// streams (inbox_streams.go). See docs/bench.md.
 package main
 
 import (
@@ -108,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.inboxStreams, "inbox-streams", false, "run the inbox stream bench instead: accept → stream event latency at the client, at the max rate and half of it, and the cost of idle streams (see inbox_streams.go)")
 	fs.BoolVar(&o.inboxAPIChild, "inbox-api-child", false, "internal: the -inbox-streams bench's Herald process")
 	addInboxStreamFlags(fs, &o.stream)
+	fs.Usage = func() { printUsage(fs.Output(), fs) }
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -158,6 +162,51 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// printUsage is herald-bench -h: the three modes and each one's flags (the
+// accept and inbox stream flags are fs's, the campaign flags addCampaignFlags').
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	stream := flag.NewFlagSet("", flag.ContinueOnError)
+	addInboxStreamFlags(stream, &inboxStreamOptions{})
+	accept := flag.NewFlagSet("", flag.ContinueOnError)
+	inbox := flag.NewFlagSet("", flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		dst := accept
+		switch {
+		case f.Name == "inbox-api-child": // internal
+			return
+		case f.Name == "inbox-streams" || stream.Lookup(f.Name) != nil:
+			dst = inbox
+		}
+		dst.Var(f.Value, f.Name, f.Usage)
+		dst.Lookup(f.Name).DefValue = f.DefValue
+	})
+	camp := flag.NewFlagSet("", flag.ContinueOnError)
+	addCampaignFlags(camp, &campaignOptions{})
+	for _, fl := range []*flag.FlagSet{accept, inbox, camp} {
+		fl.SetOutput(w)
+	}
+	fmt.Fprint(w, `herald-bench measures Herald against the PostgreSQL and Temporal named by
+HERALD_DATABASE_URL and HERALD_TEMPORAL_ADDRESS (see docs/bench.md). Three modes:
+
+  herald-bench [accept flags]
+      the accept path: bare Temporal starts (a), (a') against POST /v1/notifications
+      new (b) and duplicate (c), accept → inbox (d)
+  herald-bench -campaign [campaign flags]      (-campaign must come first)
+      campaigns as campaign teams send them: (a) identical in_app + email, (b)–(e)
+      personalized email / SMS / push / all three, (f) with rate_per_second; the
+      per-notification baseline, cost flatness and critical latency while one drains
+  herald-bench -inbox-streams [inbox stream flags]
+      accept → inbox stream event latency and the cost of idle streams
+
+Accept flags:
+`)
+	accept.PrintDefaults()
+	fmt.Fprint(w, "\nCampaign flags (herald-bench -campaign ...; HERALD_TEMPORAL_METRICS_URL: the Temporal server's Prometheus endpoint):\n")
+	camp.PrintDefaults()
+	fmt.Fprint(w, "\nInbox stream flags (herald-bench -inbox-streams ...):\n")
+	inbox.PrintDefaults()
+}
 
 // Report is the whole run, as -json prints it.
 type Report struct {

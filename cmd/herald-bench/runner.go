@@ -291,17 +291,22 @@ func chunkBounds(n, chunks int) []int {
 // phase does not inherit the previous one's background work (workflows still being
 // processed). Bounded by -settle-timeout; without /proc it just sleeps a second.
 func (b *bench) settle(ctx context.Context) (time.Duration, bool) {
+	return settleCPU(ctx, b.cpu, b.o.settleTimeout)
+}
+
+// settleCPU is settle for any bench: cpu's processes, bounded by timeout.
+func settleCPU(ctx context.Context, cpu *cpuWatcher, timeout time.Duration) (time.Duration, bool) {
 	t0 := time.Now()
-	prev := b.cpu.snap()
+	prev := cpu.snap()
 	if !prev.ok {
 		sleepCtx(ctx, time.Second)
 		return time.Since(t0), false
 	}
 	const window = 300 * time.Millisecond
 	limit := uint64(0.15 * window.Seconds() * clockTick)
-	for quiet := 0; time.Since(t0) < b.o.settleTimeout && ctx.Err() == nil; {
+	for quiet := 0; time.Since(t0) < timeout && ctx.Err() == nil; {
 		sleepCtx(ctx, window)
-		cur := b.cpu.snap()
+		cur := cpu.snap()
 		if cur.ourJiffies()-prev.ourJiffies() <= limit {
 			if quiet++; quiet >= 2 {
 				return time.Since(t0), true

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,12 +13,47 @@ import (
 
 // PGRecorder records into the sandbox_messages table. It works on a pool or a
 // transaction.
+//
+// Concurrent Records share statements (group commit): a call queues its message
+// and waits; up to maxWriters writers (one on a transaction) each take what is
+// queued and record it in one statement (RecordBatch), so a campaign's hundreds
+// of concurrent SMS and push "sends" cost a few statements instead of one each,
+// and a lone call still goes at once. Two calls with the same idempotency key and
+// recipient never share a statement (a batch records such a pair as one message,
+// counted once): the second waits for the next one, so Calls still counts every
+// repeat.
 type PGRecorder struct {
-	db dbx.DB
+	db         dbx.DB
+	maxWriters int
+
+	mu      sync.Mutex
+	queue   []*queuedRecord
+	writers int
 }
 
+// queuedRecord is one Record call waiting for a writer.
+type queuedRecord struct {
+	m    Message
+	done chan struct{}
+	out  Message
+	err  error
+}
+
+// maxWriters bounds the statements a pool recorder runs at once;
+// maxCoalesced the messages one of them records.
+const (
+	maxWriters   = 4
+	maxCoalesced = 500
+)
+
 // NewPGRecorder wraps a pool or a transaction.
-func NewPGRecorder(db dbx.DB) *PGRecorder { return &PGRecorder{db: db} }
+func NewPGRecorder(db dbx.DB) *PGRecorder {
+	n := maxWriters
+	if _, ok := db.(pgx.Tx); ok {
+		n = 1 // a transaction runs one statement at a time
+	}
+	return &PGRecorder{db: db, maxWriters: n}
+}
 
 // The PostgreSQL recorder is idempotent as a provider with idempotency keys
 // would be: a message is one row per (tenant, idempotency key, recipient) (the
@@ -74,12 +110,92 @@ const receiptSQL = `
 		WHERE m.channel <> $9 AND EXISTS (SELECT 1 FROM notifications WHERE tenant_id = m.tenant_id AND id = m.notification_id)
 		ON CONFLICT DO NOTHING`
 
-// Record implements Recorder: one statement.
+// Record implements Recorder: the message is recorded in a statement of its own,
+// or, when other calls are waiting too, in one shared with them (see PGRecorder).
+// A call whose context ends first returns its error; its message may still be
+// recorded, as a provider may accept a request whose answer the caller stopped
+// waiting for.
 func (r *PGRecorder) Record(ctx context.Context, m Message) (Message, error) {
-	err := r.db.QueryRow(ctx, recordSQL,
-		m.TenantID, m.NotificationID, m.Channel, m.IdempotencyKey, m.Recipient, m.Subject, m.Body, string(m.Payload), herald.ChannelPush).
-		Scan(&m.ID, &m.CreatedAt, &m.Calls)
-	return m, err
+	q := &queuedRecord{m: m, done: make(chan struct{})}
+	r.mu.Lock()
+	r.queue = append(r.queue, q)
+	if r.writers < r.maxWriters {
+		r.writers++
+		go r.write(context.WithoutCancel(ctx))
+	}
+	r.mu.Unlock()
+	select {
+	case <-q.done:
+		return q.out, q.err
+	case <-ctx.Done():
+		return m, ctx.Err()
+	}
+}
+
+// write records queued messages until none is left.
+func (r *PGRecorder) write(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		batch := r.take()
+		if len(batch) == 0 {
+			r.writers--
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		r.record(ctx, batch)
+	}
+}
+
+// take removes from the queue, in order, up to maxCoalesced messages no two of
+// which have the same tenant, idempotency key and recipient. r.mu is held.
+func (r *PGRecorder) take() []*queuedRecord {
+	type key struct{ tenant, idem, recipient string }
+	var batch []*queuedRecord
+	seen := map[key]bool{}
+	rest := r.queue[:0]
+	for _, q := range r.queue {
+		k := key{q.m.TenantID, q.m.IdempotencyKey, q.m.Recipient}
+		if len(batch) == maxCoalesced || seen[k] {
+			rest = append(rest, q)
+			continue
+		}
+		seen[k] = true
+		batch = append(batch, q)
+	}
+	clear(r.queue[len(rest):])
+	r.queue = rest
+	return batch
+}
+
+// record records batch in one statement and answers each call.
+func (r *PGRecorder) record(ctx context.Context, batch []*queuedRecord) {
+	defer func() {
+		for _, q := range batch {
+			close(q.done)
+		}
+	}()
+	if len(batch) == 1 {
+		q := batch[0]
+		m := q.m
+		q.err = r.db.QueryRow(ctx, recordSQL,
+			m.TenantID, m.NotificationID, m.Channel, m.IdempotencyKey, m.Recipient, m.Subject, m.Body, string(m.Payload), herald.ChannelPush).
+			Scan(&m.ID, &m.CreatedAt, &m.Calls)
+		q.out = m
+		return
+	}
+	ms := make([]Message, len(batch))
+	for i, q := range batch {
+		ms[i] = q.m
+	}
+	out, err := r.RecordBatch(ctx, ms)
+	for i, q := range batch {
+		if err != nil {
+			q.out, q.err = q.m, err
+			continue
+		}
+		q.out = out[i]
+	}
 }
 
 // RecordBatch records many messages in one statement, as Record each, and

@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/preferences"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -23,7 +26,8 @@ import (
 	"github.com/herald-notify/herald/providers"
 )
 
-// CampaignSendConcurrency bounds the provider calls one batch makes at once.
+// CampaignSendConcurrency bounds the sends one batch makes at once through the
+// single path (sendOne); chunks of single calls have CampaignChunkConcurrency.
 const CampaignSendConcurrency = 16
 
 // DefaultInDoubtWait is how long an in-doubt provider channel (see
@@ -257,6 +261,13 @@ type campaignBatch struct {
 	now  time.Time
 	// renders caches rendered content by channel + locale + data.
 	renders map[string]renderOutcome
+	// ownKeys are the data keys some recipient of the batch has data of its
+	// own for; skeletons the batch's email skeletons by resolved locale (nil:
+	// not batchable), built with the campaign's data but those keys.
+	ownKeys   map[string]bool
+	skeletons map[string]*templates.EmailSkeleton
+	// merged caches recipientData by the recipient's own data.
+	merged map[string]mergedData
 	// inbox and sends are the deliveries decide planned.
 	inbox []store.InboxBatchItem
 	sends []providerSend
@@ -267,9 +278,18 @@ type campaignBatch struct {
 	owed   []store.PendingItem
 }
 
+// mergedData is a recipient's merged data (recipientData).
+type mergedData struct {
+	data map[string]any
+	err  error
+}
+
 type renderOutcome struct {
-	r   templates.Rendered
-	err error
+	r templates.Rendered
+	// data is what r was rendered with: the campaign's data with the
+	// recipient's own merged over it.
+	data map[string]any
+	err  error
 }
 
 // providerSend is one guarded provider delivery of a batch.
@@ -277,15 +297,20 @@ type providerSend struct {
 	w       recipientWork
 	channel herald.Channel
 	payload contract.RedrivePayload
-	// content names the rendering (emails with equal content can share one
-	// batch call).
-	content string
+	// An email's render and the data it was rendered with (the email
+	// skeleton's check), and, once grouped (batchKey), the skeleton it goes
+	// out with and its substitutions.
+	render templates.Rendered
+	data   map[string]any
+	skel   *templates.EmailSkeleton
+	subs   map[string]string
 }
 
 // openCampaignBatch reads the tenant's settings and the campaign's template
 // version for a batch of work. A batch without recipients reads nothing.
 func (a *Activities) openCampaignBatch(ctx context.Context, c contract.CampaignSpec, work []recipientWork) (*campaignBatch, error) {
-	b := &campaignBatch{a: a, c: c, work: work, now: time.Now(), renders: map[string]renderOutcome{}}
+	b := &campaignBatch{a: a, c: c, work: work, now: time.Now(), renders: map[string]renderOutcome{}, ownKeys: map[string]bool{},
+		skeletons: map[string]*templates.EmailSkeleton{}, merged: map[string]mergedData{}}
 	b.res.Recipients = len(work)
 	b.ids = make([]string, len(work))
 	for i, w := range work {
@@ -417,10 +442,11 @@ func (b *campaignBatch) inDoubtWait() time.Duration {
 // plan renders a channel the gate let through and queues its delivery (an
 // inbox row or a provider send), built as a single notification's would be.
 func (b *campaignBatch) plan(w recipientWork, ch herald.Channel) {
-	r, content, ok := b.render(w, ch)
+	out, ok := b.render(w, ch)
 	if !ok {
 		return
 	}
+	r := out.r
 	to := contract.Addressee{TenantID: b.c.TenantID, NotificationID: w.id, UserID: w.member.UserID,
 		Email: w.member.Email, Phone: w.member.Phone, Category: b.c.Category, AcceptedAt: b.now}
 	d, err := contract.DeliveryPayload(to, ch, contract.RenderResult{Rendered: r, Headers: b.a.emailHeaders(ch, b.c.TenantID, w.member.UserID, b.tmpl)})
@@ -435,7 +461,11 @@ func (b *campaignBatch) plan(w recipientWork, ch herald.Channel) {
 		b.inbox = append(b.inbox, store.InboxBatchItem{UserID: in.UserID, NotificationID: in.NotificationID,
 			Title: in.Title, Body: in.Body, ActionURL: in.ActionURL, Category: in.Category})
 	default:
-		b.sends = append(b.sends, providerSend{w: w, channel: ch, payload: d.Provider, content: content})
+		s := providerSend{w: w, channel: ch, payload: d.Provider}
+		if ch == herald.ChannelEmail {
+			s.render, s.data = out.r, out.data
+		}
+		b.sends = append(b.sends, s)
 	}
 }
 
@@ -524,23 +554,14 @@ func (b *campaignBatch) claimCap(ctx context.Context, w recipientWork, decisions
 // render renders one channel for the recipient: the campaign's data with the
 // recipient's own merged over it, in the recipient's locale. Recipients without
 // data of their own share one rendering per locale.
-func (b *campaignBatch) render(w recipientWork, ch herald.Channel) (templates.Rendered, string, bool) {
+func (b *campaignBatch) render(w recipientWork, ch herald.Channel) (renderOutcome, bool) {
 	locale := templates.ResolveLocale(w.member.Locale, b.tmpl.AvailableLocales(), b.ts.DefaultLocale)
 	key := string(ch) + "\x00" + locale + "\x00" + string(w.member.Data)
 	out, ok := b.renders[key]
 	if !ok {
-		data := map[string]any(b.c.Data)
-		if len(w.member.Data) > 0 {
-			var own templates.Data
-			if err := json.Unmarshal(w.member.Data, &own); err != nil {
-				out.err = err
-			}
-			data = maps.Clone(data)
-			if data == nil {
-				data = map[string]any{}
-			}
-			maps.Copy(data, own)
-		}
+		var data map[string]any
+		data, out.err = b.recipientData(w.member.Data)
+		out.data = data
 		if out.err == nil {
 			out.r, out.err = templates.Render(b.tmpl, ch, locale, data)
 		}
@@ -558,9 +579,35 @@ func (b *campaignBatch) render(w recipientWork, ch herald.Channel) (templates.Re
 			reason = herald.ReasonContentTooLarge
 		}
 		b.finish(w.id, ch, herald.DeliveryFailed, reason, out.err.Error())
-		return templates.Rendered{}, "", false
+		return renderOutcome{}, false
 	}
-	return out.r, key, true
+	return out, true
+}
+
+// recipientData is the campaign's data with the recipient's own (raw, a list
+// line's data) merged over it, merged once per distinct data however many
+// channels render it.
+func (b *campaignBatch) recipientData(raw []byte) (map[string]any, error) {
+	if len(raw) == 0 {
+		return b.c.Data, nil
+	}
+	if m, ok := b.merged[string(raw)]; ok {
+		return m.data, m.err
+	}
+	var own templates.Data
+	err := json.Unmarshal(raw, &own)
+	data := maps.Clone(map[string]any(b.c.Data))
+	if data == nil {
+		data = map[string]any{}
+	}
+	maps.Copy(data, own)
+	for k := range own {
+		b.ownKeys[k] = true
+	}
+	if len(b.merged) < 10_000 {
+		b.merged[string(raw)] = mergedData{data, err}
+	}
+	return data, err
 }
 
 // finish queues a channel's final outcome decided without a send.
@@ -588,20 +635,59 @@ func (b *campaignBatch) flush(ctx context.Context) error {
 	return b.a.Store.PutPending(ctx, b.c.TenantID, b.c.CampaignID, owed)
 }
 
-// send makes the provider deliveries, CampaignSendConcurrency at a time, each
-// behind the same guard as a single notification's (guardedSend: the durable
-// record first, the provider call, "sent" recorded only after the provider
-// accepted). A retryable failure is owed again after the tenant's backoff; when
-// its attempts are used up it is dead-lettered (redrivable) like a single
-// notification's.
+// send makes the provider deliveries, each behind the same guard as a single
+// notification's (guardedSend: receipts read first, the durable record before
+// the call, "sent" recorded only after the provider accepted), the guard's
+// reads and writes made in bulk. Each channel goes its own way, the channels at
+// once: emails that can share content go in batch calls (sendEmailBatches),
+// everything else in chunks of single calls made concurrently
+// (sendChunked), and what neither can take (no provider chain to read) one by
+// one, CampaignSendConcurrency at a time, through the single path (sendOne),
+// which reports it per recipient. A retryable failure is owed again after the
+// tenant's backoff; when its attempts are used up it is dead-lettered
+// (redrivable) like a single notification's.
 func (b *campaignBatch) send(ctx context.Context, sends []providerSend) error {
 	if len(sends) == 0 {
 		return nil
 	}
-	sends, err := b.sendEmailBatches(ctx, sends)
-	if err != nil {
+	byChannel := map[herald.Channel][]providerSend{}
+	var order []herald.Channel
+	for _, s := range sends {
+		if _, ok := byChannel[s.channel]; !ok {
+			order = append(order, s.channel)
+		}
+		byChannel[s.channel] = append(byChannel[s.channel], s)
+	}
+	var mu sync.Mutex
+	var single []providerSend
+	g, gctx := errgroup.WithContext(ctx)
+	for _, ch := range order {
+		g.Go(func() error {
+			rest := byChannel[ch]
+			var err error
+			if ch == herald.ChannelEmail {
+				if rest, err = b.sendEmailBatches(gctx, rest); err != nil {
+					return err
+				}
+			}
+			if rest, err = b.sendChunked(gctx, ch, rest); err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			single = append(single, rest...)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return err
 	}
+	return b.sendSingly(ctx, single)
+}
+
+// sendSingly sends each through the single path, CampaignSendConcurrency at a
+// time.
+func (b *campaignBatch) sendSingly(ctx context.Context, sends []providerSend) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(CampaignSendConcurrency)
 	for _, s := range sends {
@@ -713,40 +799,32 @@ func (b *campaignBatch) retryLater(s providerSend, attempt int, due time.Time, m
 		DueAt: due, Attempt: attempt, Reason: herald.ReasonRetrying, LastError: errorText(msg)})
 }
 
+// emailBatchConcurrency bounds the batch calls one batch makes at once.
+const emailBatchConcurrency = 4
+
 // sendEmailBatches sends the emails that can go in batches: when the tenant's
 // first email provider takes batches (SendGrid: 1,000 personalizations per mail
-// send; the sandbox), recipients with the same content go in one call each.
-// The guard holds per recipient, in bulk: recipients whose record or receipt
-// says the provider already accepted are skipped (and recorded), the rest are
-// recorded "sending", the call is made, and only after the provider accepted
-// are they recorded "sent". A failed call hands its recipients to the single
-// sends (a permanent refusal: each gets its own verdict) or owes them a retry.
-// It returns the sends left for the single path.
+// send; the sandbox), recipients whose email comes from one skeleton with
+// substitutions of their own (personalized content made of plain variables,
+// see templates.EmailSkeleton), or else whose rendered email is the same, go
+// in one call each. The guard holds per recipient, in bulk: recipients whose
+// record or receipt says the provider already accepted are skipped (and
+// recorded), the rest are recorded "sending", the call is made, and only after
+// the provider accepted are they recorded "sent". It returns the emails left
+// for single calls: those that share their content with no one (a template
+// that is not batchable, rendered differently for each), and those of a call
+// the provider refused for good (each then gets its own verdict).
 func (b *campaignBatch) sendEmailBatches(ctx context.Context, sends []providerSend) ([]providerSend, error) {
-	var single []providerSend
-	groups := map[string][]providerSend{}
-	var order []string
-	for _, s := range sends {
-		if s.channel != herald.ChannelEmail || s.content == "" {
-			single = append(single, s)
-			continue
-		}
-		if _, ok := groups[s.content]; !ok {
-			order = append(order, s.content)
-		}
-		groups[s.content] = append(groups[s.content], s)
-	}
-	if len(groups) == 0 {
-		return single, nil
+	if len(sends) < 2 {
+		return sends, nil
 	}
 	chain, err := b.a.Senders.Chain(ctx, b.c.TenantID, herald.ChannelEmail)
 	if err != nil {
-		// The single path looks the chain up again and reports the failure
-		// per recipient.
+		// The single calls look the chain up again and report the failure per
+		// recipient.
 		chain = nil
 	}
 	if len(chain) == 0 || chain[0].Email == nil {
-		// No provider (or no batching): the single path reports it per recipient.
 		return sends, nil
 	}
 	sender := chain[0]
@@ -754,21 +832,86 @@ func (b *campaignBatch) sendEmailBatches(ctx context.Context, sends []providerSe
 	if !ok || batcher.MaxEmailBatch() < 2 {
 		return sends, nil
 	}
+	groups := map[string][]providerSend{}
+	var order []string
+	for _, s := range sends {
+		key := b.batchKey(&s)
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], s)
+	}
+	var rest []providerSend
+	var calls [][]providerSend
 	for _, key := range order {
 		group := groups[key]
+		if len(group) < 2 {
+			rest = append(rest, group...)
+			continue
+		}
 		for len(group) > 0 {
 			n := min(len(group), batcher.MaxEmailBatch())
-			chunk := group[:n]
-			group = group[n:]
-			rest, err := b.sendEmailChunk(ctx, sender, batcher, chunk)
-			if err != nil {
-				return nil, err
-			}
-			single = append(single, rest...)
-			activity.RecordHeartbeat(ctx)
+			calls, group = append(calls, group[:n]), group[n:]
 		}
 	}
-	return single, nil
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(emailBatchConcurrency)
+	for _, call := range calls {
+		g.Go(func() error {
+			left, err := b.sendEmailChunk(gctx, sender, batcher, call)
+			if err != nil {
+				return err
+			}
+			activity.RecordHeartbeat(gctx)
+			mu.Lock()
+			defer mu.Unlock()
+			rest = append(rest, left...)
+			return nil
+		})
+	}
+	err = g.Wait()
+	return rest, err
+}
+
+// batchKey is what the email shares with the others of its batch call: its
+// skeleton, when the recipient's render is the skeleton of its locale with
+// substitutions of its own (set on s), else its rendered content.
+func (b *campaignBatch) batchKey(s *providerSend) string {
+	if sk := b.skeleton(s.render.Locale); sk != nil {
+		if subs, ok := sk.Substitutions(s.render, s.data); ok {
+			s.skel, s.subs = sk, subs
+			return "skeleton\x00" + sk.Key
+		}
+	}
+	e := s.payload.Email
+	sum := sha256.New()
+	for _, part := range []string{e.Subject, e.HTML, e.Text} {
+		fmt.Fprintf(sum, "%d:%s", len(part), part)
+	}
+	return "content\x00" + hex.EncodeToString(sum.Sum(nil))
+}
+
+// skeleton is the batch's email skeleton for the resolved locale, built once:
+// the campaign's data is rendered into it but for the keys some recipient has
+// data of its own for, which become tokens with every other variable. nil when
+// the template is not batchable (or the skeleton cannot be rendered).
+func (b *campaignBatch) skeleton(locale string) *templates.EmailSkeleton {
+	if sk, ok := b.skeletons[locale]; ok {
+		return sk
+	}
+	shared := map[string]any{}
+	for k, v := range b.c.Data {
+		if !b.ownKeys[k] {
+			shared[k] = v
+		}
+	}
+	sk, err := templates.NewEmailSkeleton(b.tmpl, locale, shared)
+	if err != nil {
+		sk = nil
+	}
+	b.skeletons[locale] = sk
+	return sk
 }
 
 // recordBatchAttempt appends the batch call's outcome to each recipient's email
@@ -785,23 +928,24 @@ func (b *campaignBatch) recordBatchAttempt(ctx context.Context, provider string,
 			at.Outcome = store.AttemptPermanent
 		}
 	}
-	ids := sendIDs(sends)
-	if err := b.a.Store.RecordBatchAttempt(context.WithoutCancel(ctx), b.c.TenantID, herald.ChannelEmail, ids, at); err != nil {
-		activity.GetLogger(ctx).Warn("recording the batch attempt failed", "recipients", len(ids), "error", err)
+	as := make([]store.RecipientAttempt, len(sends))
+	for i, s := range sends {
+		as[i] = store.RecipientAttempt{NotificationID: s.w.id, Attempt: at}
 	}
+	b.recordAttempts(ctx, herald.ChannelEmail, as)
 }
 
 // sendEmailChunk sends one batch call's worth of emails with equal content
-// behind the guard, in bulk: recipients the provider already accepted are
-// recorded and skipped, the rest are recorded "sending", the call is made, and
-// only after the provider accepted are they recorded "sent". It returns the
-// recipients left for the single sends.
+// (or one skeleton) behind the guard, in bulk: recipients the provider already
+// accepted are recorded and skipped, the rest are recorded "sending", the call
+// is made, and only after the provider accepted are they recorded "sent". It
+// returns the recipients left for single calls.
 func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sender, batcher providers.BatchEmailSender, chunk []providerSend) ([]providerSend, error) {
-	todo, err := b.skipAccepted(ctx, chunk)
+	todo, err := b.skipAccepted(ctx, herald.ChannelEmail, chunk)
 	if err != nil || len(todo) == 0 {
 		return nil, err
 	}
-	if err := b.markSending(ctx, sender.Provider, todo); err != nil {
+	if todo, err = b.markSending(ctx, herald.ChannelEmail, sender.Provider, todo); err != nil || len(todo) == 0 {
 		return nil, err
 	}
 	if sender.RatePerSecond > 0 && b.a.Limiter != nil {
@@ -809,72 +953,54 @@ func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sen
 			return nil, err
 		}
 	}
-	res, sendErr := batcher.SendEmailBatch(ctx, batchMessage(todo[0].payload.Email), b.batchRecipients(todo))
-	b.recordBatchAttempt(ctx, sender.Provider, todo, sendErr)
+	started := time.Now()
+	res, sendErr := batcher.SendEmailBatch(ctx, batchMessage(todo[0]), b.batchRecipients(todo))
+	took := time.Since(started)
 	if sendErr != nil {
+		b.a.Metrics.ProviderCall(b.c.TenantID, herald.ChannelEmail, sender.Provider, failureOutcome(providerFailure(sendErr)), took)
+		b.recordBatchAttempt(ctx, sender.Provider, todo, sendErr)
 		return b.batchFailed(ctx, todo, sendErr)
 	}
-	return nil, b.recordBatchSent(ctx, sender.Provider, res.ProviderMessageID, todo)
-}
-
-// skipAccepted records the recipients whose receipt says the provider accepted
-// in an earlier run whose record was lost, and returns the others.
-func (b *campaignBatch) skipAccepted(ctx context.Context, chunk []providerSend) ([]providerSend, error) {
-	receipts, err := b.a.Providers.LatestReceipts(ctx, b.c.TenantID, sendIDs(chunk), herald.ChannelEmail)
-	if err != nil {
-		return nil, fmt.Errorf("read receipts: %w", err)
+	b.a.Metrics.ProviderCall(b.c.TenantID, herald.ChannelEmail, sender.Provider, metrics.OutcomeSent, took)
+	sent := make([]store.BulkDeliveryUpdate, len(todo))
+	for i, s := range todo {
+		sent[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySent,
+			Provider: sender.Provider, ProviderMessageID: res.ProviderMessageID}
 	}
-	var todo []providerSend
-	var known []store.BulkDeliveryUpdate
-	for _, s := range chunk {
-		r, ok := receipts[s.w.id]
-		if !ok {
-			todo = append(todo, s)
-			continue
-		}
-		status := r.DeliveryStatus()
-		if status == herald.DeliveryFailed {
-			status = herald.DeliverySent // it was accepted; the bounce is recorded by the webhook
-		}
-		known = append(known, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: status,
-			Provider: r.Provider, ProviderMessageID: r.ProviderMessageID})
-	}
-	if err := b.a.Store.UpdateDeliveries(ctx, b.c.TenantID, known); err != nil {
+	if err := b.writeSent(ctx, herald.ChannelEmail, sent); err != nil {
 		return nil, err
 	}
+	b.recordBatchAttempt(ctx, sender.Provider, todo, nil)
+	b.emitSent(ctx, sent)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.res.Duplicates += len(known)
-	return todo, nil
+	b.res.Delivered += len(todo)
+	return nil, nil
 }
 
-// markSending records the recipients "sending" through provider before the
-// call: a re-run that finds them so waits for a receipt instead of sending.
-func (b *campaignBatch) markSending(ctx context.Context, provider string, todo []providerSend) error {
-	sending := make([]store.BulkDeliveryUpdate, len(todo))
-	for i, s := range todo {
-		sending[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySending,
-			Provider: provider, Attempts: 1}
-	}
-	return b.a.Store.UpdateDeliveries(ctx, b.c.TenantID, sending)
-}
-
-// batchMessage is the content every recipient of a batch call shares.
-func batchMessage(e *contract.DeliverEmailInput) providers.EmailMessage {
+// batchMessage is the content every recipient of a batch call shares: the
+// skeleton's when the call's recipients have one (each gets its
+// substitutions), else the first one's, which all have.
+func batchMessage(s providerSend) providers.EmailMessage {
+	e := s.payload.Email
 	var cats []string
 	if e.Category != "" {
 		cats = []string{e.Category}
 	}
-	return providers.EmailMessage{Subject: e.Subject, Text: e.Text, HTML: e.HTML, Categories: cats}
+	m := providers.EmailMessage{Subject: e.Subject, Text: e.Text, HTML: e.HTML, Categories: cats}
+	if s.skel != nil {
+		m.Subject, m.HTML, m.Text = s.skel.Subject, s.skel.HTML, s.skel.Text
+	}
+	return m
 }
 
-// batchRecipients are the batch call's recipients, each with its own headers
-// and tags.
+// batchRecipients are the batch call's recipients, each with its own headers,
+// tags and substitutions.
 func (b *campaignBatch) batchRecipients(todo []providerSend) []providers.BatchRecipient {
 	to := make([]providers.BatchRecipient, len(todo))
 	for i, s := range todo {
 		e := s.payload.Email
-		to[i] = providers.BatchRecipient{To: e.To, Headers: e.Headers,
+		to[i] = providers.BatchRecipient{To: e.To, Headers: e.Headers, Substitutions: s.subs,
 			Tags: providers.Tags{TenantID: b.c.TenantID, NotificationID: s.w.id, Channel: herald.ChannelEmail}}
 	}
 	return to
@@ -887,39 +1013,17 @@ func (b *campaignBatch) batchFailed(ctx context.Context, todo []providerSend, se
 	if pe, ok := providers.AsError(sendErr); ok && pe.Permanent {
 		return todo, nil
 	}
-	for _, s := range todo {
-		tags := providers.Tags{TenantID: b.c.TenantID, NotificationID: s.w.id, Channel: herald.ChannelEmail}
-		if err := b.failed(ctx, s, b.a.sendFailed(ctx, tags, sendErr)); err != nil {
+	fs := make([]chunkFailure, len(todo))
+	for i, s := range todo {
+		fs[i] = chunkFailure{s: s, sendErr: sendErr, err: providerFailure(sendErr)}
+	}
+	b.recordFailures(ctx, herald.ChannelEmail, fs)
+	for _, f := range fs {
+		if err := b.failed(ctx, f.s, f.err); err != nil {
 			return nil, err
 		}
 	}
 	return nil, nil
-}
-
-// recordBatchSent records the recipients sent, only after the provider
-// accepted; retried in place (as recordSent does), since every failed write
-// here widens the window in which a re-run would send again.
-func (b *campaignBatch) recordBatchSent(ctx context.Context, provider, messageID string, todo []providerSend) error {
-	sent := make([]store.BulkDeliveryUpdate, len(todo))
-	for i, s := range todo {
-		sent[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySent,
-			Provider: provider, ProviderMessageID: messageID}
-	}
-	var err error
-	for attempt := 0; ; attempt++ {
-		err = b.a.Store.UpdateDeliveries(context.WithoutCancel(ctx), b.c.TenantID, sent)
-		if err == nil || attempt == 4 {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("record %d emails sent after the provider accepted: %w", len(sent), err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.res.Delivered += len(todo)
-	return nil
 }
 
 // sendIDs are the sends' notification ids.

@@ -138,3 +138,90 @@ func simulateReceipts(t *testing.T, h *apitest.Harness, f apitest.Fakes, tenantI
 	}()
 	return func() { close(done); <-finished }
 }
+
+// TestPersonalizedCampaignSurvivesWorkerKill SIGKILLs a real `herald worker`
+// process twice while a 5,000-recipient personalized campaign (per-recipient
+// data from a list upload) drains on email, SMS and push through the sandbox,
+// restarting it each time. No recipient is lost on any channel, and each gets
+// its own content. No email or SMS is sent twice (sum(calls) over the sandbox's
+// messages is one per recipient): a re-run batch that finds them "sending"
+// waits for the receipt window, and the sandbox's receipt (recorded with the
+// message, as SendGrid's processed event and Twilio's status callback would
+// be) then records them sent. Push has no receipts (FCM sends none): a push
+// the worker died between the provider's accept and its "sent" record is
+// sent again after the wait, the documented residual (crash_test.go's
+// after-accept-no-receipt); the test checks that every repeated push is such
+// a one (its record went through "sending" twice) and reports how many.
+func TestPersonalizedCampaignSurvivesWorkerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts worker processes; run without -short")
+	}
+	bin := buildHerald(t)
+	f := apitest.StartFakes(t)
+	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f), CampaignPageSize: 250, CampaignWindow: 4,
+		CampaignInDoubtWait: 2 * time.Second})
+	tenantID, key := h.Tenant("personal-crash")
+	h.Template(key, personalizedTemplate("personal"))
+	const n = 5000
+	list, _ := personalizedAudience(t, h, tenantID, key, "k", n)
+
+	w := startWorkerProcess(t, bin, h, f, "HERALD_WORKER_STOP_TIMEOUT=0", "HERALD_SANDBOX_FALLBACK=true")
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "crash", "template_id": "personal",
+		"channels": []string{"email", "sms", "push"}, "data": map[string]any{"offer": "spring"}, "audience": map[string]any{"list_id": list}})
+	processed := func() int {
+		r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
+		v, _ := r.JSON["recipients_processed"].(float64)
+		return int(v)
+	}
+	const kills = 2
+	for k := 1; k <= kills; k++ {
+		target := k * n / (kills + 1)
+		h.Eventually(60*time.Second, fmt.Sprintf("%d recipients processed", target), func() bool { return processed() >= target })
+		t.Logf("kill %d at %d processed", k, processed())
+		w.kill()
+		w.start()
+	}
+	var done apitest.Response
+	h.Eventually(180*time.Second, "the campaign completed", func() bool {
+		done = h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
+		return done.Str("status") == herald.CampaignCompleted
+	})
+	c := done.JSON["counts"].(map[string]any)
+	for _, ch := range []string{"email", "sms", "push"} {
+		if sent := int(c[ch].(map[string]any)["sent"].(float64)); sent != n {
+			t.Fatalf("after %d kills, %s sent %d of %d: %s", kills, ch, sent, n, done.Body)
+		}
+	}
+	got := map[string]map[string]sandboxMessage{}
+	calls := map[string]int{}
+	for _, m := range sandboxMessages(t, tenantID) {
+		if got[m.channel] == nil {
+			got[m.channel] = map[string]sandboxMessage{}
+		}
+		got[m.channel][m.notificationID] = m
+		calls[m.channel] += m.calls
+	}
+	var inDoubtPush, repeatedOutsideDoubt int
+	if err := testenv.Pool(t).QueryRow(context.Background(), `
+		SELECT (SELECT count(*) FROM deliveries WHERE tenant_id = $1 AND channel = 'push' AND attempts >= 2),
+			(SELECT count(*) FROM sandbox_messages m JOIN deliveries d ON d.tenant_id = m.tenant_id AND d.notification_id = m.notification_id AND d.channel = m.channel
+			 WHERE m.tenant_id = $1 AND m.calls > 1 AND d.attempts < 2)`, tenantID).Scan(&inDoubtPush, &repeatedOutsideDoubt); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kills: %d recipients; messages email %d (%d calls), sms %d (%d calls), push %d (%d calls); %d pushes were in doubt (sent again after the wait)",
+		kills, n, len(got["email"]), calls["email"], len(got["sms"]), calls["sms"], len(got["push"]), calls["push"], inDoubtPush)
+	for _, ch := range []string{"email", "sms", "push"} {
+		if len(got[ch]) != n {
+			t.Fatalf("%s: %d of %d recipients got a message", ch, len(got[ch]), n)
+		}
+	}
+	if calls["email"] != n || calls["sms"] != n {
+		t.Fatalf("sent twice: %d email calls and %d SMS calls for %d recipients", calls["email"], calls["sms"], n)
+	}
+	if calls["push"]-n > inDoubtPush || repeatedOutsideDoubt != 0 {
+		t.Fatalf("push: %d repeats, %d of them to recipients never in doubt (%d in doubt)", calls["push"]-n, repeatedOutsideDoubt, inDoubtPush)
+	}
+	for i := 0; i < n; i += 101 {
+		wantOwnContent(t, tenantID, "crash", "k", i, got, false)
+	}
+}

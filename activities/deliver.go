@@ -31,27 +31,38 @@ const FailoverAfter = 2
 func (a *Activities) DeliverEmail(ctx context.Context, in contract.DeliverEmailInput) (contract.DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelEmail}
 	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s providers.Sender) (providers.Result, error) {
-		if s.Email == nil {
-			return providers.Result{}, fmt.Errorf("provider %s cannot send email", s.Provider)
-		}
-		var cats []string
-		if in.Category != "" {
-			cats = []string{in.Category}
-		}
-		return s.Email.SendEmail(ctx, providers.EmailMessage{To: in.To, Subject: in.Subject, HTML: in.HTML, Text: in.Text,
-			Headers: in.Headers, Categories: cats}, tags.IdempotencyKey(), tags)
+		return sendEmail(ctx, s, in, tags)
 	})
+}
+
+// sendEmail is an email's provider call (DeliverEmail's, and a campaign
+// chunk's for an email that cannot go in a batch).
+func sendEmail(ctx context.Context, s providers.Sender, in contract.DeliverEmailInput, tags providers.Tags) (providers.Result, error) {
+	if s.Email == nil {
+		return providers.Result{}, fmt.Errorf("provider %s cannot send email", s.Provider)
+	}
+	var cats []string
+	if in.Category != "" {
+		cats = []string{in.Category}
+	}
+	return s.Email.SendEmail(ctx, providers.EmailMessage{To: in.To, Subject: in.Subject, HTML: in.HTML, Text: in.Text,
+		Headers: in.Headers, Categories: cats}, tags.IdempotencyKey(), tags)
 }
 
 // DeliverSMS sends the SMS behind the delivery guard.
 func (a *Activities) DeliverSMS(ctx context.Context, in contract.DeliverSMSInput) (contract.DeliverResult, error) {
 	tags := providers.Tags{TenantID: in.TenantID, NotificationID: in.NotificationID, Channel: herald.ChannelSMS}
 	return a.guardedSend(ctx, tags, nil, func(ctx context.Context, s providers.Sender) (providers.Result, error) {
-		if s.SMS == nil {
-			return providers.Result{}, fmt.Errorf("provider %s cannot send SMS", s.Provider)
-		}
-		return s.SMS.SendSMS(ctx, providers.SMSMessage{To: in.To, Body: in.Body}, tags.IdempotencyKey(), tags)
+		return sendSMS(ctx, s, in, tags)
 	})
+}
+
+// sendSMS is an SMS's provider call (DeliverSMS's and a campaign chunk's).
+func sendSMS(ctx context.Context, s providers.Sender, in contract.DeliverSMSInput, tags providers.Tags) (providers.Result, error) {
+	if s.SMS == nil {
+		return providers.Result{}, fmt.Errorf("provider %s cannot send SMS", s.Provider)
+	}
+	return s.SMS.SendSMS(ctx, providers.SMSMessage{To: in.To, Body: in.Body}, tags.IdempotencyKey(), tags)
 }
 
 // DeliverPush sends to every device token of the user behind the delivery guard.
@@ -69,54 +80,73 @@ func (a *Activities) DeliverPush(ctx context.Context, in contract.DeliverPushInp
 		if err != nil {
 			return providers.Result{}, err
 		}
-		if len(tokens) == 0 {
-			return providers.Result{}, contract.NoDevice.New("the user has no registered device", nil)
-		}
 		done := map[string]string{} // token → provider message id
-		if activity.HasHeartbeatDetails(ctx) {
+		if len(tokens) > 0 && activity.HasHeartbeatDetails(ctx) {
 			if err := activity.GetHeartbeatDetails(ctx, &done); err != nil || done == nil {
 				done = map[string]string{}
 			}
 		}
 		hb.set(done)
-		var firstID string
-		var lastErr error
-		dead := 0
-		for _, t := range tokens {
-			if id, ok := done[t.Token]; ok {
-				firstID = orFirst(firstID, id)
-				continue
-			}
-			res, err := s.Push.SendPush(ctx, providers.PushMessage{Token: t.Token, Title: in.Title, Body: in.Body, Data: in.Data},
-				tags.IdempotencyKey(), tags)
-			switch {
-			case providers.IsDeadToken(err):
-				if _, rerr := a.Providers.RemoveDeadPushToken(ctx, in.TenantID, t.Token); rerr != nil {
-					return providers.Result{}, rerr
-				}
-				activity.GetLogger(ctx).Info("removed dead push token", "user", in.UserID)
-				dead++
-				lastErr = err
-			case err != nil:
-				lastErr = err
-			default:
-				done[t.Token] = res.ProviderMessageID
-				firstID = orFirst(firstID, res.ProviderMessageID)
-				hb.set(done)
-				activity.RecordHeartbeat(ctx, hb.get())
-			}
-		}
-		switch {
-		case len(done) > 0 && len(done)+dead == len(tokens):
-			return providers.Result{ProviderMessageID: firstID}, nil
-		case dead == len(tokens):
-			return providers.Result{}, contract.ProviderPermanent.New(
-				"every registered device token was rejected as unregistered; they were removed", lastErr)
-		default:
-			// Some devices are still to be reached: retry them (the others are remembered).
-			return providers.Result{}, lastErr
-		}
+		return a.sendPush(ctx, s, in, tags, tokens, done, func(done map[string]string) {
+			hb.set(done)
+			activity.RecordHeartbeat(ctx, hb.get())
+		})
 	})
+}
+
+// sendPush is a push's provider calls, one per device token of the user
+// (DeliverPush's, and a campaign chunk's with the tokens it read for the whole
+// chunk): tokens in done (token → provider message id) were accepted before
+// and are skipped; accepted, when not nil, is told done after each new accept.
+// A dead token is removed from the user. It succeeds when every token was
+// accepted or found dead and at least one accepted; every token dead is a
+// permanent failure; otherwise the last error (retryable) stands.
+func (a *Activities) sendPush(ctx context.Context, s providers.Sender, in contract.DeliverPushInput, tags providers.Tags,
+	tokens []providers.PushToken, done map[string]string, accepted func(map[string]string)) (providers.Result, error) {
+	if s.Push == nil {
+		return providers.Result{}, fmt.Errorf("provider %s cannot send push", s.Provider)
+	}
+	if len(tokens) == 0 {
+		return providers.Result{}, contract.NoDevice.New("the user has no registered device", nil)
+	}
+	var firstID string
+	var lastErr error
+	dead := 0
+	for _, t := range tokens {
+		if id, ok := done[t.Token]; ok {
+			firstID = orFirst(firstID, id)
+			continue
+		}
+		res, err := s.Push.SendPush(ctx, providers.PushMessage{Token: t.Token, Title: in.Title, Body: in.Body, Data: in.Data},
+			tags.IdempotencyKey(), tags)
+		switch {
+		case providers.IsDeadToken(err):
+			if _, rerr := a.Providers.RemoveDeadPushToken(ctx, in.TenantID, t.Token); rerr != nil {
+				return providers.Result{}, rerr
+			}
+			activity.GetLogger(ctx).Info("removed dead push token", "user", in.UserID)
+			dead++
+			lastErr = err
+		case err != nil:
+			lastErr = err
+		default:
+			done[t.Token] = res.ProviderMessageID
+			firstID = orFirst(firstID, res.ProviderMessageID)
+			if accepted != nil {
+				accepted(done)
+			}
+		}
+	}
+	switch {
+	case len(done) > 0 && len(done)+dead == len(tokens):
+		return providers.Result{ProviderMessageID: firstID}, nil
+	case dead == len(tokens):
+		return providers.Result{}, contract.ProviderPermanent.New(
+			"every registered device token was rejected as unregistered; they were removed", lastErr)
+	default:
+		// Some devices are still to be reached: retry them (the others are remembered).
+		return providers.Result{}, lastErr
+	}
 }
 
 func orFirst(cur, id string) string {
@@ -271,8 +301,8 @@ func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provid
 	return fmt.Errorf("record %s as %s after the provider accepted: %w", tags.Channel, status, err)
 }
 
-// sendFailed records the attempt's error and turns it into the activity's error:
-// permanent → non-retryable; throttled → retry no sooner than the provider asked.
+// sendFailed records the attempt's error and turns it into the activity's error
+// (see providerFailure).
 func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendErr error) error {
 	msg := errorText(sendErr.Error())
 	if _, err := a.Store.UpdateDelivery(ctx, tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
@@ -280,6 +310,13 @@ func (a *Activities) sendFailed(ctx context.Context, tags providers.Tags, sendEr
 	}); err != nil {
 		activity.GetLogger(ctx).Warn("recording the send error failed", "error", err)
 	}
+	return providerFailure(sendErr)
+}
+
+// providerFailure is a failed provider call's error as the activity returns
+// it: permanent → non-retryable; throttled → retry no sooner than the provider
+// asked; an application error or any other error as it is.
+func providerFailure(sendErr error) error {
 	if contract.IsApplicationError(sendErr) {
 		return sendErr
 	}

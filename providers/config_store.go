@@ -203,6 +203,25 @@ func (s *Store) PushTokens(ctx context.Context, tenantID, userID string) ([]Push
 	return pgx.CollectRows(rows, scanPushToken)
 }
 
+// PushTokensOf lists the tokens of many users at once (a campaign chunk's
+// push recipients): user id → tokens, oldest first, for the users that have any.
+func (s *Store) PushTokensOf(ctx context.Context, tenantID string, userIDs []string) (map[string][]PushToken, error) {
+	rows, err := s.db.Query(ctx, `SELECT tenant_id, user_id, token, platform, created_at, last_seen_at
+		FROM push_tokens WHERE tenant_id = $1 AND user_id = ANY($2) ORDER BY user_id, created_at, token`, tenantID, userIDs)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := pgx.CollectRows(rows, scanPushToken)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]PushToken{}
+	for _, t := range tokens {
+		out[t.UserID] = append(out[t.UserID], t)
+	}
+	return out, nil
+}
+
 // scanPushToken reads one row of "tenant_id, user_id, token, platform,
 // created_at, last_seen_at", the columns PushTokens and PushTokenPage select.
 func scanPushToken(r pgx.CollectableRow) (PushToken, error) {

@@ -372,8 +372,31 @@ type channelOf struct {
 // it does not move its channel backwards (as UpdateDelivery). Empty strings
 // leave a column as it is; Reason ClearReason clears it.
 func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []BulkDeliveryUpdate) error {
+	_, err := s.updateDeliveries(ctx, tenantID, us, false)
+	return err
+}
+
+// UpdateDeliveriesApplied is UpdateDeliveries reporting, for each update, whether
+// it applied: false when its row is missing or already further on (a channel
+// some other run recorded sent, delivered, failed, suppressed or cancelled
+// does not go back to "sending").
+func (s *Store) UpdateDeliveriesApplied(ctx context.Context, tenantID string, us []BulkDeliveryUpdate) ([]bool, error) {
+	applied, err := s.updateDeliveries(ctx, tenantID, us, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(us))
+	for i, u := range us {
+		out[i] = applied[channelOf{u.NotificationID, u.Channel}]
+	}
+	return out, nil
+}
+
+// updateDeliveries is UpdateDeliveries; with returning, it also reports the
+// channels it updated.
+func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []BulkDeliveryUpdate, returning bool) (map[channelOf]bool, error) {
 	if len(us) == 0 {
-		return nil
+		return nil, nil
 	}
 	// One UPDATE … FROM applies one of several matches per row, whichever: keep
 	// only the last update of each channel, so a later decision always wins.
@@ -390,18 +413,23 @@ func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []Bulk
 		}
 		us = kept
 	}
-	cols := make([][]string, 7)
+	// The tenant goes with each row rather than as one parameter: compared with
+	// a constant, a tenant the statistics do not know yet (a new tenant's first
+	// campaign) is estimated at a row or two, and the planner then reads every
+	// delivery of the tenant to join them to the updates; compared per row, each
+	// update finds its delivery by the index.
+	cols := make([][]string, 8)
 	attempts := make([]int32, len(us))
 	for i, u := range us {
-		for j, v := range []string{u.NotificationID, string(u.Channel), string(u.Status), string(u.Reason), u.LastError, u.Provider, u.ProviderMessageID} {
+		for j, v := range []string{u.NotificationID, string(u.Channel), string(u.Status), string(u.Reason), u.LastError, u.Provider, u.ProviderMessageID, tenantID} {
 			cols[j] = append(cols[j], v)
 		}
 		attempts[i] = int32(u.Attempts)
 	}
-	_, err := s.db.Exec(ctx, `
+	sql := `
 		UPDATE deliveries d SET
 			status = u.status,
-			reason = CASE WHEN u.reason = '`+ClearReason+`' THEN NULL ELSE COALESCE(NULLIF(u.reason, ''), d.reason) END,
+			reason = CASE WHEN u.reason = '` + ClearReason + `' THEN NULL ELSE COALESCE(NULLIF(u.reason, ''), d.reason) END,
 			last_error = COALESCE(NULLIF(u.err, ''), d.last_error),
 			provider = COALESCE(NULLIF(u.provider, ''), d.provider),
 			provider_message_id = COALESCE(NULLIF(u.pmid, ''), d.provider_message_id),
@@ -409,12 +437,29 @@ func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []Bulk
 			sent_at = CASE WHEN u.status IN ($10, $11) THEN COALESCE(d.sent_at, now()) ELSE d.sent_at END,
 			delivered_at = CASE WHEN u.status = $11 THEN COALESCE(d.delivered_at, now()) ELSE d.delivered_at END,
 			updated_at = now()
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[])
-			AS u(nid, channel, status, reason, err, provider, pmid, attempts)
-		WHERE d.tenant_id = $1 AND d.notification_id = u.nid AND d.channel = u.channel
-		  AND `+rank("u.status")+` >= `+rank("d.status"),
-		tenantID, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], attempts, herald.DeliverySent, herald.DeliveryDelivered)
-	return err
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[])
+			AS u(tenant, nid, channel, status, reason, err, provider, pmid, attempts)
+		WHERE d.tenant_id = u.tenant AND d.notification_id = u.nid AND d.channel = u.channel
+		  AND ` + rank("u.status") + ` >= ` + rank("d.status")
+	args := []any{cols[7], cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], attempts, herald.DeliverySent, herald.DeliveryDelivered}
+	if !returning {
+		_, err := s.db.Exec(ctx, sql, args...)
+		return nil, err
+	}
+	rows, err := s.db.Query(ctx, sql+` RETURNING d.notification_id, d.channel`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	applied := make(map[channelOf]bool, len(us))
+	for rows.Next() {
+		var k channelOf
+		if err := rows.Scan(&k.id, &k.ch); err != nil {
+			return nil, err
+		}
+		applied[k] = true
+	}
+	return applied, rows.Err()
 }
 
 // RecomputeNotificationStatuses derives each notification's overall status from

@@ -38,15 +38,43 @@ func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID stri
 // once (a batch email) to each one's channel history, in one statement: each row
 // numbered after the attempts that notification's channel already has.
 func (s *Store) RecordBatchAttempt(ctx context.Context, tenantID string, channel herald.Channel, notificationIDs []string, a Attempt) error {
-	if len(notificationIDs) == 0 {
+	as := make([]RecipientAttempt, len(notificationIDs))
+	for i, id := range notificationIDs {
+		as[i] = RecipientAttempt{NotificationID: id, Attempt: a}
+	}
+	return s.RecordAttempts(ctx, tenantID, channel, as)
+}
+
+// RecipientAttempt is one notification's provider call in RecordAttempts.
+// Attempt.Attempt and At are not used: the row is numbered after the
+// attempts the channel already has, and stamped now.
+type RecipientAttempt struct {
+	NotificationID string
+	Attempt
+}
+
+// RecordAttempts appends the outcomes of many notifications' provider calls on
+// one channel (a chunk of a campaign's sends, each its own call and outcome) to
+// each one's history, in one statement: each row numbered after the attempts
+// that notification's channel already has (a notification listed twice gets
+// both rows, numbered in order).
+func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel herald.Channel, as []RecipientAttempt) error {
+	if len(as) == 0 {
 		return nil
+	}
+	ids, providers, outcomes := make([]string, len(as)), make([]string, len(as)), make([]string, len(as))
+	errs := make([]*string, len(as))
+	for i, a := range as {
+		ids[i], providers[i], outcomes[i], errs[i] = a.NotificationID, a.Provider, a.Outcome, a.Error
 	}
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, error)
 		SELECT $1, n.id, $2,
-			1 + (SELECT count(*) FROM delivery_attempts x WHERE x.tenant_id = $1 AND x.notification_id = n.id AND x.channel = $2),
-			$4, $5, $6
-		FROM unnest($3::text[]) AS n (id)`, tenantID, channel, notificationIDs, a.Provider, a.Outcome, a.Error)
+			(SELECT count(*) FROM delivery_attempts x WHERE x.tenant_id = $1 AND x.notification_id = n.id AND x.channel = $2)
+				+ row_number() OVER (PARTITION BY n.id ORDER BY n.o),
+			n.provider, n.outcome, n.error
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS n (id, provider, outcome, error, o)`,
+		tenantID, channel, ids, providers, outcomes, errs)
 	return err
 }
 

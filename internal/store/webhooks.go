@@ -161,6 +161,48 @@ func (s *Store) EnqueueWebhookEvent(ctx context.Context, ev WebhookEvent, msgID 
 	return out, nil
 }
 
+// EnqueueWebhookEvents is EnqueueWebhookEvent for many events of one tenant and
+// type (a campaign chunk's deliveries): the endpoints are read once and each
+// subscribed endpoint gets every event in one statement. It returns the
+// endpoints that got at least one new message.
+func (s *Store) EnqueueWebhookEvents(ctx context.Context, tenantID, eventType string, evs []WebhookEvent, msgID func() string) ([]string, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT id FROM webhook_endpoints
+		WHERE tenant_id = $1 AND enabled AND (cardinality(events) = 0 OR $2 = ANY(events)) ORDER BY id`, tenantID, eventType)
+	if err != nil {
+		return nil, err
+	}
+	endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(endpoints) == 0 {
+		return nil, err
+	}
+	keys, nids, payloads := make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs))
+	for i, ev := range evs {
+		keys[i], nids[i], payloads[i] = ev.Key, ev.NotificationID, string(ev.Payload)
+	}
+	var out []string
+	for _, ep := range endpoints {
+		msgIDs := make([]string, len(evs))
+		for i := range msgIDs {
+			msgIDs[i] = msgID()
+		}
+		tag, err := s.db.Exec(ctx, `
+			INSERT INTO webhook_messages (tenant_id, endpoint_id, msg_id, event_key, event_type, notification_id, payload)
+			SELECT $1, $2, m, k, $3, n, p::jsonb FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) AS x(m, k, n, p)
+			ON CONFLICT (tenant_id, endpoint_id, event_key) DO NOTHING`,
+			tenantID, ep, eventType, msgIDs, keys, nids, payloads)
+		if err != nil {
+			return out, err
+		}
+		if tag.RowsAffected() > 0 {
+			out = append(out, ep)
+		}
+	}
+	return out, nil
+}
+
 // WebhookMessage is one event queued for one endpoint.
 type WebhookMessage struct {
 	ID             int64           `json:"-"`

@@ -97,11 +97,64 @@ func (e *Emitter) Emit(ctx context.Context, ev Event) error {
 	if e == nil {
 		return nil
 	}
+	we, ok, err := queued(ev)
+	if err != nil || !ok {
+		return err
+	}
+	eps, err := e.Store.EnqueueWebhookEvent(ctx, we, NewMessageID)
+	if err != nil {
+		return fmt.Errorf("queue webhook event: %w", err)
+	}
+	for _, ep := range eps {
+		e.Wake(ctx, ev.TenantID, ep)
+	}
+	return nil
+}
+
+// EmitMany is Emit for many events (a campaign chunk's deliveries): the
+// events of one tenant and type are queued together, one statement for the
+// endpoints and one per subscribed endpoint, and each endpoint is woken once.
+func (e *Emitter) EmitMany(ctx context.Context, evs []Event) error {
+	if e == nil || len(evs) == 0 {
+		return nil
+	}
+	type group struct{ tenant, typ string }
+	groups := map[group][]store.WebhookEvent{}
+	var order []group
+	for _, ev := range evs {
+		we, ok, err := queued(ev)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		g := group{ev.TenantID, we.Type}
+		if _, seen := groups[g]; !seen {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], we)
+	}
+	for _, g := range order {
+		eps, err := e.Store.EnqueueWebhookEvents(ctx, g.tenant, g.typ, groups[g], NewMessageID)
+		if err != nil {
+			return fmt.Errorf("queue webhook events: %w", err)
+		}
+		for _, ep := range eps {
+			e.Wake(ctx, g.tenant, ep)
+		}
+	}
+	return nil
+}
+
+// queued is ev as the queue stores it; false for an event of no type (a status
+// that is not a tenant event).
+func queued(ev Event) (store.WebhookEvent, bool, error) {
 	if ev.Type == "" {
 		ev.Type = herald.DeliveryEvent(ev.Status)
 	}
 	if ev.Type == "" {
-		return nil
+		return store.WebhookEvent{}, false, nil
 	}
 	var data any = PayloadData{NotificationID: ev.NotificationID, Channel: ev.Channel, Status: ev.Status, Reason: ev.Reason,
 		Provider: ev.Provider, Error: ev.Error}
@@ -110,21 +163,13 @@ func (e *Emitter) Emit(ctx context.Context, ev Event) error {
 	}
 	body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: time.Now().UTC(), Data: data})
 	if err != nil {
-		return err
+		return store.WebhookEvent{}, false, err
 	}
 	key := ev.NotificationID + ":" + string(ev.Channel) + ":" + ev.Type
 	if ev.KeyExtra != "" {
 		key += ":" + ev.KeyExtra
 	}
-	eps, err := e.Store.EnqueueWebhookEvent(ctx, store.WebhookEvent{TenantID: ev.TenantID, NotificationID: ev.NotificationID,
-		Key: key, Type: ev.Type, Payload: body}, NewMessageID)
-	if err != nil {
-		return fmt.Errorf("queue webhook event: %w", err)
-	}
-	for _, ep := range eps {
-		e.Wake(ctx, ev.TenantID, ep)
-	}
-	return nil
+	return store.WebhookEvent{TenantID: ev.TenantID, NotificationID: ev.NotificationID, Key: key, Type: ev.Type, Payload: body}, true, nil
 }
 
 // Wake starts the endpoint's workflow, or signals it when it runs.

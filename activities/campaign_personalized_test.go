@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
@@ -165,5 +168,63 @@ func TestConditionalTemplateCampaign(t *testing.T) {
 	}
 	if !strings.HasPrefix(msgs["email"][ids.CampaignNotificationID(tenantID, "cond", "c00000")].subject, "VIP: ") {
 		t.Fatal("the conditional was not applied")
+	}
+}
+
+// TestCampaignChunkReadsReceiptsFirst: a batch re-run after its "sent" records
+// were lost (the worker died after the provider accepted) finds the
+// providers' receipts and records those sends without calling again: the
+// sandbox's email (batched) and SMS (chunked) are asked once each. Run twice
+// as is, the batch sends nothing (the guard records).
+func TestCampaignChunkReadsReceiptsFirst(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	tenantID, key := h.Tenant("receipts")
+	h.Template(key, personalizedTemplate("personal"))
+	const n = 200
+	list, _ := personalizedAudience(t, h, tenantID, key, "r", n)
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "receipts", "template_id": "personal",
+		"channels": []string{"email", "sms"}, "data": map[string]any{"offer": "spring"}, "audience": map[string]any{"list_id": list}})
+	cp, err := h.Store.GetCampaign(context.Background(), tenantID, "receipts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(h.Activities())
+	batch := func() contract.CampaignBatchResult {
+		t.Helper()
+		val, err := env.ExecuteActivity(contract.CampaignBatch, contract.CampaignBatchInput{Campaign: campaignSpec(t, cp), Limit: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res contract.CampaignBatchResult
+		if err := val.Get(&res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := batch(); res.Delivered != 2*n {
+		t.Fatalf("first run: %+v", res)
+	}
+	if res := batch(); res.Delivered != 0 || res.Duplicates != 2*n {
+		t.Fatalf("second run: %+v", res)
+	}
+	// Lose the records: as if the worker died after the provider accepted.
+	if _, err := testenv.Pool(t).Exec(context.Background(), `
+		UPDATE deliveries SET status = 'pending', provider = NULL, provider_message_id = NULL, sent_at = NULL
+		WHERE tenant_id = $1`, tenantID); err != nil {
+		t.Fatal(err)
+	}
+	if res := batch(); res.Delivered != 0 || res.Duplicates != 2*n {
+		t.Fatalf("re-run without records: %+v; want every send found by its receipt", res)
+	}
+	wantOnePerChannel(t, tenantID, []string{"email", "sms"}, n)
+	var sent int
+	if err := testenv.Pool(t).QueryRow(context.Background(), `
+		SELECT count(*) FROM deliveries WHERE tenant_id = $1 AND status = 'sent' AND provider_message_id LIKE 'sandbox-%'`, tenantID).Scan(&sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent != 2*n {
+		t.Fatalf("%d sends recorded from their receipts, want %d", sent, 2*n)
 	}
 }

@@ -54,24 +54,8 @@ func TestCampaignSurvivesWorkerKills(t *testing.T) {
 
 	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "crash", "template_id": "promo",
 		"channels": []string{"in_app", "email"}, "audience": map[string]any{"user_ids": ids}})
-	processed := func() int {
-		r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
-		v, _ := r.JSON["recipients_processed"].(float64)
-		return int(v)
-	}
 	const kills = 3
-	for k := 1; k <= kills; k++ {
-		target := k * n / (kills + 1)
-		h.Eventually(60*time.Second, fmt.Sprintf("%d recipients processed", target), func() bool { return processed() >= target })
-		t.Logf("kill %d at %d processed", k, processed())
-		w.kill()
-		w.start()
-	}
-	var done apitest.Response
-	h.Eventually(120*time.Second, "the campaign completed", func() bool {
-		done = h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
-		return done.Str("status") == herald.CampaignCompleted
-	})
+	done := killWhileSending(t, h, key, "crash", w, n, kills, 120*time.Second)
 	c := done.JSON["counts"].(map[string]any)
 	inApp, email := c["in_app"].(map[string]any), c["email"].(map[string]any)
 	if int(inApp["delivered"].(float64)) != n || int(email["sent"].(float64))+int(email["delivered"].(float64)) != n {
@@ -168,24 +152,8 @@ func TestPersonalizedCampaignSurvivesWorkerKill(t *testing.T) {
 	w := startWorkerProcess(t, bin, h, f, "HERALD_WORKER_STOP_TIMEOUT=0", "HERALD_SANDBOX_FALLBACK=true")
 	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "crash", "template_id": "personal",
 		"channels": []string{"email", "sms", "push"}, "data": map[string]any{"offer": "spring"}, "audience": map[string]any{"list_id": list}})
-	processed := func() int {
-		r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
-		v, _ := r.JSON["recipients_processed"].(float64)
-		return int(v)
-	}
 	const kills = 2
-	for k := 1; k <= kills; k++ {
-		target := k * n / (kills + 1)
-		h.Eventually(60*time.Second, fmt.Sprintf("%d recipients processed", target), func() bool { return processed() >= target })
-		t.Logf("kill %d at %d processed", k, processed())
-		w.kill()
-		w.start()
-	}
-	var done apitest.Response
-	h.Eventually(180*time.Second, "the campaign completed", func() bool {
-		done = h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/crash", key, nil)
-		return done.Str("status") == herald.CampaignCompleted
-	})
+	done := killWhileSending(t, h, key, "crash", w, n, kills, 180*time.Second)
 	c := done.JSON["counts"].(map[string]any)
 	for _, ch := range []string{"email", "sms", "push"} {
 		if sent := int(c[ch].(map[string]any)["sent"].(float64)); sent != n {
@@ -224,4 +192,29 @@ func TestPersonalizedCampaignSurvivesWorkerKill(t *testing.T) {
 	for i := 0; i < n; i += 101 {
 		wantOwnContent(t, tenantID, "crash", "k", i, got, false)
 	}
+}
+
+// killWhileSending SIGKILLs the worker kills times, evenly through the
+// campaign's n recipients, starting it again each time, and returns the
+// campaign once it has completed (within the given time after the last kill).
+func killWhileSending(t *testing.T, h *apitest.Harness, key, id string, w *workerProcess, n, kills int, within time.Duration) apitest.Response {
+	t.Helper()
+	processed := func() int {
+		r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/"+id, key, nil)
+		v, _ := r.JSON["recipients_processed"].(float64)
+		return int(v)
+	}
+	for k := 1; k <= kills; k++ {
+		target := k * n / (kills + 1)
+		h.Eventually(60*time.Second, fmt.Sprintf("%d recipients processed", target), func() bool { return processed() >= target })
+		t.Logf("kill %d at %d processed", k, processed())
+		w.kill()
+		w.start()
+	}
+	var done apitest.Response
+	h.Eventually(within, "the campaign completed", func() bool {
+		done = h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns/"+id, key, nil)
+		return done.Str("status") == herald.CampaignCompleted
+	})
+	return done
 }

@@ -26,24 +26,7 @@ func sendRightAfterBulkInsert(tb testing.TB, kind string, n int) time.Duration {
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	st := store.New(tx)
-
-	bg, _, err := st.CreateTenant(ctx, "background")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `
-		WITH u AS (INSERT INTO users (tenant_id, user_id) SELECT $1, 'b' || g FROM generate_series(1, 1000) g RETURNING user_id),
-		l AS (INSERT INTO recipient_lists (tenant_id, id, name) VALUES ($1, 'lst_bg', 'bg') RETURNING id)
-		INSERT INTO recipient_list_members (tenant_id, list_id, user_id) SELECT $1, l.id, u.user_id FROM u, l`, bg.ID); err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `ANALYZE users, recipient_list_members`); err != nil {
-		tb.Fatal(err)
-	}
-	tn, _, err := st.CreateTenant(ctx, "acme")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	tn := tenantAfterStaleStatistics(tb, tx, st)
 	users := make([]store.User, n)
 	for i := range users {
 		users[i] = store.User{UserID: fmt.Sprintf("u%07d", i+1)}

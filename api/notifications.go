@@ -51,7 +51,9 @@ type channelView struct {
 	History []store.Attempt `json:"history"`
 }
 
-type notificationView struct {
+// notificationHeader is what the status view and the support view say first
+// about a notification.
+type notificationHeader struct {
 	NotificationID string                    `json:"notification_id"`
 	UserID         string                    `json:"user_id"`
 	TemplateID     string                    `json:"template_id"`
@@ -60,7 +62,17 @@ type notificationView struct {
 	UpdatedAt      time.Time                 `json:"updated_at"`
 	WorkflowID     string                    `json:"workflow_id"`
 	RunID          string                    `json:"run_id"`
-	Channels       []channelView             `json:"channels"`
+}
+
+// headerOf is the header of a recorded notification.
+func headerOf(n store.Notification) notificationHeader {
+	return notificationHeader{NotificationID: n.ID, UserID: n.UserID, TemplateID: n.TemplateID, Status: n.Status,
+		AcceptedAt: n.AcceptedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), WorkflowID: n.WorkflowID, RunID: n.RunID}
+}
+
+type notificationView struct {
+	notificationHeader
+	Channels []channelView `json:"channels"`
 	dedupView
 }
 
@@ -139,11 +151,8 @@ func (h *notificationsRoom) getNotification(c *gin.Context) {
 }
 
 func viewFromStore(n store.Notification) notificationView {
-	v := notificationView{
-		NotificationID: n.ID, UserID: n.UserID, TemplateID: n.TemplateID, Status: n.Status,
-		AcceptedAt: n.AcceptedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), WorkflowID: n.WorkflowID, RunID: n.RunID,
-		Channels: []channelView{}, dedupView: newDedupView(n.DedupKeyHash, n.Dedup, n.AcceptedAt),
-	}
+	v := notificationView{notificationHeader: headerOf(n), Channels: []channelView{},
+		dedupView: newDedupView(n.DedupKeyHash, n.Dedup, n.AcceptedAt)}
 	for _, d := range n.Deliveries {
 		v.Channels = append(v.Channels, channelView{Delivery: d, History: []store.Attempt{}})
 	}
@@ -177,10 +186,10 @@ func (h *notificationsRoom) viewFromWorkflow(ctx context.Context, workflowID, ru
 // viewFromRun is the view of a notification that is so far only its run.
 func viewFromRun(run workflows.NotificationRun, workflowID, id string) notificationView {
 	started := run.StartedAt.UTC().Truncate(time.Microsecond)
-	v := notificationView{
+	v := notificationView{notificationHeader: notificationHeader{
 		NotificationID: id, UserID: run.UserID, TemplateID: run.TemplateID, Status: herald.NotificationQueued,
-		AcceptedAt: started, UpdatedAt: started, WorkflowID: workflowID, RunID: run.RunID, Channels: []channelView{},
-	}
+		AcceptedAt: started, UpdatedAt: started, WorkflowID: workflowID, RunID: run.RunID,
+	}, Channels: []channelView{}}
 	for _, ch := range run.Channels {
 		v.Channels = append(v.Channels, channelView{Delivery: store.Delivery{Channel: ch, Status: herald.DeliveryPending, UpdatedAt: started},
 			History: []store.Attempt{}})

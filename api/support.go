@@ -30,15 +30,8 @@ var undelivered = []herald.DeliveryStatus{herald.DeliverySuppressed, herald.Deli
 
 // supportItem is one notification of the support view.
 type supportItem struct {
-	NotificationID string                    `json:"notification_id"`
-	UserID         string                    `json:"user_id"`
-	TemplateID     string                    `json:"template_id"`
-	Status         herald.NotificationStatus `json:"status"`
-	AcceptedAt     time.Time                 `json:"accepted_at"`
-	UpdatedAt      time.Time                 `json:"updated_at"`
-	WorkflowID     string                    `json:"workflow_id"`
-	RunID          string                    `json:"run_id"`
-	Channels       []store.Delivery          `json:"channels"`
+	notificationHeader
+	Channels []store.Delivery `json:"channels"`
 	// NotDelivered lists the channels that ended without reaching the user, with
 	// the reason (opted out, quiet hours, cap, no address, cancelled, no provider,
 	// dead-lettered, ...).
@@ -53,8 +46,8 @@ type notDelivered struct {
 }
 
 func newSupportItem(n store.SupportNotification) supportItem {
-	it := supportItem{NotificationID: n.ID, UserID: n.UserID, TemplateID: n.TemplateID, Status: n.Status,
-		AcceptedAt: n.AcceptedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), WorkflowID: n.WorkflowID, RunID: n.RunID,
+	it := supportItem{notificationHeader: notificationHeader{NotificationID: n.ID, UserID: n.UserID, TemplateID: n.TemplateID,
+		Status: n.Status, AcceptedAt: n.AcceptedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC(), WorkflowID: n.WorkflowID, RunID: n.RunID},
 		Channels: n.Deliveries, NotDelivered: []notDelivered{}, dedupView: newDedupView(n.DedupKeyHash, n.Dedup, n.AcceptedAt)}
 	if it.Channels == nil {
 		it.Channels = []store.Delivery{}
@@ -250,9 +243,7 @@ func (h *notificationsRoom) listWithRun(c *gin.Context, key ids.KeyHash, f store
 // recorded yet, with what the dedup ledger saw of its key.
 func (h *notificationsRoom) unrecordedItem(c *gin.Context, key ids.KeyHash, run workflows.NotificationRun, workflowID, id string) (supportItem, error) {
 	v := viewFromRun(run, workflowID, id)
-	it := supportItem{NotificationID: id, UserID: v.UserID, TemplateID: v.TemplateID, Status: v.Status,
-		AcceptedAt: v.AcceptedAt, UpdatedAt: v.UpdatedAt, WorkflowID: workflowID, RunID: run.RunID,
-		Channels: []store.Delivery{}, NotDelivered: []notDelivered{}}
+	it := supportItem{notificationHeader: v.notificationHeader, Channels: []store.Delivery{}, NotDelivered: []notDelivered{}}
 	for _, ch := range v.Channels {
 		it.Channels = append(it.Channels, ch.Delivery)
 	}

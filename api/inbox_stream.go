@@ -183,6 +183,7 @@ func (st *inboxStream) open(seq int64, counts store.InboxCounts) error {
 func (st *inboxStream) replay() error {
 	s := st.room.store
 	for {
+		st.room.cfg.Hub.CountRead()
 		events, err := s.InboxEventsAfter(st.ctx, st.tenantID, st.userID, st.last, inboxStreamPage)
 		if err != nil {
 			return err

@@ -196,6 +196,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess}, logger)
 	apiCfg.Inbox.Hub = a.hub
 	m.RegisterInboxStreamsOpen(a.hub.Open)
+	m.RegisterInboxStreamCounters(a.hub.Wakeups, a.hub.Reads)
 	if cfg.SandboxAPI {
 		apiCfg.Providers.Sandbox = a.Sandbox
 	}

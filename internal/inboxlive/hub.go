@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,10 +47,12 @@ type Sub struct {
 // Wake is signalled when the user's inbox may have new events.
 func (s *Sub) Wake() <-chan struct{} { return s.wake }
 
-func (s *Sub) signal() {
+func (s *Sub) signal() bool {
 	select {
 	case s.wake <- struct{}{}:
+		return true
 	default: // a wake-up is already pending: the stream reads everything new anyway
+		return false
 	}
 }
 
@@ -69,6 +70,8 @@ type Hub struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	listened atomic.Bool
+	wakeups  atomic.Int64
+	reads    atomic.Int64
 }
 
 // New makes a hub that will listen through its own connection made from conn
@@ -163,24 +166,40 @@ func (h *Hub) wakeAll() {
 	defer h.mu.Unlock()
 	for _, set := range h.subs {
 		for s := range set {
-			s.signal()
+			h.signal(s)
 		}
 	}
 }
 
+// dispatch wakes the streams of the users a NOTIFY names (and no other).
 func (h *Hub) dispatch(payload string) {
-	if payload == store.InboxNotifyAll {
-		h.wakeAll()
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for key := range strings.SplitSeq(payload, "\n") {
-		for s := range h.subs[key] {
-			s.signal()
+	store.DecodeInboxNotify(payload, func(tenantID, userID string) {
+		for s := range h.subs[store.NotifyKey(tenantID, userID)] {
+			h.signal(s)
 		}
+	})
+}
+
+// signal wakes one stream, counting the wake-ups that will cost a read (a
+// wake-up already pending costs nothing more).
+func (h *Hub) signal(s *Sub) {
+	if s.signal() {
+		h.wakeups.Add(1)
 	}
 }
+
+// Wakeups is how many stream wake-ups this hub has delivered (each costs the
+// stream one read of its log; a coalesced one is not counted).
+func (h *Hub) Wakeups() int64 { return h.wakeups.Load() }
+
+// CountRead counts one read of an inbox event log by a stream of this process
+// (herald_inbox_stream_reads_total).
+func (h *Hub) CountRead() { h.reads.Add(1) }
+
+// Reads is how many log reads this process's streams have made.
+func (h *Hub) Reads() int64 { return h.reads.Load() }
 
 // listen keeps one LISTENing connection until ctx is done, reconnecting with
 // backoff (1 s doubling to 30 s).

@@ -23,7 +23,7 @@ func woken(s *inboxlive.Sub, within time.Duration) bool {
 }
 
 // One LISTEN connection wakes exactly the subscriptions of the users a NOTIFY
-// names, coalesces wake-ups, and wakes everyone for the "*" payload.
+// names (one tenant per line, its users tab-separated) and coalesces wake-ups.
 func TestHubWakesTheNamedUsers(t *testing.T) {
 	pool := testenv.Pool(t)
 	h := inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -61,9 +61,16 @@ func TestHubWakesTheNamedUsers(t *testing.T) {
 	if !woken(ada, 5*time.Second) {
 		t.Fatal("ada was not woken again")
 	}
-	notify(store.InboxNotifyAll)
-	if !woken(ada, 5*time.Second) || !woken(bob, 5*time.Second) {
-		t.Fatal("* did not wake everyone")
+	woken(ada, 300*time.Millisecond) // the second may or may not have coalesced with the first
+	notify("other\tada\tbob\n" + tenant + "\tcyd\tbob")
+	if !woken(bob, 5*time.Second) {
+		t.Fatal("bob, second of his tenant's line, was not woken")
+	}
+	if woken(ada, 300*time.Millisecond) {
+		t.Fatal("ada was woken by another tenant's ada")
+	}
+	if got := h.Wakeups(); got < 3 {
+		t.Fatalf("wake-ups counted = %d, want at least 3", got)
 	}
 	h.Unsubscribe(ada)
 	h.Unsubscribe(ada) // twice is harmless

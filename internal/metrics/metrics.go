@@ -41,6 +41,8 @@ const (
 	DeadLettered          = "herald_dead_lettered_total"
 	DeadLettersOpen       = "herald_dead_letters_open"
 	InboxStreamsOpen      = "herald_inbox_streams_open"
+	InboxStreamWakeups    = "herald_inbox_stream_wakeups_total"
+	InboxStreamReads      = "herald_inbox_stream_reads_total"
 	Suppressions          = "herald_suppressions_total"
 	RateLimited           = "herald_rate_limited_total"
 	WebhookAttempts       = "herald_webhook_attempts_total"
@@ -90,10 +92,11 @@ type Metrics struct {
 	campaigns    *prometheus.CounterVec
 	campaignRcpt *prometheus.CounterVec
 
-	gaugeOnce    sync.Once
-	streamsOnce  sync.Once
-	temporalOnce sync.Once
-	temporal     client.MetricsHandler
+	gaugeOnce          sync.Once
+	streamsOnce        sync.Once
+	streamCountersOnce sync.Once
+	temporalOnce       sync.Once
+	temporal           client.MetricsHandler
 }
 
 // New registers every metric on a new registry.
@@ -332,6 +335,24 @@ func (m *Metrics) RegisterInboxStreamsOpen(open func() int) {
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: InboxStreamsOpen,
 			Help: "Inbox streams (GET /v1/users/{user_id}/inbox/stream) this API process holds open."},
 			func() float64 { return float64(open()) }))
+	})
+}
+
+// RegisterInboxStreamCounters registers the counters of the inbox streams'
+// wake-ups (only the first call per Metrics registers) (NOTIFYs that named a user with a stream here) and of their log
+// reads, read on every scrape.
+func (m *Metrics) RegisterInboxStreamCounters(wakeups, reads func() int64) {
+	if m == nil {
+		return
+	}
+	m.streamCountersOnce.Do(func() {
+		m.Registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: InboxStreamWakeups,
+				Help: "Inbox stream wake-ups this API process delivered (each costs the stream one read of its event log)."},
+				func() float64 { return float64(wakeups()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: InboxStreamReads,
+				Help: "Reads of inbox event logs by this API process's streams (wake-ups, heartbeats, replays)."},
+				func() float64 { return float64(reads()) }))
 	})
 }
 

@@ -70,19 +70,65 @@ type InboxEvent struct {
 const InboxEventRetention = 1000
 
 // InboxNotifyChannel is the PostgreSQL NOTIFY channel every inbox change is
-// announced on (after commit). The payload names the affected users, one
-// "tenant_id<TAB>user_id" per line, or is InboxNotifyAll when they do not fit.
+// announced on (after commit). A payload names the affected users, grouped by
+// tenant, one tenant per line: "tenant_id<TAB>user_id<TAB>user_id…" (ids hold
+// no whitespace: validID). A change that names more users than one payload
+// holds is announced with several NOTIFYs (InboxNotifyPayloads), never with a
+// "wake everyone": a 500-recipient campaign batch wakes those 500 users'
+// streams and no other.
 const InboxNotifyChannel = "herald_inbox"
-
-// InboxNotifyAll is the payload that wakes every stream (a batch too large to
-// name its users within NOTIFY's 8000-byte payload limit).
-const InboxNotifyAll = "*"
 
 // maxNotifyPayload keeps a NOTIFY payload under PostgreSQL's 8000-byte limit.
 const maxNotifyPayload = 7900
 
-// NotifyKey is how a NOTIFY payload names one user's inbox.
+// NotifyKey is how the hub keys one user's inbox.
 func NotifyKey(tenantID, userID string) string { return tenantID + "\t" + userID }
+
+// InboxNotifyPayloads encodes the users (sorted by tenant, then user, as
+// insertInboxItems orders them; any order works, sorted is just smaller) into
+// as few payloads as fit maxNotifyPayload each.
+func InboxNotifyPayloads(tenants, users []string) []string {
+	var out []string
+	var b strings.Builder
+	tenant := ""
+	for i := range users {
+		t, u := tenants[i], users[i]
+		switch {
+		case b.Len() > 0 && t == tenant && b.Len()+1+len(u) <= maxNotifyPayload:
+			b.WriteByte('\t')
+		case b.Len() > 0 && b.Len()+1+len(t)+1+len(u) <= maxNotifyPayload:
+			b.WriteByte('\n')
+			b.WriteString(t)
+			b.WriteByte('\t')
+		default:
+			if b.Len() > 0 {
+				out = append(out, b.String())
+				b.Reset()
+			}
+			b.WriteString(t)
+			b.WriteByte('\t')
+		}
+		b.WriteString(u)
+		tenant = t
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// DecodeInboxNotify calls wake for every (tenant, user) a payload names.
+func DecodeInboxNotify(payload string, wake func(tenantID, userID string)) {
+	for line := range strings.SplitSeq(payload, "\n") {
+		tenant, users, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		for u := range strings.SplitSeq(users, "\t") {
+			wake(tenant, u)
+		}
+	}
+}
 
 // NewInboxItem is one inbox item to deliver.
 type NewInboxItem struct {
@@ -337,24 +383,18 @@ func (s *Store) appendInboxEvents(ctx context.Context, users []userKey, events [
 	return err
 }
 
-// notifyInbox announces the users' changes once, delivered at commit.
+// notifyInbox announces the users' changes, delivered at commit: one NOTIFY
+// per InboxNotifyPayloads payload (one for any batch of short ids), in one
+// statement.
 func (s *Store) notifyInbox(ctx context.Context, users []userKey) error {
 	if len(users) == 0 {
 		return nil
 	}
-	var b strings.Builder
+	tenants, ids := make([]string, len(users)), make([]string, len(users))
 	for i, k := range users {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(NotifyKey(k.tenantID, k.userID))
-		if b.Len() > maxNotifyPayload {
-			b.Reset()
-			b.WriteString(InboxNotifyAll)
-			break
-		}
+		tenants[i], ids[i] = k.tenantID, k.userID
 	}
-	_, err := s.db.Exec(ctx, `SELECT pg_notify($1, $2)`, InboxNotifyChannel, b.String())
+	_, err := s.db.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, InboxNotifyChannel, InboxNotifyPayloads(tenants, ids))
 	return err
 }
 

@@ -1,0 +1,147 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/metrics"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// Issue 22: the live inbox bounded like the accept path.
+
+// openRawStreams opens n inbox streams (GET path with key) that read and
+// discard what they are sent, cheaply (the harness's Stream buffers 10,000
+// events each); they close when the test ends.
+func openRawStreams(t *testing.T, h *apitest.Harness, paths []string, key string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: 1}}
+	errs := make(chan error, len(paths))
+	for _, p := range paths {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				errs <- fmt.Errorf("GET %s: %d", p, resp.StatusCode)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+		}()
+	}
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+// usersNamed makes n users prefix-0 … prefix-(n-1) of the tenant in one statement.
+func usersNamed(t *testing.T, h *apitest.Harness, tenantID, prefix string, n int) []string {
+	t.Helper()
+	names := make([]string, n)
+	us := make([]store.User, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+		us[i] = store.User{UserID: names[i]}
+	}
+	if err := h.Store.InsertUsers(context.Background(), tenantID, us); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func inboxItemsFor(tenantID string, users []string, title string) []store.NewInboxItem {
+	at := time.Now()
+	items := make([]store.NewInboxItem, len(users))
+	for i, u := range users {
+		items[i] = store.NewInboxItem{TenantID: tenantID, UserID: u, NotificationID: ids.NotificationID(ids.IdempotencyKeyHash(freshKey(title)), "8d0f1e9a-5b7c-4c1d-9e2f-3a4b5c6d7e8f"),
+			Title: title, Body: "b", CreatedAt: at}
+	}
+	return items
+}
+
+// TestCampaignInAppBatchWakesOnlyItsRecipients: 1,000 streams of two other
+// tenants are open while a 500-recipient in-app batch (what a campaign batch
+// writes, through the same insertInboxItems and NOTIFY) lands for a third
+// tenant. Before: the batch did not fit one NOTIFY, fell back to "*", and every
+// one of the 1,000 streams was woken and re-read its log. After: the batch's
+// NOTIFYs name its recipients only, so no stream of another tenant is woken.
+// The count is exact: the hub counts every wake-up it delivers when it
+// dispatches a NOTIFY, and the sentinel's event (committed after the batch, so
+// dispatched after it by the one listener) marks the end of the batch's.
+func TestCampaignInAppBatchWakesOnlyItsRecipients(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true, InboxHeartbeat: time.Hour})
+	ctx := context.Background()
+	campaignTenant, _ := h.Tenant("campaign")
+	// Recipient ids as long as ids may be (255 bytes): the batch needs several payloads.
+	long := make([]byte, 240)
+	for i := range long {
+		long[i] = 'r'
+	}
+	recipients := usersNamed(t, h, campaignTenant, string(long), 500)
+
+	var streams int
+	var sentinelTenant, sentinelKey string
+	for _, name := range []string{"bystander-b", "bystander-c"} {
+		tenantID, key := h.Tenant(name)
+		var paths []string
+		for _, u := range usersNamed(t, h, tenantID, "u", 100) {
+			for range 5 { // the per-user limit
+				paths = append(paths, "/v1/users/"+u+"/inbox/stream")
+			}
+		}
+		openRawStreams(t, h, paths, key)
+		streams += len(paths)
+		sentinelTenant, sentinelKey = tenantID, key
+	}
+	createUser(h, sentinelKey, "sentinel")
+	sentinel := h.OpenStream("", "/v1/users/sentinel/inbox/stream", sentinelKey)
+	sentinel.NextOf("ready", streamWithin)
+	h.Eventually(streamWithin, "1,001 streams open", func() bool { return h.InboxStreamsOpen() == streams+1 })
+	// Every stream has made its opening read once the reads stop moving with
+	// nothing written.
+	reads := func() float64 { return h.Scrape().Value(metrics.InboxStreamReads) }
+	wakeups := func() float64 { return h.Scrape().Value(metrics.InboxStreamWakeups) }
+	h.Eventually(streamWithin, "every stream's opening read", func() bool { return reads() >= float64(streams+1) })
+	w0, r0 := wakeups(), reads()
+
+	if _, err := h.Store.InsertInboxItems(ctx, inboxItemsFor(campaignTenant, recipients, "campaign")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.InsertInboxItems(ctx, inboxItemsFor(sentinelTenant, []string{"sentinel"}, "after the batch")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := sentinel.NextOf(herald.InboxItemCreated, streamWithin); ev.Data["item"].(map[string]any)["title"] != "after the batch" {
+		t.Fatalf("sentinel got %s", ev.Raw)
+	}
+	woken := wakeups() - w0
+	// Each counted wake-up costs one read; wait for the woken streams to make them.
+	h.Eventually(streamWithin, "the woken streams' reads", func() bool { return reads()-r0 >= woken })
+	t.Logf("a 500-recipient in-app batch with %d streams of other tenants open: %.0f wake-ups, %.0f stream reads (the sentinel's included)",
+		streams, woken, reads()-r0)
+	if woken != 1 {
+		t.Fatalf("the batch and the sentinel woke %.0f streams; want 1 (the sentinel's): a batch must wake only its recipients' streams", woken)
+	}
+}

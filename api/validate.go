@@ -18,10 +18,7 @@ import (
 	"golang.org/x/text/language"
 )
 
-var (
-	e164       = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
-	templateID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$`)
-)
+var e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 
 // validID checks a tenant-chosen identifier (user_id, idempotency key): 1–255
 // printable characters with no slash, so it is safe in a URL path segment.
@@ -44,8 +41,8 @@ func validTemplateID(v string) *httpError {
 	if v == "" {
 		return badField("template_id", "missing_field", "template_id is required")
 	}
-	if !templateID.MatchString(v) {
-		return badField("template_id", "invalid_field", "template_id must be 1 to 128 characters of letters, digits, '_', '.' or '-'")
+	if !templates.ValidID(v) {
+		return badField("template_id", "invalid_field", "template_id must be %s", templates.IDRule)
 	}
 	return nil
 }

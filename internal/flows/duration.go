@@ -16,11 +16,16 @@ type Duration time.Duration
 // D is d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// ParseDuration parses Go's duration form or "<n>d".
+// maxDays bounds "<n>d": far above any flow limit (MaxWindow), far below the
+// 106,751 days at which n×24h would overflow a time.Duration.
+const maxDays = 3660
+
+// ParseDuration parses Go's duration form or "<n>d" (n a whole number of days,
+// at most maxDays).
 func ParseDuration(s string) (Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || n > maxDays {
 			return 0, fmt.Errorf("invalid duration %q", s)
 		}
 		return Duration(time.Duration(n) * 24 * time.Hour), nil

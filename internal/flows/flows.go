@@ -137,3 +137,43 @@ type Condition struct {
 // DefaultDigestItems is how many events' data a digest keeps for its template
 // when the step does not say.
 const DefaultDigestItems = 10
+
+// WithDefaults is d with the defaults of what its steps leave out written in:
+// a digest's mode (fixed) and items (DefaultDigestItems), a wait's for (seen).
+// The stored definition keeps what the tenant wrote; the engine runs this.
+func (d Definition) WithDefaults() Definition {
+	d.Steps = stepsWithDefaults(d.Steps)
+	return d
+}
+
+func stepsWithDefaults(steps []Step) []Step {
+	if steps == nil {
+		return nil
+	}
+	out := make([]Step, len(steps))
+	for i, s := range steps {
+		switch s.Type {
+		case StepDigest:
+			if s.Mode == "" {
+				s.Mode = DigestFixed
+			}
+			if s.Items == 0 {
+				s.Items = DefaultDigestItems
+			}
+		case StepWait:
+			if s.For == "" {
+				s.For = WaitSeen
+			}
+		case StepBranch:
+			cases := make([]Case, len(s.Cases))
+			for j, c := range s.Cases {
+				c.Steps = stepsWithDefaults(c.Steps)
+				cases[j] = c
+			}
+			s.Cases = cases
+			s.Else = stepsWithDefaults(s.Else)
+		}
+		out[i] = s
+	}
+	return out
+}

@@ -56,7 +56,32 @@ func (e FieldError) Error() string {
 	return b.String()
 }
 
-var categoryRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+var (
+	categoryRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	idRE       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$`)
+)
+
+// IDRule says what ValidID accepts, for error messages.
+const IDRule = "1 to 128 characters of letters, digits, '_', '.' or '-'"
+
+// ValidID reports whether id is a well-formed template id (IDRule): safe as a
+// URL path segment. Flows name their send steps' templates, and themselves, by
+// the same rule.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// CategoryProblem says what is wrong with a category ("" when nothing is): a
+// template's, and a flow's, which is checked by the same rule.
+func CategoryProblem(category string) string {
+	switch {
+	case strings.TrimSpace(category) == "":
+		return "category is required"
+	case len(category) > MaxCategoryLen:
+		return fmt.Sprintf("category is longer than %d characters", MaxCategoryLen)
+	case !categoryRE.MatchString(category):
+		return "category may only contain letters, digits, '_', '-' and '.'"
+	}
+	return ""
+}
 
 // Validate checks a template before it is saved and returns every problem
 // found, in a deterministic order (nil when the template is valid):
@@ -86,13 +111,8 @@ func Validate(t Template) []FieldError {
 	var errs []FieldError
 	add := func(e FieldError) { errs = append(errs, e) }
 
-	switch {
-	case strings.TrimSpace(t.Category) == "":
-		add(FieldError{Field: "category", Message: "category is required"})
-	case len(t.Category) > MaxCategoryLen:
-		add(FieldError{Field: "category", Message: fmt.Sprintf("category is longer than %d characters", MaxCategoryLen)})
-	case !categoryRE.MatchString(t.Category):
-		add(FieldError{Field: "category", Message: "category may only contain letters, digits, '_', '-' and '.'"})
+	if problem := CategoryProblem(t.Category); problem != "" {
+		add(FieldError{Field: "category", Message: problem})
 	}
 	if t.DefaultLocale != "" {
 		if _, ok := parseLocale(t.DefaultLocale); !ok {

@@ -65,6 +65,7 @@ const (
 	auditInboxSettingsPut      = "inbox_settings.put"
 	auditInboxSecretRotate     = "inbox_secret.rotate"
 	auditUserTokensRevoke      = "user_tokens.revoke"
+	auditUserTokenMint         = "user_token.mint"
 	auditWebhookEndpointCreate = "webhook_endpoint.create"
 	auditWebhookEndpointUpdate = "webhook_endpoint.update"
 	auditWebhookEndpointDelete = "webhook_endpoint.delete"
@@ -74,6 +75,16 @@ const (
 
 // auditOperatorKeyID stands for the operator key in api_key_id.
 const auditOperatorKeyID = "operator"
+
+// The operator CLI (cmd/herald) records its changes in the same log, under
+// AuditOperatorCLIKeyID, with these actions.
+const (
+	AuditOperatorCLIKeyID = "operator-cli"
+	AuditTenantCreate     = "tenant.create"
+	AuditTenantLimitsPut  = auditTenantLimitsPut
+	AuditAPIKeyCreate     = auditAPIKeyCreate
+	AuditAPIKeyRevoke     = auditAPIKeyRevoke
+)
 
 // maxAuditBody is how much of a request body the audit reads; a larger body
 // (a big template) is recorded by its field names only.
@@ -321,6 +332,6 @@ var auditActions = []string{
 	auditDeadLetterRedrive, auditDeadLetterBulkRedrive, auditAPIKeyCreate, auditAPIKeyRevoke, auditUserPut,
 	auditTenantLimitsPut, auditCampaignCreate, auditCampaignPause, auditCampaignResume, auditCampaignCancel,
 	auditListCreate, auditListDelete, auditTopicSubscribe, auditTopicUnsubscribe,
-	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke,
+	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke, auditUserTokenMint, AuditTenantCreate,
 	auditWebhookEndpointCreate, auditWebhookEndpointUpdate, auditWebhookEndpointDelete, auditWebhookSecretRotate, auditWebhookReplay,
 }

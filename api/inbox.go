@@ -44,7 +44,7 @@ func newInboxRoom(r responder, st *store.Store, users *userDirectory, auth *auth
 }
 
 func (h *inboxRoom) register(v1, public gin.IRouter, mw *middleware) {
-	v1.POST("/users/:user_id/token", h.mintUserToken)
+	v1.POST("/users/:user_id/token", mw.audited(auditUserTokenMint, auditFields), h.mintUserToken)
 	v1.DELETE("/users/:user_id/tokens", mw.audited(auditUserTokensRevoke, auditFields), h.revokeUserTokens)
 	v1.GET("/users/:user_id/inbox", h.inboxCORS, h.listInbox)
 	v1.GET("/users/:user_id/inbox/counts", h.inboxCORS, h.getInboxCounts)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
@@ -143,5 +145,87 @@ func TestCampaignInAppBatchWakesOnlyItsRecipients(t *testing.T) {
 		streams, woken, reads()-r0)
 	if woken != 1 {
 		t.Fatalf("the batch and the sentinel woke %.0f streams; want 1 (the sentinel's): a batch must wake only its recipients' streams", woken)
+	}
+}
+
+// TestInboxSessionRevealsNoTenant: from an origin the tenant did not allow,
+// an existing tenant's session answered 403 origin_not_allowed and a made-up
+// tenant 401, so anyone could enumerate tenants. Every refusal before the
+// hash is proven is now the same 401 invalid_user_hash (docs/inbox.md).
+func TestInboxSessionRevealsNoTenant(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	tenantID, key, _ := inboxUser(t, h, "ada")
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/inbox/settings", key, map[string]any{"allowed_origins": []string{"https://app.example.com"}})
+	secret := h.MustDo(http.StatusCreated, http.MethodPost, "/v1/inbox/secret", key, nil).Str("secret")
+	noSecretTenant, _ := h.Tenant("no-secret")
+	session := func(tenant, hash, origin string) apitest.Response {
+		return h.Do(http.MethodPost, "/v1/inbox/session", "", map[string]any{"tenant_id": tenant, "user_id": "ada", "user_hash": hash}, "Origin", origin)
+	}
+	wrong := strings.Repeat("0", 64)
+	for _, origin := range []string{"https://evil.example.net", "https://app.example.com"} {
+		for name, tenant := range map[string]string{"existing": tenantID, "unknown": "t_0000000000000000", "without a secret": noSecretTenant} {
+			r := session(tenant, wrong, origin)
+			if field, code := r.ErrorField(); r.Status != http.StatusUnauthorized || code != "invalid_user_hash" || field != "user_hash" {
+				t.Errorf("%s tenant from %s with a wrong hash: %d %s, want 401 invalid_user_hash", name, origin, r.Status, r.Body)
+			}
+			if r.Header.Get("Access-Control-Allow-Origin") != "" {
+				t.Errorf("%s tenant from %s: a refusal carries CORS headers", name, origin)
+			}
+		}
+	}
+	// With the right hash the tenant's origins apply.
+	hash := api.UserHash([]byte(secret), "ada")
+	apitest.WantError(t, session(tenantID, hash, "https://evil.example.net"), http.StatusForbidden, "origin_not_allowed", "Origin")
+	if r := session(tenantID, hash, "https://app.example.com"); r.Status != http.StatusCreated {
+		t.Fatalf("the right hash from an allowed origin: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestUserHashMintsNothingAfterRevocation: a user hash is permanent, so right
+// after DELETE /v1/users/{id}/tokens it minted a fresh, valid token. Now it
+// mints nothing until the secret is rotated; tokens minted before the
+// revocation are refused; the API key can still mint one.
+func TestUserHashMintsNothingAfterRevocation(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	tenantID, key, before := inboxUser(t, h, "ada")
+	secret := h.MustDo(http.StatusCreated, http.MethodPost, "/v1/inbox/secret", key, nil).Str("secret")
+	hash := api.UserHash([]byte(secret), "ada")
+	session := func() apitest.Response {
+		return h.Do(http.MethodPost, "/v1/inbox/session", "", map[string]any{"tenant_id": tenantID, "user_id": "ada", "user_hash": hash})
+	}
+	fromHash := session().Str("token")
+	h.MustDo(http.StatusNoContent, http.MethodDelete, "/v1/users/ada/tokens", key, nil)
+	for _, tok := range []string{before, fromHash} {
+		apitest.WantError(t, h.Do(http.MethodGet, "/v1/users/ada/inbox", tok, nil), http.StatusUnauthorized, "invalid_user_token", "Authorization")
+	}
+	apitest.WantError(t, session(), http.StatusUnauthorized, "user_tokens_revoked", "user_hash")
+	// The backend's own mint still works, and so does the hash once the secret is rotated.
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", h.UserToken(key, "ada"), nil)
+	secret = h.MustDo(http.StatusCreated, http.MethodPost, "/v1/inbox/secret", key, nil).Str("secret")
+	hash = api.UserHash([]byte(secret), "ada")
+	r := session()
+	if r.Status != http.StatusCreated {
+		t.Fatalf("the new secret's hash: %d %s", r.Status, r.Body)
+	}
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", r.Str("token"), nil)
+}
+
+// TestUserTokenMintIsAudited: minting a user token with the API key (a
+// credential to a user's inbox) left no trace; it is now in the audit log,
+// without the token.
+func TestUserTokenMintIsAudited(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	_, key, token := inboxUser(t, h, "ada")
+	h.MustDo(http.StatusCreated, http.MethodPost, "/v1/users/ada/token", key, map[string]any{"ttl_seconds": 120})
+	r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/audit-log?action=user_token.mint", key, nil)
+	items, _ := r.JSON["items"].([]any)
+	if len(items) != 2 {
+		t.Fatalf("user_token.mint entries = %d, want 2 (inboxUser's and this one): %s", len(items), r.Body)
+	}
+	if e := items[0].(map[string]any); e["target"] != "user_id=ada" || !strings.Contains(string(r.Body), `"ttl_seconds":120`) {
+		t.Fatalf("entry: %s", r.Body)
+	}
+	if strings.Contains(string(r.Body), token) {
+		t.Fatal("the audit log holds a token")
 	}
 }

@@ -171,6 +171,10 @@ func (h *inboxRoom) inboxSession(c *gin.Context) {
 		h.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_user_hash", Field: "user_hash",
 			Message: "user_hash is not hex(HMAC-SHA256(inbox secret, user_id)) for this tenant"})
 	}
+	// Every refusal before the hash is proven is the same 401, whatever the
+	// reason (no such tenant, no secret, a wrong hash); the tenant's CORS
+	// check (403 origin_not_allowed) comes after, so it cannot tell a stranger
+	// which tenants exist.
 	t, err := h.auth.tenantByID(c, *req.TenantID)
 	if errors.Is(err, herald.ErrNotFound) {
 		refuse()
@@ -183,9 +187,6 @@ func (h *inboxRoom) inboxSession(c *gin.Context) {
 	st, err := h.store.GetInboxSettings(c.Request.Context(), t.ID)
 	if err != nil {
 		h.abort(c, err)
-		return
-	}
-	if !h.corsAllowed(c, t.ID, st.AllowedOrigins) {
 		return
 	}
 	if st.HMACSecret == nil || h.cfg.Secrets == nil {
@@ -202,10 +203,26 @@ func (h *inboxRoom) inboxSession(c *gin.Context) {
 		refuse()
 		return
 	}
+	if !h.corsAllowed(c, t.ID, st.AllowedOrigins) {
+		return
+	}
 	c.Set(tenantKey, t)
 	c.Params = append(c.Params, gin.Param{Key: "user_id", Value: *req.UserID})
 	tenantID, userID, ok := h.users.knownUser(c)
 	if !ok {
+		return
+	}
+	// A user hash never changes until the secret does: after DELETE
+	// /v1/users/{user_id}/tokens it mints nothing until the secret is rotated
+	// (the tenant's backend can still mint with its API key).
+	notBefore, err := h.auth.userTokensNotBefore(c, tenantID, userID)
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	if !notBefore.IsZero() && (st.HMACRotatedAt == nil || !notBefore.Before(*st.HMACRotatedAt)) {
+		h.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "user_tokens_revoked", Field: "user_hash",
+			Message: "this user's tokens were revoked after the inbox secret was made: a user_hash mints no session until the secret is rotated (POST /v1/inbox/secret); the backend can mint one with the API key (POST /v1/users/{user_id}/token)"})
 		return
 	}
 	h.answerToken(c, tenantID, userID, defaultUserTokenTTL)

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
@@ -77,14 +78,23 @@ func runKey(ctx context.Context, cfg config.Config, args []string, stdout io.Wri
 		}
 		return tw.Flush()
 	case "create":
-		k, key, err := st.CreateNamedAPIKey(ctx, t.ID, strings.TrimSpace(*name))
+		var k store.APIKey
+		var key string
+		err := audited(ctx, st, t.ID, api.AuditAPIKeyCreate, "", map[string]any{"name": strings.TrimSpace(*name)}, func() (err error) {
+			k, key, err = st.CreateNamedAPIKey(ctx, t.ID, strings.TrimSpace(*name))
+			return err
+		})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "API key %s for tenant %s (%s) created\nAPI key (shown once, only its SHA-256 is stored): %s\n", k.ID, t.ID, t.Name, key)
 		return nil
 	default: // revoke
-		k, _, err := st.RevokeAPIKey(ctx, t.ID, fs.Arg(0), *force)
+		var k store.APIKey
+		err := audited(ctx, st, t.ID, api.AuditAPIKeyRevoke, "key_id="+fs.Arg(0), map[string]any{"force": *force}, func() (err error) {
+			k, _, err = st.RevokeAPIKey(ctx, t.ID, fs.Arg(0), *force)
+			return err
+		})
 		switch {
 		case errors.Is(err, herald.ErrNotFound):
 			return fmt.Errorf("tenant %s has no API key %s", t.ID, fs.Arg(0))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 )
@@ -41,23 +42,29 @@ func runTenantLimits(ctx context.Context, st *store.Store, args []string, stdout
 	if err != nil {
 		return err
 	}
-	changed := false
+	set := map[string]any{} // the flags given, for the audit log
 	fs.Visit(func(f *flag.Flag) {
-		changed = changed || f.Name != "tenant"
 		switch f.Name {
 		case "rate":
 			l.APIRatePerSecond = *rate
+			set["api_rate_per_second"] = *rate
 		case "burst":
 			l.APIBurst = *burst
+			set["api_burst"] = *burst
 		case "daily-quota":
 			l.DailyQuota = *quota
+			set["daily_quota"] = *quota
 		case "allow-critical":
 			l.AllowCritical = *critical
+			set["allow_critical"] = *critical
 		}
 	})
-	if changed {
+	if len(set) > 0 {
 		var le *store.LimitError
-		if err := st.PutTenantLimits(ctx, *tenant, l); errors.As(err, &le) {
+		err := audited(ctx, st, *tenant, api.AuditTenantLimitsPut, "tenant_id="+*tenant, set, func() error {
+			return st.PutTenantLimits(ctx, *tenant, l)
+		})
+		if errors.As(err, &le) {
 			return fmt.Errorf("tenant limits: %s", le.Message)
 		} else if err != nil {
 			return err

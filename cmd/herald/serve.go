@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
+	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/store"
@@ -85,6 +86,11 @@ func runTenant(ctx context.Context, cfg config.Config, args []string, stdout io.
 		t, key, err := st.CreateTenant(ctx, *name)
 		if err != nil {
 			return err
+		}
+		// Recorded after the fact (the log is per tenant, and the tenant did not
+		// exist before): a failure to record is reported, the tenant stays.
+		if err := audited(ctx, st, t.ID, api.AuditTenantCreate, "tenant_id="+t.ID, map[string]any{"name": t.Name}, func() error { return nil }); err != nil {
+			return fmt.Errorf("tenant %s created, but recording it in its audit log failed: %w", t.ID, err)
 		}
 		fmt.Fprintf(stdout, "tenant %s (%s) created\nAPI key (shown once, only its SHA-256 is stored): %s\n", t.ID, t.Name, key)
 		return nil

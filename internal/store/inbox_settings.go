@@ -17,14 +17,16 @@ type InboxSettings struct {
 	AllowedOrigins []string
 	// HMACSecret is the sealed secret the tenant signs user hashes with (nil: none yet).
 	HMACSecret []byte
-	UpdatedAt  time.Time
+	// HMACRotatedAt is when HMACSecret was made (nil: no secret yet).
+	HMACRotatedAt *time.Time
+	UpdatedAt     time.Time
 }
 
 // GetInboxSettings returns a tenant's inbox settings (the zero value when never set).
 func (s *Store) GetInboxSettings(ctx context.Context, tenantID string) (InboxSettings, error) {
 	var st InboxSettings
-	err := s.db.QueryRow(ctx, `SELECT allowed_origins, hmac_secret, updated_at FROM inbox_settings WHERE tenant_id = $1`, tenantID).
-		Scan(&st.AllowedOrigins, &st.HMACSecret, &st.UpdatedAt)
+	err := s.db.QueryRow(ctx, `SELECT allowed_origins, hmac_secret, hmac_rotated_at, updated_at FROM inbox_settings WHERE tenant_id = $1`, tenantID).
+		Scan(&st.AllowedOrigins, &st.HMACSecret, &st.HMACRotatedAt, &st.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return InboxSettings{AllowedOrigins: []string{}}, nil
 	}
@@ -48,8 +50,9 @@ func (s *Store) PutInboxAllowedOrigins(ctx context.Context, tenantID string, ori
 // PutInboxHMACSecret stores a tenant's (sealed) user-hash secret, replacing the old one.
 func (s *Store) PutInboxHMACSecret(ctx context.Context, tenantID string, sealed []byte) error {
 	_, err := s.db.Exec(ctx, `
-		INSERT INTO inbox_settings (tenant_id, hmac_secret) VALUES ($1, $2)
-		ON CONFLICT (tenant_id) DO UPDATE SET hmac_secret = EXCLUDED.hmac_secret, updated_at = now()`, tenantID, sealed)
+		INSERT INTO inbox_settings (tenant_id, hmac_secret, hmac_rotated_at) VALUES ($1, $2, clock_timestamp())
+		ON CONFLICT (tenant_id) DO UPDATE SET hmac_secret = EXCLUDED.hmac_secret, hmac_rotated_at = EXCLUDED.hmac_rotated_at,
+		    updated_at = now()`, tenantID, sealed)
 	return err
 }
 

@@ -1,0 +1,1 @@
+ALTER TABLE inbox_settings DROP COLUMN hmac_rotated_at;

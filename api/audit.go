@@ -71,6 +71,8 @@ const (
 	auditWebhookEndpointDelete = "webhook_endpoint.delete"
 	auditWebhookSecretRotate   = "webhook_endpoint.rotate_secret"
 	auditWebhookReplay         = "webhook_endpoint.replay"
+	auditFlowPut               = "flow.put"
+	auditFlowDelete            = "flow.delete"
 )
 
 // auditOperatorKeyID stands for the operator key in api_key_id.
@@ -334,4 +336,5 @@ var auditActions = []string{
 	auditListCreate, auditListDelete, auditTopicSubscribe, auditTopicUnsubscribe,
 	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke, auditUserTokenMint, AuditTenantCreate,
 	auditWebhookEndpointCreate, auditWebhookEndpointUpdate, auditWebhookEndpointDelete, auditWebhookSecretRotate, auditWebhookReplay,
+	auditFlowPut, auditFlowDelete,
 }

@@ -147,6 +147,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 		inbox,
 		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe},
 		&templatesRoom{responder: r, store: st, templates: templates},
+		&flowsRoom{responder: r, store: st},
 		&providersRoom{responder: r, store: st, users: users, cfg: cfg.Providers, baseURL: cfg.PublicBaseURL,
 			emitter: cfg.Webhooks.Emitter},
 		&webhookEndpointsRoom{responder: r, store: st, cfg: cfg.Webhooks},

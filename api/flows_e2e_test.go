@@ -1,12 +1,15 @@
 package api_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/herald-notify/herald/client"
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/templates"
 )
@@ -156,4 +159,52 @@ func TestFlowBadDefinitionsNameTheStep(t *testing.T) {
 	big := `{"category":"c","steps":[{"type":"send","template_id":"alert","channels":["in_app"],"id":"` + strings.Repeat("a", 70<<10) + `"}]}`
 	apitest.WantError(t, h.Do(http.MethodPut, "/v1/flows/bad", key, big), http.StatusRequestEntityTooLarge, "body_too_large", "")
 	apitest.WantError(t, h.Do(http.MethodGet, "/v1/flows/bad", key, nil), http.StatusNotFound, "not_found", "")
+}
+
+// The Go client's flow methods, against the real API.
+func TestFlowClient(t *testing.T) {
+	t.Parallel()
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("flow-client")
+	h.Template(key, commentDigestTemplate())
+	c, err := client.New(h.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	def := client.FlowDefinition{Category: "comments", Steps: []client.FlowStep{
+		{Type: client.Digest, Window: client.Ptr("5s")},
+		{Type: client.Send, TemplateID: client.Ptr("comment_digest"), Channels: []client.ChannelName{"in_app"}},
+	}}
+	f, err := c.PutFlow(ctx, "comments", def)
+	if err != nil || f.Version != 1 || f.FlowID != "comments" {
+		t.Fatalf("PutFlow: %+v %v", f, err)
+	}
+	if f, err = c.PutFlow(ctx, "comments", def); err != nil || f.Version != 2 {
+		t.Fatalf("PutFlow again: %+v %v", f, err)
+	}
+	if got, err := c.GetFlow(ctx, "comments", &client.GetFlowParams{Version: client.Ptr(1)}); err != nil || got.Version != 1 || *got.Steps[0].Window != "5s" {
+		t.Fatalf("GetFlow v1: %+v %v", got, err)
+	}
+	n := 0
+	for f, err := range c.AllFlows(ctx, nil) {
+		if err != nil || f.FlowID != "comments" {
+			t.Fatalf("AllFlows: %+v %v", f, err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("AllFlows walked %d flows", n)
+	}
+	def.Steps[0].Window = client.Ptr("45d")
+	var ce *client.Error
+	if _, err := c.PutFlow(ctx, "comments", def); !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || ce.Field != "steps[0].window" {
+		t.Fatalf("PutFlow with a 45-day window: %v", err)
+	}
+	if err := c.DeleteFlow(ctx, "comments"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetFlow(ctx, "comments", nil); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Fatalf("GetFlow after delete: %v", err)
+	}
 }

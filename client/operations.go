@@ -416,6 +416,29 @@ func (c *Client) DeleteTemplate(ctx context.Context, templateID string) error {
 	return err
 }
 
+// ---- flows
+
+// PutFlow is PUT /v1/flows/{id}: the definition as the flow's next version.
+func (c *Client) PutFlow(ctx context.Context, flowID string, req FlowDefinition) (*Flow, error) {
+	return doJSON[Flow](ctx, c, put(pathOf("v1", "flows", flowID), req))
+}
+
+// GetFlow is GET /v1/flows/{id} (the latest version, or params.Version).
+func (c *Client) GetFlow(ctx context.Context, flowID string, params *GetFlowParams) (*Flow, error) {
+	return doJSON[Flow](ctx, c, get(pathOf("v1", "flows", flowID), queryOf(params)))
+}
+
+// ListFlows is GET /v1/flows (one page; AllFlows walks them all).
+func (c *Client) ListFlows(ctx context.Context, params *ListFlowsParams) (*FlowList, error) {
+	return doJSON[FlowList](ctx, c, get("/v1/flows", queryOf(params)))
+}
+
+// DeleteFlow is DELETE /v1/flows/{id}.
+func (c *Client) DeleteFlow(ctx context.Context, flowID string) error {
+	_, err := c.do(ctx, del(pathOf("v1", "flows", flowID)), nil)
+	return err
+}
+
 // ---- preferences and settings
 
 // PutUserPreferences is PUT /v1/users/{id}/preferences.

@@ -158,6 +158,19 @@ func (c *Client) AllTemplates(ctx context.Context, params *ListTemplatesParams) 
 	})
 }
 
+// AllFlows walks ListFlows.
+func (c *Client) AllFlows(ctx context.Context, params *ListFlowsParams) iter.Seq2[Flow, error] {
+	p := withCursor(params)
+	return paginate(ctx, p.Cursor, func(cursor *string) ([]Flow, *string, error) {
+		p.Cursor = cursor
+		page, err := c.ListFlows(ctx, &p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return page.Items, page.NextCursor, nil
+	})
+}
+
 // AllCampaigns walks ListCampaigns.
 func (c *Client) AllCampaigns(ctx context.Context, params *ListCampaignsParams) iter.Seq2[Campaign, error] {
 	p := withCursor(params)

@@ -248,6 +248,7 @@ const (
 	ErrorBodyErrorCodeUnknownChannel            ErrorBodyErrorCode = "unknown_channel"
 	ErrorBodyErrorCodeUnknownEvent              ErrorBodyErrorCode = "unknown_event"
 	ErrorBodyErrorCodeUnknownField              ErrorBodyErrorCode = "unknown_field"
+	ErrorBodyErrorCodeUnknownFlow               ErrorBodyErrorCode = "unknown_flow"
 	ErrorBodyErrorCodeUnknownList               ErrorBodyErrorCode = "unknown_list"
 	ErrorBodyErrorCodeUnknownTemplate           ErrorBodyErrorCode = "unknown_template"
 	ErrorBodyErrorCodeUnknownTopic              ErrorBodyErrorCode = "unknown_topic"
@@ -256,6 +257,7 @@ const (
 	ErrorBodyErrorCodeUnsupportedMediaType      ErrorBodyErrorCode = "unsupported_media_type"
 	ErrorBodyErrorCodeUserTokenNotAllowed       ErrorBodyErrorCode = "user_token_not_allowed"
 	ErrorBodyErrorCodeUserTokensDisabled        ErrorBodyErrorCode = "user_tokens_disabled"
+	ErrorBodyErrorCodeUserTokensRevoked         ErrorBodyErrorCode = "user_tokens_revoked"
 )
 
 // Valid indicates whether the value is a known member of the ErrorBodyErrorCode enum.
@@ -351,6 +353,8 @@ func (e ErrorBodyErrorCode) Valid() bool {
 		return true
 	case ErrorBodyErrorCodeUnknownField:
 		return true
+	case ErrorBodyErrorCodeUnknownFlow:
+		return true
 	case ErrorBodyErrorCodeUnknownList:
 		return true
 	case ErrorBodyErrorCodeUnknownTemplate:
@@ -366,6 +370,182 @@ func (e ErrorBodyErrorCode) Valid() bool {
 	case ErrorBodyErrorCodeUserTokenNotAllowed:
 		return true
 	case ErrorBodyErrorCodeUserTokensDisabled:
+		return true
+	case ErrorBodyErrorCodeUserTokensRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowConditionOp.
+const (
+	Eq        FlowConditionOp = "eq"
+	Exists    FlowConditionOp = "exists"
+	Gt        FlowConditionOp = "gt"
+	Gte       FlowConditionOp = "gte"
+	In        FlowConditionOp = "in"
+	Lt        FlowConditionOp = "lt"
+	Lte       FlowConditionOp = "lte"
+	Ne        FlowConditionOp = "ne"
+	NotExists FlowConditionOp = "not_exists"
+)
+
+// Valid indicates whether the value is a known member of the FlowConditionOp enum.
+func (e FlowConditionOp) Valid() bool {
+	switch e {
+	case Eq:
+		return true
+	case Exists:
+		return true
+	case Gt:
+		return true
+	case Gte:
+		return true
+	case In:
+		return true
+	case Lt:
+		return true
+	case Lte:
+		return true
+	case Ne:
+		return true
+	case NotExists:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowStepFirst.
+const (
+	SendNow FlowStepFirst = "send_now"
+)
+
+// Valid indicates whether the value is a known member of the FlowStepFirst enum.
+func (e FlowStepFirst) Valid() bool {
+	switch e {
+	case SendNow:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowStepFor.
+const (
+	Read FlowStepFor = "read"
+	Seen FlowStepFor = "seen"
+)
+
+// Valid indicates whether the value is a known member of the FlowStepFor enum.
+func (e FlowStepFor) Valid() bool {
+	switch e {
+	case Read:
+		return true
+	case Seen:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowStepMode.
+const (
+	FlowStepModeFixed     FlowStepMode = "fixed"
+	FlowStepModeScheduled FlowStepMode = "scheduled"
+	FlowStepModeSliding   FlowStepMode = "sliding"
+)
+
+// Valid indicates whether the value is a known member of the FlowStepMode enum.
+func (e FlowStepMode) Valid() bool {
+	switch e {
+	case FlowStepModeFixed:
+		return true
+	case FlowStepModeScheduled:
+		return true
+	case FlowStepModeSliding:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowStepScheduleEvery.
+const (
+	Day  FlowStepScheduleEvery = "day"
+	Week FlowStepScheduleEvery = "week"
+)
+
+// Valid indicates whether the value is a known member of the FlowStepScheduleEvery enum.
+func (e FlowStepScheduleEvery) Valid() bool {
+	switch e {
+	case Day:
+		return true
+	case Week:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowStepScheduleWeekday.
+const (
+	Friday    FlowStepScheduleWeekday = "friday"
+	Monday    FlowStepScheduleWeekday = "monday"
+	Saturday  FlowStepScheduleWeekday = "saturday"
+	Sunday    FlowStepScheduleWeekday = "sunday"
+	Thursday  FlowStepScheduleWeekday = "thursday"
+	Tuesday   FlowStepScheduleWeekday = "tuesday"
+	Wednesday FlowStepScheduleWeekday = "wednesday"
+)
+
+// Valid indicates whether the value is a known member of the FlowStepScheduleWeekday enum.
+func (e FlowStepScheduleWeekday) Valid() bool {
+	switch e {
+	case Friday:
+		return true
+	case Monday:
+		return true
+	case Saturday:
+		return true
+	case Sunday:
+		return true
+	case Thursday:
+		return true
+	case Tuesday:
+		return true
+	case Wednesday:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowStepType.
+const (
+	Branch   FlowStepType = "branch"
+	Delay    FlowStepType = "delay"
+	Digest   FlowStepType = "digest"
+	Send     FlowStepType = "send"
+	Throttle FlowStepType = "throttle"
+	Wait     FlowStepType = "wait"
+)
+
+// Valid indicates whether the value is a known member of the FlowStepType enum.
+func (e FlowStepType) Valid() bool {
+	switch e {
+	case Branch:
+		return true
+	case Delay:
+		return true
+	case Digest:
+		return true
+	case Send:
+		return true
+	case Throttle:
+		return true
+	case Wait:
 		return true
 	default:
 		return false
@@ -948,6 +1128,36 @@ func (e ProviderChannelPath) Valid() bool {
 	}
 }
 
+// Defines values for BadFlowIDErrorCode.
+const (
+	BadFlowIDErrorCodeInvalidField BadFlowIDErrorCode = "invalid_field"
+)
+
+// Valid indicates whether the value is a known member of the BadFlowIDErrorCode enum.
+func (e BadFlowIDErrorCode) Valid() bool {
+	switch e {
+	case BadFlowIDErrorCodeInvalidField:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BadFlowIDErrorField.
+const (
+	FlowID BadFlowIDErrorField = "flow_id"
+)
+
+// Valid indicates whether the value is a known member of the BadFlowIDErrorField enum.
+func (e BadFlowIDErrorField) Valid() bool {
+	switch e {
+	case FlowID:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListDeadLettersParamsStatus.
 const (
 	ListDeadLettersParamsStatusAll       ListDeadLettersParamsStatus = "all"
@@ -1421,6 +1631,158 @@ type ErrorBody_Error struct {
 	// Missing With `missing_variables`, the data variables the template needs.
 	Missing []string `json:"missing,omitempty"`
 }
+
+// Flow One stored version of a flow, as it was written (no defaults added).
+type Flow struct {
+	Category  string     `json:"category"`
+	CreatedAt time.Time  `json:"created_at"`
+	FlowID    string     `json:"flow_id"`
+	Steps     []FlowStep `json:"steps"`
+	Version   int        `json:"version"`
+}
+
+// FlowCondition `field` is `data.<path>` (the event's data), `user.<field>` (name, email, phone,
+// locale, timezone) or `steps.<id>.outcome` (an earlier step's outcome, compared
+// with eq, ne or in). `exists`/`not_exists` take no value, `in` an array of 1 to 100
+// values, `gt`/`gte`/`lt`/`lte` a number, `eq`/`ne` a string, number or boolean.
+type FlowCondition struct {
+	Field string          `json:"field"`
+	Op    FlowConditionOp `json:"op"`
+	Value interface{}     `json:"value,omitempty"`
+}
+
+// FlowConditionOp defines model for FlowCondition.Op.
+type FlowConditionOp string
+
+// FlowDefinition A flow as a tenant writes it (PUT /v1/flows/{flow_id}). The guide, with an
+// example of each step: docs/flows.md.
+type FlowDefinition struct {
+	// Category Letters, digits, '_', '-' and '.', at most 64 (the templates' rule).
+	Category string     `json:"category"`
+	Steps    []FlowStep `json:"steps"`
+}
+
+// FlowDuration A duration as Go writes it ("30s", "1h30m") or whole days ("7d"); 1s to 30d.
+//
+// Example: 5s
+type FlowDuration = string
+
+// FlowList defines model for FlowList.
+type FlowList struct {
+	// Items By id.
+	Items []Flow `json:"items"`
+
+	// NextCursor Pass as `cursor` for the next page; null on the last page.
+	NextCursor *NextCursor `json:"next_cursor"`
+}
+
+// FlowStep One step, told apart by `type`; a step may only carry its type's fields (another
+// is 400 `unknown_field` naming it):
+//
+//   - `send`: `template_id`, `channels` (one or more) — the single-notification path
+//     (preferences, quiet hours and caps as the step runs, render, the delivery
+//     guard, failover, retries, dead letters);
+//   - `delay`: `duration`, or `until` a local time of day ("09:00") in the user's
+//     time zone;
+//   - `digest` (at most one, at the top level): `mode` fixed (default: closes
+//     `window` after its first event), sliding (closes `window` after the latest
+//     event, at most `max_wait` after the first) or scheduled (`schedule`);
+//     `max_items` closes it early; `key` splits digests by event data; `first:
+//     send_now` sends the first event at once; `items` (default 10) is how many
+//     events' data the steps after it see as `{{.digest.items}}`;
+//   - `wait`: until the in-app item of the earlier send step `step` is `for` seen
+//     (default) or read, or `timeout`; the steps after it run only on timeout;
+//   - `throttle`: at most `limit` runs per user (and `key`) per `window`; the rest end
+//     throttled;
+//   - `branch`: the first of `cases` whose `if` holds runs its steps, else `else`;
+//     then the flow goes on after the branch.
+//
+// `id` names a step so that a later `wait` or condition can refer to it (unique in
+// the flow).
+type FlowStep struct {
+	Cases    []FlowStep_Cases `json:"cases,omitempty"`
+	Channels []ChannelName    `json:"channels,omitempty"`
+
+	// Duration A duration as Go writes it ("30s", "1h30m") or whole days ("7d"); 1s to 30d.
+	//
+	// Example: 5s
+	Duration *FlowDuration  `json:"duration,omitempty"`
+	Else     []FlowStep     `json:"else,omitempty"`
+	First    *FlowStepFirst `json:"first,omitempty"`
+	For      *FlowStepFor   `json:"for,omitempty"`
+	ID       *string        `json:"id,omitempty"`
+	Items    *int           `json:"items,omitempty"`
+
+	// Key Text and `{{.field}}` references to the event data, such as `{{.thread_id}}`.
+	Key      *string `json:"key,omitempty"`
+	Limit    *int    `json:"limit,omitempty"`
+	MaxItems *int    `json:"max_items,omitempty"`
+
+	// MaxWait A duration as Go writes it ("30s", "1h30m") or whole days ("7d"); 1s to 30d.
+	//
+	// Example: 5s
+	MaxWait  *FlowDuration      `json:"max_wait,omitempty"`
+	Mode     *FlowStepMode      `json:"mode,omitempty"`
+	Schedule *FlowStep_Schedule `json:"schedule,omitempty"`
+
+	// Step The id of an earlier send step with in_app among its channels.
+	Step *string `json:"step,omitempty"`
+
+	// TemplateID 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.
+	TemplateID *TemplateID `json:"template_id,omitempty"`
+
+	// Timeout A duration as Go writes it ("30s", "1h30m") or whole days ("7d"); 1s to 30d.
+	//
+	// Example: 5s
+	Timeout *FlowDuration `json:"timeout,omitempty"`
+	Type    FlowStepType  `json:"type"`
+
+	// Until A local time of day, HH:MM on a 24-hour clock.
+	//
+	// Example: 09:00
+	Until *string `json:"until,omitempty"`
+
+	// Window A duration as Go writes it ("30s", "1h30m") or whole days ("7d"); 1s to 30d.
+	//
+	// Example: 5s
+	Window *FlowDuration `json:"window,omitempty"`
+}
+
+// FlowStep_Cases defines model for FlowStep.Cases.
+type FlowStep_Cases struct {
+	// If `field` is `data.<path>` (the event's data), `user.<field>` (name, email, phone,
+	// locale, timezone) or `steps.<id>.outcome` (an earlier step's outcome, compared
+	// with eq, ne or in). `exists`/`not_exists` take no value, `in` an array of 1 to 100
+	// values, `gt`/`gte`/`lt`/`lte` a number, `eq`/`ne` a string, number or boolean.
+	If    FlowCondition `json:"if"`
+	Steps []FlowStep    `json:"steps"`
+}
+
+// FlowStepFirst defines model for FlowStep.First.
+type FlowStepFirst string
+
+// FlowStepFor defines model for FlowStep.For.
+type FlowStepFor string
+
+// FlowStepMode defines model for FlowStep.Mode.
+type FlowStepMode string
+
+// FlowStepScheduleEvery defines model for FlowStep.Schedule.Every.
+type FlowStepScheduleEvery string
+
+// FlowStepScheduleWeekday defines model for FlowStep.Schedule.Weekday.
+type FlowStepScheduleWeekday string
+
+// FlowStep_Schedule defines model for FlowStep.Schedule.
+type FlowStep_Schedule struct {
+	// At A local time of day in the user's time zone, HH:MM.
+	At      string                   `json:"at"`
+	Every   FlowStepScheduleEvery    `json:"every"`
+	Weekday *FlowStepScheduleWeekday `json:"weekday,omitempty"`
+}
+
+// FlowStepType defines model for FlowStep.Type.
+type FlowStepType string
 
 // GoDuration A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
 type GoDuration = string
@@ -2510,6 +2872,9 @@ type WebhookResult struct {
 // CampaignIDPath defines model for CampaignIdPath.
 type CampaignIDPath = string
 
+// FlowIDPath 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.
+type FlowIDPath = TemplateID
+
 // NotificationIDPath `n_` + 32 hex digits of the dedup key hash + 32 hex digits of the workflow run id.
 //
 // Example: n_5f2b8e0c1d9a4b7e8f3a6c2d1e0b9a8c0189f3a2b4c54d6e8f7a9b0c1d2e3f40
@@ -2537,6 +2902,23 @@ type UserIDPath = ClientKey
 
 // WebhookEndpointIDPath defines model for WebhookEndpointIdPath.
 type WebhookEndpointIDPath = string
+
+// BadFlowID defines model for BadFlowId.
+type BadFlowID struct {
+	Error BadFlowID_Error `json:"error"`
+}
+
+// BadFlowIDErrorCode defines model for BadFlowID.Error.Code.
+type BadFlowIDErrorCode string
+
+// BadFlowIDErrorField defines model for BadFlowID.Error.Field.
+type BadFlowIDErrorField string
+
+// BadFlowID_Error defines model for BadFlowID.Error.
+type BadFlowID_Error struct {
+	Code  *BadFlowIDErrorCode `json:"code,omitempty"`
+	Field BadFlowIDErrorField `json:"field"`
+}
 
 // CampaignControlled defines model for CampaignControlled.
 type CampaignControlled = Campaign
@@ -2628,6 +3010,22 @@ type ListDeadLettersParams struct {
 
 // ListDeadLettersParamsStatus defines parameters for ListDeadLetters.
 type ListDeadLettersParamsStatus string
+
+// ListFlowsParams defines parameters for ListFlows.
+type ListFlowsParams struct {
+	// Limit Page size, 1 to 200; another value is 400 `invalid_field` naming `limit`.
+	Limit *PageLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The opaque `next_cursor` of the previous page of the same list, unchanged. A
+	// value this list did not return is 400 `invalid_field` naming `cursor`.
+	Cursor *PageCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetFlowParams defines parameters for GetFlow.
+type GetFlowParams struct {
+	// Version A version number (400 `invalid_field` unless a positive integer).
+	Version *int `form:"version,omitempty" json:"version,omitempty"`
+}
 
 // RotateInboxSecret201JSONResponseBody defines parameters for RotateInboxSecret.
 type RotateInboxSecret201JSONResponseBody struct {
@@ -2947,6 +3345,9 @@ type CreateCampaignJSONRequestBody = CreateCampaignRequest
 
 // BulkRedriveDeadLettersJSONRequestBody defines body for BulkRedriveDeadLetters for application/json ContentType.
 type BulkRedriveDeadLettersJSONRequestBody = BulkRedriveRequest
+
+// PutFlowJSONRequestBody defines body for PutFlow for application/json ContentType.
+type PutFlowJSONRequestBody = FlowDefinition
 
 // InboxSessionJSONRequestBody defines body for InboxSession for application/json ContentType.
 type InboxSessionJSONRequestBody InboxSessionJSONBody

@@ -268,6 +268,8 @@ type campaignBatch struct {
 	skeletons map[string]*templates.EmailSkeleton
 	// merged caches recipientData by the recipient's own data.
 	merged map[string]mergedData
+	// suppressed are the batch's recipient addresses on the suppression list.
+	suppressed map[string]bool
 	// inbox and sends are the deliveries decide planned.
 	inbox []store.InboxBatchItem
 	sends []providerSend
@@ -386,6 +388,9 @@ func (b *campaignBatch) decide(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if b.suppressed, err = b.a.batchSuppressions(ctx, b.c.TenantID, b.work); err != nil {
+		return err
+	}
 	activity.RecordHeartbeat(ctx)
 	for _, w := range b.work {
 		todo := b.triage(w, guard[w.id])
@@ -498,7 +503,8 @@ func (b *campaignBatch) gate(ctx context.Context, w recipientWork, channels []he
 			herald.ChannelSMS:   w.member.Phone != "",
 			herald.ChannelPush:  true, // tokens are read at send time; none → no_address then
 		},
-		Now: b.now, UserTimezone: w.member.Timezone,
+		Suppressed: suppressedChannels(b.suppressed, w.member.Email, w.member.Phone),
+		Now:        b.now, UserTimezone: w.member.Timezone,
 	})
 	if err := b.claimCap(ctx, w, decisions); err != nil {
 		return nil, err

@@ -12,8 +12,10 @@ import (
 	"github.com/herald-notify/herald/internal/unsubscribe"
 )
 
-// LoadPreferences reads and merges preferences. It is called before rendering, and
-// again when a quiet-hours wait ends, so a change made during the wait counts.
+// LoadPreferences reads and merges preferences and checks the recipient's
+// addresses against the suppression list. It is called before rendering, and
+// again when a quiet-hours wait ends, so a change made during the wait (an
+// opt-out, a STOP) counts.
 func (a *Activities) LoadPreferences(ctx context.Context, in contract.LoadPreferencesInput) (contract.PreferencesResult, error) {
 	ts, err := a.Store.GetTenantSettings(ctx, in.TenantID)
 	if err != nil {
@@ -23,7 +25,11 @@ func (a *Activities) LoadPreferences(ctx context.Context, in contract.LoadPrefer
 	if err != nil {
 		return contract.PreferencesResult{}, err
 	}
-	return contract.PreferencesResult{Prefs: preferences.Merge(ts.PreferenceDefaults, user), CategoryCaps: ts.CategoryCaps,
+	suppressed, err := a.Store.SuppressedChannels(ctx, in.TenantID, in.Email, in.Phone)
+	if err != nil {
+		return contract.PreferencesResult{}, err
+	}
+	return contract.PreferencesResult{Prefs: preferences.Merge(ts.PreferenceDefaults, user), Suppressed: suppressed, CategoryCaps: ts.CategoryCaps,
 		DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies}, nil
 }
 

@@ -73,6 +73,9 @@ const (
 	auditWebhookReplay         = "webhook_endpoint.replay"
 	auditFlowPut               = "flow.put"
 	auditFlowDelete            = "flow.delete"
+	auditSuppressionPut        = "suppression.put"
+	auditSuppressionDelete     = "suppression.delete"
+	auditUsersImport           = "users.import"
 )
 
 // auditOperatorKeyID stands for the operator key in api_key_id.
@@ -171,7 +174,9 @@ func (m *middleware) audited(action string, routeMode auditMode) gin.HandlerFunc
 }
 
 // auditTarget names what was changed: the route's parameters, in route order
-// ("template_id=welcome"); a push token by its hash.
+// ("template_id=welcome"); a push token and a suppressed address by their
+// hash (the hash of the address as given: GET /v1/suppressions/{address} shows
+// the entry).
 func auditTarget(c *gin.Context) string {
 	parts := make([]string, 0, len(c.Params))
 	for _, p := range c.Params {
@@ -179,7 +184,7 @@ func auditTarget(c *gin.Context) string {
 			continue
 		}
 		v := p.Value
-		if p.Key == "token" {
+		if p.Key == "token" || p.Key == "address" { // a secret; personal data
 			v = redactedHash(v)
 		}
 		parts = append(parts, p.Key+"="+v)
@@ -337,4 +342,5 @@ var auditActions = []string{
 	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke, auditUserTokenMint, AuditTenantCreate,
 	auditWebhookEndpointCreate, auditWebhookEndpointUpdate, auditWebhookEndpointDelete, auditWebhookSecretRotate, auditWebhookReplay,
 	auditFlowPut, auditFlowDelete,
+	auditSuppressionPut, auditSuppressionDelete, auditUsersImport,
 }

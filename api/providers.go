@@ -53,6 +53,9 @@ func (h *providersRoom) register(v1, public gin.IRouter, mw *middleware) {
 	for _, p := range webhookProviders {
 		public.POST(providers.WebhookPrefix+p, mw.limitPublic("webhook", h.webhookMaxBody(p), true), h.webhook(p))
 	}
+	for _, p := range inboundWebhookProviders {
+		public.POST(providers.WebhookPrefix+p+providers.InboundSuffix, mw.limitPublic("webhook", h.webhookMaxBody(p), true), h.inboundWebhook(p))
+	}
 }
 
 type putProviderRequest struct {

@@ -151,6 +151,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 		&providersRoom{responder: r, store: st, users: users, cfg: cfg.Providers, baseURL: cfg.PublicBaseURL,
 			emitter: cfg.Webhooks.Emitter},
 		&webhookEndpointsRoom{responder: r, store: st, cfg: cfg.Webhooks},
+		&suppressionsRoom{responder: r, store: st},
 		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant},
 	}}
 }

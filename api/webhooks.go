@@ -29,6 +29,10 @@ import (
 // api/openapi.yaml documents them.
 var webhookProviders = []string{"sendgrid", "twilio"}
 
+// inboundWebhookProviders are the providers whose inbound webhooks
+// (providers.Definition.Inbound) the API serves.
+var inboundWebhookProviders = []string{"twilio"}
+
 // webhookMaxBody is the body cap of a provider's webhook (what a request is
 // charged by in the public rate limit); maxBodyBytes without a registry.
 func (h *providersRoom) webhookMaxBody(provider string) int64 {
@@ -52,6 +56,12 @@ type webhookResult struct {
 	// Ignored counts receipts that name no notification of the tenant on the
 	// provider's channel, or another tenant.
 	Ignored int `json:"ignored"`
+	// Suppressed counts addresses the request put on the tenant's suppression
+	// list (a hard bounce, a drop, a spam report, an unsubscribe, an SMS STOP);
+	// Unsuppressed those it took off (an SMS START). An address already
+	// listed (or not listed) counts in neither.
+	Suppressed   int `json:"suppressed"`
+	Unsuppressed int `json:"unsuppressed"`
 }
 
 // bodyPool holds webhook body buffers: a forged 2 MiB body is read into a
@@ -96,16 +106,40 @@ func readRawBody(c *gin.Context, limit int64) (raw []byte, release func(), err e
 // request with the config of the tenant it names and returns the receipts,
 // which are applied here.
 func (h *providersRoom) webhook(provider string) gin.HandlerFunc {
+	return h.receiveWebhook(provider, func(d providers.Definition) *providers.Webhook { return d.Webhook }, writeWebhookResult)
+}
+
+// inboundWebhook receives the messages a provider's recipients send back
+// (providers.Definition.Inbound: Twilio's incoming SMS): their opt-outs and
+// opt-ins change the suppression list. Twilio reads the answer as TwiML: an
+// empty <Response/> sends no reply (Twilio's own opt-out handling answers a
+// STOP).
+func (h *providersRoom) inboundWebhook(provider string) gin.HandlerFunc {
+	return h.receiveWebhook(provider, func(d providers.Definition) *providers.Webhook { return d.Inbound },
+		func(c *gin.Context, _ webhookResult) {
+			c.Data(http.StatusOK, "text/xml; charset=utf-8", []byte(emptyTwiML))
+		})
+}
+
+// emptyTwiML is a TwiML answer that does nothing.
+const emptyTwiML = `<?xml version="1.0" encoding="UTF-8"?><Response></Response>`
+
+func writeWebhookResult(c *gin.Context, res webhookResult) { c.JSON(http.StatusOK, res) }
+
+// receiveWebhook is a provider webhook's handler: which selects the webhook of
+// the provider's definition, answer writes the 200.
+func (h *providersRoom) receiveWebhook(provider string, which func(providers.Definition) *providers.Webhook,
+	answer func(*gin.Context, webhookResult)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !h.haveProviders(c) {
 			return
 		}
 		def, ok := h.cfg.Registry.Get(provider)
-		if !ok || def.Webhook == nil {
+		if !ok || which(def) == nil {
 			h.abort(c, notFound("route"))
 			return
 		}
-		wh := def.Webhook
+		wh := which(def)
 		if wh.Precheck != nil {
 			if err := wh.Precheck(c.Request, h.cfg.WebhookTolerance); err != nil {
 				h.abort(c, webhookError(err))
@@ -134,7 +168,7 @@ func (h *providersRoom) webhook(provider string) gin.HandlerFunc {
 		}
 		if batch.TenantID == "" { // names nothing Herald sent
 			n := len(batch.Receipts) + batch.Untracked
-			c.JSON(http.StatusOK, webhookResult{Received: n, Ignored: n})
+			answer(c, webhookResult{Received: n, Ignored: n})
 			return
 		}
 		res, err := h.applyReceipts(ctx, batch.TenantID, wh.Channel, batch.Receipts)
@@ -142,10 +176,43 @@ func (h *providersRoom) webhook(provider string) gin.HandlerFunc {
 			h.abort(c, err)
 			return
 		}
+		if res.Suppressed, res.Unsuppressed, err = h.applyAddressEvents(ctx, batch.TenantID, batch.Addresses); err != nil {
+			h.abort(c, err)
+			return
+		}
 		res.Received += batch.Untracked
 		res.Ignored += batch.Untracked
-		c.JSON(http.StatusOK, res)
+		answer(c, res)
 	}
+}
+
+// applyAddressEvents applies a verified request's address events to the
+// tenant's suppression list, in order; events naming another tenant are
+// ignored. A removal (an SMS START) takes off only an entry of the same reason
+// (a STOP): a bounce, a complaint or the tenant's own entry stays. Each step
+// is idempotent, so the provider's retry of the request changes nothing more.
+func (h *providersRoom) applyAddressEvents(ctx context.Context, tenantID string, events []providers.AddressEvent) (added, removed int, err error) {
+	for _, e := range providers.FilterAddressTenant(events, tenantID) {
+		if e.Suppress {
+			_, isNew, err := h.store.AddSuppression(ctx, tenantID, store.Suppression{Address: e.Address, Reason: e.Reason,
+				Source: herald.SuppressionSource(e.Provider), Detail: e.Detail})
+			if err != nil {
+				return added, removed, err
+			}
+			if isNew {
+				added++
+			}
+			continue
+		}
+		gone, err := h.store.RemoveSuppressionOf(ctx, tenantID, e.Address, e.Reason)
+		if err != nil {
+			return added, removed, err
+		}
+		if gone {
+			removed++
+		}
+	}
+	return added, removed, nil
 }
 
 // webhookError maps a provider's refusal to its answer: 401 for a signature,

@@ -83,3 +83,35 @@ func FilterTenant(receipts []Receipt, tenantID string) []Receipt {
 	}
 	return out
 }
+
+// AddressEvent is a provider telling that an address must no longer be sent to
+// (a hard bounce, a spam complaint, an SMS STOP) or, for an opt-out the
+// recipient themselves withdrew (an SMS START), may be again. The API applies
+// it to the tenant's suppression list (docs/suppressions.md).
+type AddressEvent struct {
+	Provider string
+	// TenantID is the tenant the event's tags name, "" for an untagged event
+	// (one a verified request of the tenant carries: it is the tenant's).
+	TenantID string
+	Channel  herald.Channel
+	// Address is the email address or phone number as the provider wrote it.
+	Address string
+	// Suppress lists the address; false takes it off the list, only when it
+	// was listed for a reason the recipient can withdraw (a STOP, by a START).
+	Suppress bool
+	Reason   herald.SuppressionReason
+	// Detail is the provider's words (a bounce reason), kept with the entry.
+	Detail string
+}
+
+// FilterAddressTenant keeps the address events of tenantID and the untagged
+// ones (see FilterTenant).
+func FilterAddressTenant(events []AddressEvent, tenantID string) []AddressEvent {
+	out := events[:0:0]
+	for _, e := range events {
+		if e.TenantID == "" || e.TenantID == tenantID {
+			out = append(out, e)
+		}
+	}
+	return out
+}

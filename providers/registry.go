@@ -40,7 +40,15 @@ type Definition struct {
 	Build func(ctx context.Context, pc ProviderConfig, env Env) (Sender, error)
 	// Webhook is nil for a provider that posts no delivery receipts.
 	Webhook *Webhook
+	// Inbound, when set, receives the messages recipients send back (Twilio's
+	// incoming SMS, for STOP and START), at WebhookPrefix + name + InboundSuffix;
+	// its batches carry address events only.
+	Inbound *Webhook
 }
+
+// InboundSuffix follows a provider's webhook path for its Inbound webhook
+// (/v1/webhooks/twilio/inbound).
+const InboundSuffix = "/inbound"
 
 // Serves reports whether the provider can serve channel.
 func (d Definition) Serves(channel herald.Channel) bool { return slices.Contains(d.Channels, channel) }
@@ -167,6 +175,10 @@ type WebhookBatch struct {
 	TenantID string
 	// Receipts are the delivery receipts, in request order.
 	Receipts []Receipt
+	// Addresses are the events that put an address on the tenant's
+	// suppression list or take it off (a SendGrid hard bounce or spam
+	// report, a Twilio inbound STOP or START), in request order.
+	Addresses []AddressEvent
 	// Untracked counts events that are not receipts Herald tracks (a Twilio
 	// inbound message): received and ignored.
 	Untracked int
@@ -201,8 +213,10 @@ func NewRegistry(defs ...Definition) *Registry {
 		if _, dup := r.index[d.Name]; dup {
 			panic("providers: provider " + d.Name + " registered twice")
 		}
-		if d.Webhook != nil && (d.Webhook.Receive == nil || d.Webhook.Channel == "" || d.Webhook.MaxBodyBytes <= 0) {
-			panic("providers: incomplete webhook of " + d.Name)
+		for _, wh := range []*Webhook{d.Webhook, d.Inbound} {
+			if wh != nil && (wh.Receive == nil || wh.Channel == "" || wh.MaxBodyBytes <= 0) {
+				panic("providers: incomplete webhook of " + d.Name)
+			}
 		}
 		r.index[d.Name] = len(r.defs)
 		r.defs = append(r.defs, d)

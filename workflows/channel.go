@@ -67,7 +67,7 @@ func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 func (w *notification) loadPreferences(ctx workflow.Context) (contract.PreferencesResult, error) {
 	var prefs contract.PreferencesResult
 	err := w.db(ctx, contract.LoadPreferences, contract.LoadPreferencesInput{
-		TenantID: w.in.TenantID, UserID: w.in.UserID,
+		TenantID: w.in.TenantID, UserID: w.in.UserID, Email: w.recipient.Email, Phone: w.recipient.Phone,
 	}).Get(ctx, &prefs)
 	return prefs, err
 }
@@ -121,7 +121,8 @@ func (w *notification) evaluate(ctx workflow.Context, prefs contract.Preferences
 			herald.ChannelSMS:   w.recipient.Phone != "",
 			herald.ChannelPush:  true, // device tokens are read at send time; none → no_address then
 		},
-		Now: workflow.Now(ctx), UserTimezone: w.recipient.Timezone,
+		Suppressed: prefs.Suppressed,
+		Now:        workflow.Now(ctx), UserTimezone: w.recipient.Timezone,
 	})
 }
 

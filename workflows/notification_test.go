@@ -70,7 +70,9 @@ func renders(_ context.Context, in contract.RenderInput) (contract.RenderResult,
 
 // onGate mocks the preference load and the render every live notification runs.
 func (s *notificationSuite) onGate(prefs contract.PreferencesResult) {
-	s.env.OnActivity(contract.LoadPreferences, mock.Anything, contract.LoadPreferencesInput{TenantID: "t1", UserID: "u1"}).Return(prefs, nil)
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.MatchedBy(func(in contract.LoadPreferencesInput) bool {
+		return in.TenantID == "t1" && in.UserID == "u1"
+	})).Return(prefs, nil)
 	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(renders)
 }
 
@@ -187,6 +189,32 @@ func (s *notificationSuite) TestOptedOutChannelIsSuppressedBeforeRendering() {
 	s.Equal(herald.ChannelSMS, suppressed.Channel)
 	s.Equal(herald.DeliverySuppressed, suppressed.Status)
 	s.Equal(herald.ReasonOptedOutCategory, suppressed.Reason)
+}
+
+// A recipient address on the suppression list: the preferences are loaded for
+// exactly the addresses the workflow would send to, and the listed channel is
+// suppressed address_suppressed without being rendered.
+func (s *notificationSuite) TestSuppressedAddressIsSuppressedBeforeRendering() {
+	s.onAccepted(contract.Recipient{UserID: "u1", Phone: "+14155550100", Email: "ada@example.com"})
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, contract.LoadPreferencesInput{
+		TenantID: "t1", UserID: "u1", Email: "ada@example.com", Phone: "+14155550100"}).
+		Return(contract.PreferencesResult{Suppressed: map[herald.Channel]bool{herald.ChannelSMS: true}}, nil)
+	rendered := map[herald.Channel]int{}
+	s.env.OnActivity(contract.Render, mock.Anything, mock.Anything).Return(func(ctx context.Context, in contract.RenderInput) (contract.RenderResult, error) {
+		rendered[in.Channel]++
+		return renders(ctx, in)
+	})
+	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.Anything).
+		Return(contract.DeliverResult{Status: herald.DeliveryDelivered}, nil).Once()
+	suppressed := s.onChannelStatus()
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationDelivered, nil).Once()
+
+	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelInApp, herald.ChannelSMS))
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal(map[herald.Channel]int{herald.ChannelInApp: 1}, rendered, "a suppressed address must never be rendered for")
+	s.Equal(herald.ChannelSMS, suppressed.Channel)
+	s.Equal(herald.DeliverySuppressed, suppressed.Status)
+	s.Equal(herald.ReasonAddressSuppressed, suppressed.Reason)
 }
 
 func (s *notificationSuite) TestExhaustedProviderRetriesAreDeadLettered() {

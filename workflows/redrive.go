@@ -112,7 +112,7 @@ func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract
 		}
 		var prefs contract.PreferencesResult
 		if err := workflow.ExecuteActivity(dbCtx, contract.LoadPreferences, contract.LoadPreferencesInput{
-			TenantID: tenantID, UserID: claim.UserID,
+			TenantID: tenantID, UserID: claim.UserID, Email: rcp.Email, Phone: rcp.Phone,
 		}).Get(ctx, &prefs); err != nil {
 			return "", err
 		}
@@ -123,7 +123,8 @@ func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract
 				herald.ChannelSMS:   rcp.Phone != "",
 				herald.ChannelPush:  true, // device tokens are read at send time; none → no_address then
 			},
-			Now: workflow.Now(ctx), UserTimezone: rcp.Timezone,
+			Suppressed: prefs.Suppressed,
+			Now:        workflow.Now(ctx), UserTimezone: rcp.Timezone,
 		})[0]
 		switch d.Action {
 		case preferences.Suppress:

@@ -66,7 +66,7 @@ func (s *redriveSuite) claim(channel herald.Channel, critical bool) {
 func (s *redriveSuite) user(r contract.Recipient, prefs preferences.Preferences) {
 	r.UserID = "u1"
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, contract.LoadRecipientInput{TenantID: "t1", UserID: "u1"}).Return(r, nil)
-	s.env.OnActivity(contract.LoadPreferences, mock.Anything, contract.LoadPreferencesInput{TenantID: "t1", UserID: "u1"}).
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, contract.LoadPreferencesInput{TenantID: "t1", UserID: "u1", Email: r.Email, Phone: r.Phone}).
 		Return(contract.PreferencesResult{Prefs: prefs}, nil)
 }
 

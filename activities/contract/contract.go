@@ -217,16 +217,23 @@ type FinishRedriveInput struct {
 	SuppressedReason herald.Reason
 }
 
-// LoadPreferencesInput names the user.
+// LoadPreferencesInput names the user, and the addresses the channels would go
+// to (the recipient as loaded), which are checked against the tenant's
+// suppression list.
 type LoadPreferencesInput struct {
 	TenantID string
 	UserID   string
+	Email    string
+	Phone    string
 }
 
 // PreferencesResult is what gating needs: the user's effective preferences (tenant
 // defaults overridden by the user's own), the tenant's caps and default locale.
 type PreferencesResult struct {
-	Prefs         preferences.Preferences
+	Prefs preferences.Preferences
+	// Suppressed: the channels whose address (LoadPreferencesInput's) is on the
+	// tenant's suppression list.
+	Suppressed    map[herald.Channel]bool
 	CategoryCaps  map[string]int
 	DefaultLocale string
 	RetryPolicies map[herald.Channel]herald.RetryPolicy

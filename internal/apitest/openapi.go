@@ -32,8 +32,9 @@ var (
 // loadOpenAPI parses and validates the embedded document and builds a router over it.
 func loadOpenAPI() (*openAPISpec, error) {
 	specOnce.Do(func() {
-		// The non-JSON answers: the inbox stream, the component and its demo page.
-		for _, ct := range []string{"text/event-stream", "text/javascript", "text/html"} {
+		// The non-JSON answers: the inbox stream, the component and its demo page,
+		// the TwiML of Twilio's inbound webhook.
+		for _, ct := range []string{"text/event-stream", "text/javascript", "text/html", "text/xml"} {
 			openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
 		}
 		loader := openapi3.NewLoader()

@@ -17,6 +17,11 @@ const (
 	ReasonCapExceeded Reason = "cap_exceeded"
 	// ReasonNoAddress: no email address, phone number or push token.
 	ReasonNoAddress Reason = "no_address"
+	// ReasonAddressSuppressed: the user's email address or phone number is on the
+	// tenant's suppression list (a hard bounce, a spam report, an unsubscribe, an
+	// SMS STOP, or the tenant's own entry: suppressions.go). Decided before
+	// rendering, for critical notifications too: there is no one to send to.
+	ReasonAddressSuppressed Reason = "address_suppressed"
 	// ReasonSendAt: the notification waits for its send_at.
 	ReasonSendAt Reason = "send_at"
 	// ReasonCancelled: the tenant cancelled the notification.

@@ -46,6 +46,9 @@ type EvalInput struct {
 	// (an email address, a phone number, a push token). in_app needs none:
 	// every user has an inbox, so it is always addressable.
 	Addresses map[herald.Channel]bool
+	// Suppressed tells, per channel, whether the user's address for it is on
+	// the tenant's suppression list (store.SuppressedChannels).
+	Suppressed map[herald.Channel]bool
 	// Now is the evaluation instant (workflow.Now in a workflow).
 	Now time.Time
 	// UserTimezone is the user's IANA zone, used for quiet hours that name
@@ -58,7 +61,11 @@ type EvalInput struct {
 //
 //  1. No address for the channel → Suppress no_address. Always, even for
 //     critical notifications: there is nowhere to send.
-//  2. The channel is turned off (Prefs.Channels[ch] == false) → Suppress
+//  2. The channel's address is on the tenant's suppression list (a hard
+//     bounce, a spam report, an SMS STOP, …) → Suppress address_suppressed.
+//     Critical notifications too: the recipient or their provider refused
+//     the address, and ignoring an SMS STOP is unlawful in many countries.
+//  3. The channel is turned off (Prefs.Channels[ch] == false) → Suppress
 //     opted_out_channel. Critical notifications honour this too: Herald
 //     lets critical bypass category opt-outs, caps and quiet hours only
 //     (docs/design.md, "Templates, preferences, quiet hours, caps"), and
@@ -66,16 +73,16 @@ type EvalInput struct {
 //     binding, STOP-style) "never contact me here" — so a password reset goes
 //     out on the channels the user still accepts (in_app, typically) rather
 //     than overriding it.
-//  3. The category is disabled (Categories[cat].Enabled == false) or the
+//  4. The category is disabled (Categories[cat].Enabled == false) or the
 //     channel is off for the category (Categories[cat].Channels[ch] == false)
 //     → Suppress opted_out_category, unless critical. A category switch
-//     cannot turn back on a channel that is off globally (rule 2 comes
+//     cannot turn back on a channel that is off globally (rule 3 comes
 //     first), and Enabled false turns the whole category off whatever its
 //     Channels say.
-//  4. Non-critical push, SMS or email while now is inside quiet hours →
+//  5. Non-critical push, SMS or email while now is inside quiet hours →
 //     Defer quiet_hours until the window ends (QuietWindowEnd). In-app is
 //     never deferred: it is silent and waits in the inbox anyway.
-//  5. Otherwise Deliver.
+//  6. Otherwise Deliver.
 //
 // Quiet hours use Prefs.QuietHours.Timezone, else in.UserTimezone, else UTC
 // (an unknown zone falls through to the next one). Caps are not evaluated
@@ -101,6 +108,8 @@ func Evaluate(in EvalInput) []Decision {
 		switch {
 		case ch != herald.ChannelInApp && !in.Addresses[ch]:
 			d.Action, d.Reason = Suppress, herald.ReasonNoAddress
+		case in.Suppressed[ch]:
+			d.Action, d.Reason = Suppress, herald.ReasonAddressSuppressed
 		case isOff(in.Prefs.Channels, ch):
 			d.Action, d.Reason = Suppress, herald.ReasonOptedOutChannel
 		case !in.Critical && hasCat && (isFalse(cat.Enabled) || isOff(cat.Channels, ch)):

@@ -52,6 +52,14 @@ func TestEvaluate(t *testing.T) {
 			want: []Decision{suppress("sms", herald.ReasonNoAddress), deliver("email")},
 		},
 		{
+			name: "a suppressed address suppresses its channel, even critical and inside quiet hours, before an opt-out",
+			in: EvalInput{Channels: all, Category: "security", Critical: true, Addresses: allAddresses, Now: berlinNight,
+				Suppressed: map[herald.Channel]bool{herald.ChannelEmail: true, herald.ChannelSMS: true},
+				Prefs:      Preferences{Channels: map[herald.Channel]bool{herald.ChannelSMS: false}, QuietHours: quiet}},
+			want: []Decision{deliver("in_app"), suppress("email", herald.ReasonAddressSuppressed),
+				suppress("sms", herald.ReasonAddressSuppressed), deliver("push")},
+		},
+		{
 			name: "no address wins over an opt-out",
 			in: EvalInput{Channels: []herald.Channel{herald.ChannelSMS}, Category: "shipping", Now: daytime,
 				Prefs: Preferences{Channels: map[herald.Channel]bool{herald.ChannelSMS: false}}},

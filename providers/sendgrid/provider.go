@@ -149,17 +149,22 @@ func receive(ctx context.Context, req providers.WebhookRequest, config providers
 	if err := v.Verify(req.HTTP.Header, req.Body); err != nil {
 		return providers.WebhookBatch{}, unverified(err)
 	}
-	receipts, err := ParseEvents(req.Body)
+	parsed, err := ParseBatch(req.Body)
 	if err != nil {
 		return providers.WebhookBatch{}, errNotEvents()
 	}
 	if fromBody {
 		// The scan does not decode escapes: the decoded events must agree.
-		for _, r := range receipts {
+		for _, r := range parsed.Receipts {
 			if r.TenantID != "" && r.TenantID != tenantID {
 				return providers.WebhookBatch{}, ambiguous
 			}
 		}
+		for _, a := range parsed.Addresses {
+			if a.TenantID != "" && a.TenantID != tenantID {
+				return providers.WebhookBatch{}, ambiguous
+			}
+		}
 	}
-	return providers.WebhookBatch{TenantID: tenantID, Receipts: receipts}, nil
+	return providers.WebhookBatch{TenantID: tenantID, Receipts: parsed.Receipts, Addresses: parsed.Addresses}, nil
 }

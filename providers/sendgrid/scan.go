@@ -14,7 +14,8 @@ type Batch struct {
 	// receipts).
 	Events int
 	// Tenants are the distinct `tenant` custom args (JSON strings) of those
-	// events, in order of appearance; scanning stops collecting at two.
+	// events and of the events that only suppress an address (spamreport,
+	// unsubscribe), in order of appearance; scanning stops collecting at two.
 	Tenants []string
 
 	raws [][]byte // the raw JSON string contents of Tenants
@@ -24,6 +25,16 @@ type Batch struct {
 func tracked(event []byte) bool {
 	switch string(event) {
 	case "processed", "deferred", "delivered", "open", "click", "bounce", "dropped":
+		return true
+	}
+	return false
+}
+
+// suppressing reports whether an event that is not a receipt puts its address
+// on the suppression list (ParseBatch); the tenant it names counts too.
+func suppressing(event []byte) bool {
+	switch string(event) {
+	case "spamreport", "unsubscribe":
 		return true
 	}
 	return false
@@ -68,9 +79,11 @@ func ScanBatch(body []byte) (Batch, error) {
 			}
 			i++
 		case ']', '}':
-			if depth == 2 && c == '}' && tracked(event) {
-				b.Events++
-				if hasTenant {
+			if depth == 2 && c == '}' {
+				if tracked(event) {
+					b.Events++
+				}
+				if hasTenant && (tracked(event) || suppressing(event)) {
 					b.addTenant(tenant)
 				}
 			}

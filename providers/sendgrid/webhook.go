@@ -122,21 +122,46 @@ type event struct {
 }
 
 // ParseEvents turns a verified Event Webhook batch (a JSON array) into receipts, in
-// batch order. Delivery events become receipts: processed → accepted, deferred →
-// deferred, delivered/open/click → delivered, bounce/dropped → failed. Other events
-// (spamreport, unsubscribe, group_*) are left out. The batch may hold duplicates and
-// events out of order; callers must apply receipts so status only moves forward.
+// batch order (ParseBatch's receipts).
+func ParseEvents(body []byte) ([]providers.Receipt, error) {
+	b, err := ParseBatch(body)
+	return b.Receipts, err
+}
+
+// Parsed is what a verified Event Webhook batch holds for Herald.
+type Parsed struct {
+	// Receipts are the delivery events, in batch order: processed → accepted,
+	// deferred → deferred, delivered/open/click → delivered, bounce/dropped →
+	// failed. Other events (spamreport, unsubscribe, group_*) are not receipts.
+	Receipts []providers.Receipt
+	// Addresses are the events that put the recipient's address on the
+	// tenant's suppression list, in batch order: a hard bounce (event bounce
+	// whose type is not "blocked", SendGrid's soft bounce), dropped, spamreport
+	// and unsubscribe (SendGrid's global unsubscribe; a group_unsubscribe
+	// leaves one group, which Herald's categories do not map to).
+	Addresses []providers.AddressEvent
+}
+
+// ParseBatch decodes a verified Event Webhook batch. The batch may hold
+// duplicates and events out of order; callers must apply receipts so status
+// only moves forward (listing an address twice keeps the first entry).
 //
 // The tags in each receipt come from the body: when the webhook's public key is per
 // tenant, keep only receipts for that tenant (providers.FilterTenant), or one
 // tenant could forge receipts for another's notifications.
-func ParseEvents(body []byte) ([]providers.Receipt, error) {
+func ParseBatch(body []byte) (Parsed, error) {
 	var events []event
 	if err := json.Unmarshal(body, &events); err != nil {
-		return nil, fmt.Errorf("sendgrid webhook: body is not an event array: %w", err)
+		return Parsed{}, fmt.Errorf("sendgrid webhook: body is not an event array: %w", err)
 	}
-	out := make([]providers.Receipt, 0, len(events))
+	out := Parsed{Receipts: make([]providers.Receipt, 0, len(events))}
 	for _, e := range events {
+		if reason, ok := suppressionOf(e); ok && e.Email != "" {
+			out.Addresses = append(out.Addresses, providers.AddressEvent{
+				Provider: Name, TenantID: str(e.Tenant), Channel: herald.ChannelEmail, Address: e.Email,
+				Suppress: true, Reason: reason, Detail: firstNonEmpty(e.Reason, e.Response, e.Status),
+			})
+		}
 		var status providers.ReceiptStatus
 		reason := ""
 		switch e.Event {
@@ -155,7 +180,7 @@ func ParseEvents(body []byte) ([]providers.Receipt, error) {
 		default:
 			continue
 		}
-		out = append(out, providers.Receipt{
+		out.Receipts = append(out.Receipts, providers.Receipt{
 			Provider:          Name,
 			TenantID:          str(e.Tenant),
 			NotificationID:    str(e.NotificationID),
@@ -169,6 +194,22 @@ func ParseEvents(body []byte) ([]providers.Receipt, error) {
 		})
 	}
 	return out, nil
+}
+
+// suppressionOf says whether an event lists its address, and why.
+func suppressionOf(e event) (herald.SuppressionReason, bool) {
+	switch e.Event {
+	case "bounce":
+		// type "blocked" is a soft bounce (the receiving server refused for now).
+		return herald.SuppressionBounce, e.Type != "blocked"
+	case "dropped":
+		return herald.SuppressionDropped, true
+	case "spamreport":
+		return herald.SuppressionSpamReport, true
+	case "unsubscribe":
+		return herald.SuppressionUnsubscribe, true
+	}
+	return "", false
 }
 
 // MessageIDFromEvent turns an event's sg_message_id ("<X-Message-Id>.filterdrecv-...")

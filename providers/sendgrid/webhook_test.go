@@ -9,10 +9,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/providers/providertest"
 	"github.com/herald-notify/herald/providers/sendgrid"
@@ -150,5 +152,38 @@ func TestParseEvents(t *testing.T) {
 	}
 	if _, err := sendgrid.ParseEvents([]byte(`{"not":"an array"}`)); err == nil {
 		t.Error("non-array body accepted")
+	}
+}
+
+// Hard bounces, drops, spam reports and global unsubscribes list the address;
+// a soft bounce ("blocked") and a group unsubscribe do not.
+func TestParseBatchListsSuppressedAddresses(t *testing.T) {
+	body := `[
+ {"email":"Bob@Example.com","event":"bounce","type":"bounce","reason":"550 5.1.1 unknown user","tenant":"t_acme"},
+ {"email":"soft@example.com","event":"bounce","type":"blocked","reason":"421 try later","tenant":"t_acme"},
+ {"email":"carol@example.com","event":"dropped","reason":"Bounced Address"},
+ {"email":"alice@example.com","event":"spamreport","tenant":"t_acme"},
+ {"email":"erin@example.com","event":"unsubscribe","tenant":"t_other"},
+ {"email":"gina@example.com","event":"group_unsubscribe","asm_group_id":1},
+ {"event":"spamreport"}
+]`
+	p, err := sendgrid.ParseBatch([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []providers.AddressEvent{
+		{Provider: "sendgrid", TenantID: "t_acme", Channel: "email", Address: "Bob@Example.com", Suppress: true, Reason: herald.SuppressionBounce, Detail: "550 5.1.1 unknown user"},
+		{Provider: "sendgrid", Channel: "email", Address: "carol@example.com", Suppress: true, Reason: herald.SuppressionDropped, Detail: "Bounced Address"},
+		{Provider: "sendgrid", TenantID: "t_acme", Channel: "email", Address: "alice@example.com", Suppress: true, Reason: herald.SuppressionSpamReport},
+		{Provider: "sendgrid", TenantID: "t_other", Channel: "email", Address: "erin@example.com", Suppress: true, Reason: herald.SuppressionUnsubscribe},
+	}
+	if !reflect.DeepEqual(p.Addresses, want) {
+		t.Fatalf("addresses = %+v\nwant %+v", p.Addresses, want)
+	}
+	if len(p.Receipts) != 3 { // the two bounces and the drop are receipts too
+		t.Fatalf("receipts = %+v", p.Receipts)
+	}
+	if got := providers.FilterAddressTenant(p.Addresses, "t_acme"); len(got) != 3 || got[2].Address != "alice@example.com" {
+		t.Fatalf("FilterAddressTenant kept %+v", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -46,6 +47,7 @@ func Definition() providers.Definition {
 			return providers.Sender{SMS: c}, nil
 		},
 		Webhook: &providers.Webhook{Channel: herald.ChannelSMS, MaxBodyBytes: MaxWebhookBodyBytes, Precheck: precheck, Receive: receive},
+		Inbound: &providers.Webhook{Channel: herald.ChannelSMS, MaxBodyBytes: MaxWebhookBodyBytes, Precheck: precheck, Receive: receiveInbound},
 	}
 }
 
@@ -111,25 +113,12 @@ func precheck(r *http.Request, _ time.Duration) error {
 // receive verifies a status callback: the body is parsed once, by the check (the
 // signature covers the sorted parameters), in time linear in its size.
 func receive(ctx context.Context, req providers.WebhookRequest, config providers.ConfigLookup) (providers.WebhookBatch, error) {
-	if err := precheck(req.HTTP, 0); err != nil {
-		return providers.WebhookBatch{}, err
-	}
-	query := req.HTTP.URL.Query()
-	tenantID := query.Get(QueryTenant)
-	pc, err := config(ctx, tenantID)
+	tenantID := req.HTTP.URL.Query().Get(QueryTenant)
+	form, err := verified(ctx, req, config)
 	if err != nil {
 		return providers.WebhookBatch{}, err
 	}
-	var cr Credentials
-	if len(pc.Secret) == 0 || json.Unmarshal(pc.Secret, &cr) != nil || cr.WebhookToken() == "" {
-		return providers.WebhookBatch{}, providers.Unverified("no Twilio credentials are configured for the tenant")
-	}
-	fullURL := PublicURL(req.PublicBaseURL, req.HTTP)
-	form, err := NewWebhookValidator(cr.WebhookToken()).ValidateForm(fullURL, req.Body, req.HTTP.Header.Get(SignatureHeader))
-	if err != nil {
-		return providers.WebhookBatch{}, providers.Unverified("%s does not verify for %s", SignatureHeader, fullURL)
-	}
-	r, err := ParseStatusCallback(query, form, time.Now())
+	r, err := ParseStatusCallback(req.HTTP.URL.Query(), form, time.Now())
 	if errors.Is(err, ErrNotDeliveryStatus) {
 		return providers.WebhookBatch{TenantID: tenantID, Untracked: 1}, nil
 	}
@@ -137,4 +126,45 @@ func receive(ctx context.Context, req providers.WebhookRequest, config providers
 		return providers.WebhookBatch{}, err
 	}
 	return providers.WebhookBatch{TenantID: tenantID, Receipts: []providers.Receipt{r}}, nil
+}
+
+// verified checks a request's X-Twilio-Signature with the auth token of the
+// tenant its URL names and returns its parameters.
+func verified(ctx context.Context, req providers.WebhookRequest, config providers.ConfigLookup) (url.Values, error) {
+	if err := precheck(req.HTTP, 0); err != nil {
+		return nil, err
+	}
+	pc, err := config(ctx, req.HTTP.URL.Query().Get(QueryTenant))
+	if err != nil {
+		return nil, err
+	}
+	var cr Credentials
+	if len(pc.Secret) == 0 || json.Unmarshal(pc.Secret, &cr) != nil || cr.WebhookToken() == "" {
+		return nil, providers.Unverified("no Twilio credentials are configured for the tenant")
+	}
+	fullURL := PublicURL(req.PublicBaseURL, req.HTTP)
+	form, err := NewWebhookValidator(cr.WebhookToken()).ValidateForm(fullURL, req.Body, req.HTTP.Header.Get(SignatureHeader))
+	if err != nil {
+		return nil, providers.Unverified("%s does not verify for %s", SignatureHeader, fullURL)
+	}
+	return form, nil
+}
+
+// receiveInbound handles an incoming message at the URL the tenant set as its
+// Twilio number's messaging webhook (…/v1/webhooks/twilio/inbound?tenant=…),
+// verified like a status callback: a STOP-family keyword lists the sender's
+// number, a START-family one takes it off the list (ParseInbound); any other
+// message is acknowledged and ignored.
+func receiveInbound(ctx context.Context, req providers.WebhookRequest, config providers.ConfigLookup) (providers.WebhookBatch, error) {
+	form, err := verified(ctx, req, config)
+	if err != nil {
+		return providers.WebhookBatch{}, err
+	}
+	tenantID := req.HTTP.URL.Query().Get(QueryTenant)
+	e, ok := ParseInbound(form)
+	if !ok {
+		return providers.WebhookBatch{TenantID: tenantID, Untracked: 1}, nil
+	}
+	e.TenantID = tenantID
+	return providers.WebhookBatch{TenantID: tenantID, Addresses: []providers.AddressEvent{e}}, nil
 }

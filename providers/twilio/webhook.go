@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/twilio/twilio-go/client"
 
@@ -178,4 +179,38 @@ func ParseStatusCallback(query, form url.Values, receivedAt time.Time) (provider
 		return r, ErrNotDeliveryStatus
 	}
 	return r, nil
+}
+
+// The opt-out and opt-in keywords Twilio's own Advanced Opt-Out recognises
+// (and the carriers require honouring): a message that is one of them, in
+// any case, with surrounding spaces and punctuation ignored.
+var (
+	stopKeywords  = []string{"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"}
+	startKeywords = []string{"START", "UNSTOP", "YES"}
+)
+
+// ParseInbound reads a verified incoming message: a STOP-family keyword from
+// From suppresses that number (reason stop), a START-family keyword takes it
+// back off (only a stop entry: a bounce or the tenant's own entry stays); ok
+// is false for any other message or one with no sender.
+func ParseInbound(form url.Values) (e providers.AddressEvent, ok bool) {
+	from := form.Get("From")
+	word := strings.TrimFunc(form.Get("Body"), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsPunct(r) })
+	if from == "" || word == "" {
+		return e, false
+	}
+	e = providers.AddressEvent{Provider: Name, Channel: herald.ChannelSMS, Address: from, Reason: herald.SuppressionStop}
+	for _, k := range stopKeywords {
+		if strings.EqualFold(word, k) {
+			e.Suppress, e.Detail = true, "replied "+k
+			return e, true
+		}
+	}
+	for _, k := range startKeywords {
+		if strings.EqualFold(word, k) {
+			e.Detail = "replied " + k
+			return e, true
+		}
+	}
+	return e, false
 }

@@ -100,3 +100,25 @@ func TestParseStatusCallback(t *testing.T) {
 		}
 	}
 }
+
+func TestParseInboundKeywords(t *testing.T) {
+	for body, want := range map[string]struct {
+		ok, suppress bool
+	}{
+		"STOP": {true, true}, " stop ": {true, true}, "Stop.": {true, true}, "stopall": {true, true},
+		"UNSUBSCRIBE": {true, true}, "cancel": {true, true}, "End!": {true, true}, "quit": {true, true},
+		"START": {true, false}, "unstop": {true, false}, "Yes": {true, false},
+		"please stop": {false, false}, "stopping": {false, false}, "": {false, false}, "hello": {false, false},
+	} {
+		e, ok := twilio.ParseInbound(url.Values{"From": {"+14155550100"}, "Body": {body}})
+		if ok != want.ok || e.Suppress != want.suppress {
+			t.Errorf("%q: ok %v suppress %v, want %v %v", body, ok, e.Suppress, want.ok, want.suppress)
+		}
+		if ok && (e.Address != "+14155550100" || e.Channel != "sms" || e.Reason != "stop" || e.Provider != "twilio") {
+			t.Errorf("%q: event %+v", body, e)
+		}
+	}
+	if _, ok := twilio.ParseInbound(url.Values{"Body": {"STOP"}}); ok {
+		t.Error("a STOP with no sender was taken")
+	}
+}

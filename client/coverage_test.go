@@ -18,8 +18,9 @@ import (
 // notForClients are operations a tenant application never calls: the providers'
 // receipt webhooks, signed with the provider's own credentials.
 var notForClients = map[string]string{
-	"sendgridWebhook": "SendGrid's event webhook, signed by SendGrid",
-	"twilioWebhook":   "Twilio's status callback, signed by Twilio",
+	"sendgridWebhook":      "SendGrid's event webhook, signed by SendGrid",
+	"twilioWebhook":        "Twilio's status callback, signed by Twilio",
+	"twilioInboundWebhook": "Twilio's incoming-message webhook, signed by Twilio",
 }
 
 // TestClientCoversOpenAPI fails when an operation of api/openapi.yaml has no

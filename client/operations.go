@@ -388,6 +388,31 @@ func (c *Client) ListSandboxMessages(ctx context.Context, params *ListSandboxMes
 	return doJSON[SandboxMessageList](ctx, c, get("/v1/sandbox/messages", queryOf(params)))
 }
 
+// ---- suppressions
+
+// ListSuppressions is GET /v1/suppressions (one page; AllSuppressions walks them all).
+func (c *Client) ListSuppressions(ctx context.Context, params *ListSuppressionsParams) (*SuppressionList, error) {
+	return doJSON[SuppressionList](ctx, c, get("/v1/suppressions", queryOf(params)))
+}
+
+// GetSuppression is GET /v1/suppressions/{address}: the entry, a 404 *Error when
+// the address is not listed.
+func (c *Client) GetSuppression(ctx context.Context, address string) (*Suppression, error) {
+	return doJSON[Suppression](ctx, c, get(pathOf("v1", "suppressions", address), nil))
+}
+
+// PutSuppression is PUT /v1/suppressions/{address}: lists the address (reason
+// manual), or answers its existing entry.
+func (c *Client) PutSuppression(ctx context.Context, address string, req PutSuppressionJSONRequestBody) (*Suppression, error) {
+	return doJSON[Suppression](ctx, c, put(pathOf("v1", "suppressions", address), req))
+}
+
+// DeleteSuppression is DELETE /v1/suppressions/{address}.
+func (c *Client) DeleteSuppression(ctx context.Context, address string) error {
+	_, err := c.do(ctx, del(pathOf("v1", "suppressions", address)), nil)
+	return err
+}
+
 // ---- templates
 
 // ListTemplates is GET /v1/templates (one page; AllTemplates walks them all).

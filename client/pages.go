@@ -145,6 +145,19 @@ func (c *Client) AllPushTokens(ctx context.Context, userID string, params *ListP
 	})
 }
 
+// AllSuppressions walks ListSuppressions.
+func (c *Client) AllSuppressions(ctx context.Context, params *ListSuppressionsParams) iter.Seq2[Suppression, error] {
+	p := withCursor(params)
+	return paginate(ctx, p.Cursor, func(cursor *string) ([]Suppression, *string, error) {
+		p.Cursor = cursor
+		page, err := c.ListSuppressions(ctx, &p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return page.Items, page.NextCursor, nil
+	})
+}
+
 // AllTemplates walks ListTemplates.
 func (c *Client) AllTemplates(ctx context.Context, params *ListTemplatesParams) iter.Seq2[Template, error] {
 	p := withCursor(params)

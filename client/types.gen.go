@@ -839,25 +839,25 @@ func (e ProviderConfigChannel) Valid() bool {
 
 // Defines values for ProviderName.
 const (
-	Fcm      ProviderName = "fcm"
-	SMTP     ProviderName = "smtp"
-	Sandbox  ProviderName = "sandbox"
-	Sendgrid ProviderName = "sendgrid"
-	Twilio   ProviderName = "twilio"
+	ProviderNameFcm      ProviderName = "fcm"
+	ProviderNameSMTP     ProviderName = "smtp"
+	ProviderNameSandbox  ProviderName = "sandbox"
+	ProviderNameSendgrid ProviderName = "sendgrid"
+	ProviderNameTwilio   ProviderName = "twilio"
 )
 
 // Valid indicates whether the value is a known member of the ProviderName enum.
 func (e ProviderName) Valid() bool {
 	switch e {
-	case Fcm:
+	case ProviderNameFcm:
 		return true
-	case SMTP:
+	case ProviderNameSMTP:
 		return true
-	case Sandbox:
+	case ProviderNameSandbox:
 		return true
-	case Sendgrid:
+	case ProviderNameSendgrid:
 		return true
-	case Twilio:
+	case ProviderNameTwilio:
 		return true
 	default:
 		return false
@@ -1002,6 +1002,75 @@ func (e SupportNotificationNotDeliveredStatus) Valid() bool {
 	case SupportNotificationNotDeliveredStatusFailed:
 		return true
 	case SupportNotificationNotDeliveredStatusSuppressed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionChannel.
+const (
+	SuppressionChannelEmail SuppressionChannel = "email"
+	SuppressionChannelSms   SuppressionChannel = "sms"
+)
+
+// Valid indicates whether the value is a known member of the SuppressionChannel enum.
+func (e SuppressionChannel) Valid() bool {
+	switch e {
+	case SuppressionChannelEmail:
+		return true
+	case SuppressionChannelSms:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionReason.
+const (
+	Bounce      SuppressionReason = "bounce"
+	Dropped     SuppressionReason = "dropped"
+	Manual      SuppressionReason = "manual"
+	Spamreport  SuppressionReason = "spamreport"
+	Stop        SuppressionReason = "stop"
+	Unsubscribe SuppressionReason = "unsubscribe"
+)
+
+// Valid indicates whether the value is a known member of the SuppressionReason enum.
+func (e SuppressionReason) Valid() bool {
+	switch e {
+	case Bounce:
+		return true
+	case Dropped:
+		return true
+	case Manual:
+		return true
+	case Spamreport:
+		return true
+	case Stop:
+		return true
+	case Unsubscribe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionSource.
+const (
+	SuppressionSourceAPI      SuppressionSource = "api"
+	SuppressionSourceSendgrid SuppressionSource = "sendgrid"
+	SuppressionSourceTwilio   SuppressionSource = "twilio"
+)
+
+// Valid indicates whether the value is a known member of the SuppressionSource enum.
+func (e SuppressionSource) Valid() bool {
+	switch e {
+	case SuppressionSourceAPI:
+		return true
+	case SuppressionSourceSendgrid:
+		return true
+	case SuppressionSourceTwilio:
 		return true
 	default:
 		return false
@@ -1176,6 +1245,24 @@ func (e ListDeadLettersParamsStatus) Valid() bool {
 	case ListDeadLettersParamsStatusRedriven:
 		return true
 	case ListDeadLettersParamsStatusRedriving:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSuppressionsParamsChannel.
+const (
+	ListSuppressionsParamsChannelEmail ListSuppressionsParamsChannel = "email"
+	ListSuppressionsParamsChannelSms   ListSuppressionsParamsChannel = "sms"
+)
+
+// Valid indicates whether the value is a known member of the ListSuppressionsParamsChannel enum.
+func (e ListSuppressionsParamsChannel) Valid() bool {
+	switch e {
+	case ListSuppressionsParamsChannelEmail:
+		return true
+	case ListSuppressionsParamsChannelSms:
 		return true
 	default:
 		return false
@@ -2582,6 +2669,45 @@ type SupportNotificationList struct {
 	NextCursor *NextCursor `json:"next_cursor"`
 }
 
+// Suppression An address on the tenant's suppression list (docs/suppressions.md).
+type Suppression struct {
+	// Address The address as listed (an email address lower-cased).
+	Address string `json:"address"`
+
+	// Channel The channel the address is blocked on.
+	Channel   SuppressionChannel `json:"channel"`
+	CreatedAt time.Time          `json:"created_at"`
+
+	// Detail The provider's words (a bounce reason) or the tenant's note.
+	Detail *string `json:"detail,omitempty"`
+
+	// Reason Why it is listed: a SendGrid hard `bounce`, a `dropped` message, a
+	// `spamreport`, a SendGrid `unsubscribe`, an SMS `stop` (lifted by START,
+	// UNSTOP or YES), or the tenant's own entry (`manual`).
+	Reason SuppressionReason `json:"reason"`
+	Source SuppressionSource `json:"source"`
+}
+
+// SuppressionChannel The channel the address is blocked on.
+type SuppressionChannel string
+
+// SuppressionReason Why it is listed: a SendGrid hard `bounce`, a `dropped` message, a
+// `spamreport`, a SendGrid `unsubscribe`, an SMS `stop` (lifted by START,
+// UNSTOP or YES), or the tenant's own entry (`manual`).
+type SuppressionReason string
+
+// SuppressionSource defines model for Suppression.Source.
+type SuppressionSource string
+
+// SuppressionList defines model for SuppressionList.
+type SuppressionList struct {
+	// Items Newest first.
+	Items []Suppression `json:"items"`
+
+	// NextCursor Pass as `cursor` for the next page; null on the last page.
+	NextCursor *NextCursor `json:"next_cursor"`
+}
+
 // Template defines model for Template.
 type Template struct {
 	Category string `json:"category"`
@@ -2867,6 +2993,14 @@ type WebhookResult struct {
 
 	// Recorded Receipts stored for the first time (repeats are not counted).
 	Recorded int `json:"recorded"`
+
+	// Suppressed Addresses the request put on the tenant's suppression list (a SendGrid
+	// hard bounce, drop, spam report or unsubscribe); already listed ones are
+	// not counted.
+	Suppressed *int `json:"suppressed,omitempty"`
+
+	// Unsuppressed Addresses the request took off the list (none for SendGrid).
+	Unsuppressed *int `json:"unsuppressed,omitempty"`
 }
 
 // CampaignIDPath defines model for CampaignIdPath.
@@ -2931,6 +3065,9 @@ type InboxMarkAll struct {
 	// `total` unarchived items, of which `unread` are not read and `unseen` not seen.
 	Counts InboxCounts `json:"counts"`
 }
+
+// SuppressionBadRequest The body of every error response.
+type SuppressionBadRequest = ErrorBody
 
 // WebhookReplayed defines model for WebhookReplayed.
 type WebhookReplayed struct {
@@ -3096,6 +3233,28 @@ type ListSandboxMessagesParams struct {
 
 	// NotificationID Only this notification's messages, among the tenant's newest 500.
 	NotificationID *NotificationID `form:"notification_id,omitempty" json:"notification_id,omitempty"`
+}
+
+// ListSuppressionsParams defines parameters for ListSuppressions.
+type ListSuppressionsParams struct {
+	// Channel Only email addresses (`email`) or phone numbers (`sms`).
+	Channel *ListSuppressionsParamsChannel `form:"channel,omitempty" json:"channel,omitempty"`
+
+	// Limit Page size, 1 to 200; another value is 400 `invalid_field` naming `limit`.
+	Limit *PageLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The opaque `next_cursor` of the previous page of the same list, unchanged. A
+	// value this list did not return is 400 `invalid_field` naming `cursor`.
+	Cursor *PageCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListSuppressionsParamsChannel defines parameters for ListSuppressions.
+type ListSuppressionsParamsChannel string
+
+// PutSuppressionJSONBody defines parameters for PutSuppression.
+type PutSuppressionJSONBody struct {
+	// Detail A note kept with the entry.
+	Detail *string `json:"detail,omitempty"`
 }
 
 // ListTemplatesParams defines parameters for ListTemplates.
@@ -3337,6 +3496,22 @@ type TwilioWebhookParams struct {
 	XTwilioSignature *string `json:"X-Twilio-Signature,omitempty"`
 }
 
+// TwilioInboundWebhookFormdataBody defines parameters for TwilioInboundWebhook.
+type TwilioInboundWebhookFormdataBody struct {
+	Body                 *string                `form:"Body,omitempty" json:"Body,omitempty"`
+	From                 *string                `form:"From,omitempty" json:"From,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// TwilioInboundWebhookParams defines parameters for TwilioInboundWebhook.
+type TwilioInboundWebhookParams struct {
+	// Tenant The tenant whose number received the message (401 when missing).
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+
+	// XTwilioSignature Base64 HMAC-SHA1 signature (401 when missing).
+	XTwilioSignature *string `json:"X-Twilio-Signature,omitempty"`
+}
+
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
@@ -3369,6 +3544,9 @@ type PutProviderJSONRequestBody = PutProviderConfigRequest
 
 // PutSettingsJSONRequestBody defines body for PutSettings for application/json ContentType.
 type PutSettingsJSONRequestBody = PutSettingsRequest
+
+// PutSuppressionJSONRequestBody defines body for PutSuppression for application/json ContentType.
+type PutSuppressionJSONRequestBody PutSuppressionJSONBody
 
 // PutTemplateJSONRequestBody defines body for PutTemplate for application/json ContentType.
 type PutTemplateJSONRequestBody = PutTemplateRequest
@@ -3408,6 +3586,9 @@ type SendgridWebhookJSONRequestBody = SendgridWebhookJSONBody
 
 // TwilioWebhookFormdataRequestBody defines body for TwilioWebhook for application/x-www-form-urlencoded ContentType.
 type TwilioWebhookFormdataRequestBody TwilioWebhookFormdataBody
+
+// TwilioInboundWebhookFormdataRequestBody defines body for TwilioInboundWebhook for application/x-www-form-urlencoded ContentType.
+type TwilioInboundWebhookFormdataRequestBody TwilioInboundWebhookFormdataBody
 
 // Getter for additional properties for TwilioWebhookFormdataBody. Returns the specified
 // element and whether it was found
@@ -3495,6 +3676,89 @@ func (a TwilioWebhookFormdataBody) MarshalJSON() ([]byte, error) {
 		object["MessageStatus"], err = json.Marshal(a.MessageStatus)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'MessageStatus': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for TwilioInboundWebhookFormdataBody. Returns the specified
+// element and whether it was found
+func (a TwilioInboundWebhookFormdataBody) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for TwilioInboundWebhookFormdataBody
+func (a *TwilioInboundWebhookFormdataBody) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for TwilioInboundWebhookFormdataBody to handle AdditionalProperties
+func (a *TwilioInboundWebhookFormdataBody) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["Body"]; found {
+		err = json.Unmarshal(raw, &a.Body)
+		if err != nil {
+			return fmt.Errorf("error reading 'Body': %w", err)
+		}
+		delete(object, "Body")
+	}
+
+	if raw, found := object["From"]; found {
+		err = json.Unmarshal(raw, &a.From)
+		if err != nil {
+			return fmt.Errorf("error reading 'From': %w", err)
+		}
+		delete(object, "From")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for TwilioInboundWebhookFormdataBody to handle AdditionalProperties
+func (a TwilioInboundWebhookFormdataBody) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Body != nil {
+		object["Body"], err = json.Marshal(a.Body)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'Body': %w", err)
+		}
+	}
+
+	if a.From != nil {
+		object["From"], err = json.Marshal(a.From)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'From': %w", err)
 		}
 	}
 

@@ -36,6 +36,14 @@ type Activities struct {
 	// (nil: none).
 	Webhooks      *webhooks.Emitter
 	WebhookSender *webhooks.Sender
+	// Digests feeds digests (DigestAdd's signal-with-start); nil refuses them.
+	Digests DigestSignaler
+}
+
+// DigestSignaler signals a digest's workflow with an event, starting it when
+// no run is open (workflows.Client).
+type DigestSignaler interface {
+	SignalDigest(ctx context.Context, workflowID, taskQueue string, in contract.DigestInput, ev contract.DigestEvent) error
 }
 
 // ProviderInbox is the provider label of in-app deliveries (the inbox table).

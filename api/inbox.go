@@ -16,6 +16,7 @@ import (
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // inboxRoom holds a user's inbox: its items and counts, its live stream
@@ -36,6 +37,8 @@ type inboxRoom struct {
 	// closing ends every open stream (closeStreams, on shutdown).
 	closing   chan struct{}
 	closeOnce sync.Once
+	// workflows wakes flow runs waiting for an item to be seen or read.
+	workflows *workflows.Client
 }
 
 func newInboxRoom(r responder, st *store.Store, users *userDirectory, auth *authenticator, cfg InboxConfig, baseURL string) *inboxRoom {
@@ -187,6 +190,9 @@ func (h *inboxRoom) inboxAction(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
+	if action == herald.InboxActionSeen || action == herald.InboxActionRead {
+		h.wakeFlowWaiters(c, tenantID, userID, id, action == herald.InboxActionRead)
+	}
 	c.JSON(http.StatusOK, struct {
 		store.InboxItem
 		Counts store.InboxCounts `json:"counts"`
@@ -205,7 +211,32 @@ func (h *inboxRoom) markAll(read bool) gin.HandlerFunc {
 			h.abort(c, err)
 			return
 		}
+		if changed > 0 {
+			h.wakeFlowWaiters(c, tenantID, userID, "", read)
+		}
 		c.JSON(http.StatusOK, gin.H{"changed": changed, "counts": counts})
+	}
+}
+
+// wakeFlowWaiters signals the flow runs waiting for the user's item (every
+// item when notificationID is "") to be seen or read (a flow's wait step),
+// after the mark has committed. A run that registered after this read found
+// the item marked itself (store.AddFlowWaiter); a signal that fails is logged,
+// and the run checks the item again when its timeout ends.
+func (h *inboxRoom) wakeFlowWaiters(c *gin.Context, tenantID, userID, notificationID string, read bool) {
+	if h.workflows == nil {
+		return
+	}
+	ctx := c.Request.Context()
+	waiters, err := h.store.FlowWaitersOf(ctx, tenantID, userID, notificationID)
+	if err != nil {
+		h.log.Warn("reading the flow runs waiting on the inbox failed", "error", err)
+		return
+	}
+	for _, w := range waiters {
+		if err := h.workflows.WakeFlowWaiter(ctx, w.WorkflowID, w.RunID, w.NotificationID, true, read); err != nil {
+			h.log.Warn("waking a flow run waiting on the inbox failed", "workflow_id", w.WorkflowID, "error", err)
+		}
 	}
 }
 

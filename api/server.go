@@ -140,6 +140,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	templates := newTemplateCache(st)
 	mw := newMiddleware(r, st, auth, settings, cfg)
 	inbox := newInboxRoom(r, st, users, auth, cfg.Inbox, cfg.PublicBaseURL)
+	inbox.workflows = wf
 	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
 			defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},

@@ -112,6 +112,8 @@ func Register(r interface {
 	r.RegisterWorkflow(workflows.RedriveWorkflow)
 	r.RegisterWorkflow(workflows.WebhookEndpointWorkflow)
 	r.RegisterWorkflow(workflows.CampaignWorkflow)
+	r.RegisterWorkflow(workflows.FlowWorkflow)
+	r.RegisterWorkflow(workflows.DigestWorkflow)
 	r.RegisterActivity(acts)
 }
 

@@ -49,7 +49,8 @@ const (
 // Names lists every activity name.
 var Names = []string{RecordAccepted, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive, ReopenRedrive,
 	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook,
-	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus}
+	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus,
+	FlowRecord, FlowStep, FlowTemplate, FlowThrottle, FlowWait, FlowWaitDone, DigestAdd, DigestRemove, DigestOpen, DigestClose}
 
 // RecordAcceptedInput describes the accepted notification.
 type RecordAcceptedInput struct {

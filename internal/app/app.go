@@ -167,7 +167,8 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 			SandboxFallback: cfg.SandboxFallback, WrapTransport: a.tracing.Transport,
 		}, a.Sandbox),
 		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter, Metrics: m,
-		Webhooks: emitter, WebhookSender: &webhooks.Sender{Store: a.Store, Keys: keys, Client: webhookClient}}
+		Webhooks: emitter, WebhookSender: &webhooks.Sender{Store: a.Store, Keys: keys, Client: webhookClient},
+		Digests: workflows.NewClient(a.temporal, cfg.TaskQueue)}
 
 	apiStore, apiLimiter, apiTemporal := a.Store, limiter, a.temporal
 	if opts.APIDB != nil {

@@ -1,0 +1,154 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/templates"
+)
+
+// The flow activities: what workflows.FlowWorkflow and workflows.DigestWorkflow
+// record and claim in PostgreSQL, and the signal-with-start that feeds a digest.
+
+// FlowRecord writes a flow run's notification, dedup ledger and flow_runs rows.
+func (a *Activities) FlowRecord(ctx context.Context, in contract.FlowRecordInput) error {
+	return a.Store.RecordFlowRun(ctx, store.FlowRunRecord{
+		TenantID: in.TenantID, NotificationID: in.NotificationID, UserID: in.UserID, FlowID: in.FlowID, FlowVersion: in.FlowVersion,
+		Category: in.Category, DigestID: in.DigestID, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
+		AcceptedAt: in.AcceptedAt, BodyHash: in.BodyHash, DedupUntil: in.DedupUntil,
+	})
+}
+
+// FlowStep records one step's outcome.
+func (a *Activities) FlowStep(ctx context.Context, in contract.FlowStepInput) error {
+	var finished *time.Time
+	if !in.FinishedAt.IsZero() {
+		finished = &in.FinishedAt
+	}
+	return a.Store.RecordFlowStep(ctx, in.TenantID, in.NotificationID, store.FlowStepRecord{
+		Path: in.Path, StepID: in.StepID, Type: string(in.Type), Outcome: in.Outcome, NotificationID: in.Ref,
+		StartedAt: in.StartedAt, FinishedAt: finished,
+	})
+}
+
+// FlowTemplate reads the latest version of a send step's template. A template
+// deleted since the flow was saved fails the step for good (RenderFailed).
+func (a *Activities) FlowTemplate(ctx context.Context, in contract.FlowTemplateInput) (contract.FlowTemplateResult, error) {
+	rec, err := a.Store.GetTemplate(ctx, in.TenantID, in.TemplateID, 0)
+	if errors.Is(err, herald.ErrNotFound) {
+		return contract.FlowTemplateResult{}, contract.RenderFailed.New("template "+in.TemplateID+" does not exist", err)
+	}
+	if err != nil {
+		return contract.FlowTemplateResult{}, err
+	}
+	t := rec.Template
+	return contract.FlowTemplateResult{Version: t.Version, Category: t.Category, Critical: t.Critical, Channels: t.Channels()}, nil
+}
+
+// FlowThrottle claims one run of the step's bucket: the flow, the user, the
+// rendered key and the window the run's time falls in.
+func (a *Activities) FlowThrottle(ctx context.Context, in contract.FlowThrottleInput) (bool, error) {
+	window := in.Window
+	if window <= 0 {
+		window = time.Hour
+	}
+	start := in.At.UTC().Truncate(window)
+	bucket := strings.Join([]string{in.FlowID, in.UserID, RenderFlowKey(in.KeyExpr, in.Data), strconv.FormatInt(start.UnixMilli(), 10),
+		strconv.FormatInt(window.Milliseconds(), 10)}, "\x00")
+	return a.Store.ClaimThrottle(ctx, in.TenantID, bucket, in.NotificationID, in.Path, in.Limit)
+}
+
+// FlowWait registers a waiting run and returns the item's state.
+func (a *Activities) FlowWait(ctx context.Context, in contract.FlowWaitInput) (contract.FlowWaitResult, error) {
+	seen, read, err := a.Store.AddFlowWaiter(ctx, store.FlowWaiter{TenantID: in.TenantID, UserID: in.UserID,
+		NotificationID: in.NotificationID, WorkflowID: in.WorkflowID, RunID: in.RunID})
+	if errors.Is(err, herald.ErrNotFound) {
+		return contract.FlowWaitResult{}, nil // no inbox item (yet, or suppressed): only the timeout can end the wait
+	}
+	return contract.FlowWaitResult{Seen: seen, Read: read}, err
+}
+
+// FlowWaitDone unregisters a run that stopped waiting.
+func (a *Activities) FlowWaitDone(ctx context.Context, in contract.FlowWaitInput) error {
+	return a.Store.RemoveFlowWaiter(ctx, in.TenantID, in.NotificationID, in.WorkflowID)
+}
+
+// DigestAdd adds an event to its digest: the event's row first (its data stays
+// in PostgreSQL), then a signal-with-start of the digest's workflow carrying
+// only the row's seq. A retry writes no second row and signals again (the
+// digest counts a repeated seq once more, which can only close a max_items
+// window early; the claim decides membership, once).
+func (a *Activities) DigestAdd(ctx context.Context, in contract.DigestAddInput) (contract.DigestAddResult, error) {
+	d := in.Digest
+	d.Key = RenderFlowKey(in.KeyExpr, in.Data)
+	out := contract.DigestAddResult{Key: d.Key, DigestKey: contract.DigestWorkflowID(d.TenantID, d.FlowID, d.UserID, d.Key)}
+	seq, err := a.Store.AddDigestEvent(ctx, store.DigestEvent{TenantID: d.TenantID, DigestKey: out.DigestKey,
+		NotificationID: in.NotificationID, At: in.At, Data: in.Data})
+	if err != nil {
+		return out, err
+	}
+	out.Seq = seq
+	if a.Digests == nil {
+		return out, errors.New("this worker has no Temporal client for digests")
+	}
+	return out, a.Digests.SignalDigest(ctx, out.DigestKey, in.TaskQueue, d, contract.DigestEvent{Seq: seq, At: in.At})
+}
+
+// DigestRemove takes a cancelled event out of its digest if it has not closed.
+func (a *Activities) DigestRemove(ctx context.Context, in contract.DigestRemoveInput) (contract.DigestRemoveResult, error) {
+	removed, digestID, err := a.Store.RemoveDigestEvent(ctx, in.TenantID, in.NotificationID)
+	if errors.Is(err, herald.ErrNotFound) {
+		return contract.DigestRemoveResult{Removed: true}, nil // never added: nothing to take out
+	}
+	return contract.DigestRemoveResult{Removed: removed, DigestID: digestID}, err
+}
+
+// DigestOpen records a digest's open window.
+func (a *Activities) DigestOpen(ctx context.Context, in contract.DigestOpenInput) error {
+	return a.Store.OpenDigestWindow(ctx, store.DigestWindow{TenantID: in.TenantID, DigestKey: in.DigestKey, FlowID: in.FlowID,
+		UserID: in.UserID, Key: in.Key, OpenedAt: in.OpenedAt, ClosesAt: in.ClosesAt, Window: in.Window, MaxWait: in.MaxWait})
+}
+
+// DigestClose claims a window's events for a digest id.
+func (a *Activities) DigestClose(ctx context.Context, in contract.DigestCloseInput) (contract.DigestCloseResult, error) {
+	res, err := a.Store.CloseDigest(ctx, store.CloseDigestParams{TenantID: in.TenantID, DigestKey: in.DigestKey, DigestID: in.DigestID,
+		FlowID: in.FlowID, UserID: in.UserID, Key: in.Key, MaxSeq: in.MaxSeq, Limit: in.Limit, OnlySeq: in.OnlySeq, Items: in.Items,
+		ClosedAt: in.ClosedAt, KeepOpen: in.KeepOpen})
+	if err != nil {
+		return contract.DigestCloseResult{}, err
+	}
+	out := contract.DigestCloseResult{Count: res.Count, FirstAt: res.FirstAt, LastAt: res.LastAt, Remaining: res.Remaining,
+		Items: make([]templates.Data, 0, len(res.Items))}
+	for _, it := range res.Items {
+		out.Items = append(out.Items, it)
+	}
+	return out, nil
+}
+
+// maxFlowKeyBytes bounds a rendered digest or throttle key.
+const maxFlowKeyBytes = 200
+
+// RenderFlowKey renders a digest or throttle key expression ("{{.thread_id}}")
+// over the event data with the templates package's budgeted renderer. An empty
+// expression, a field the data lacks or a render error is the empty key (the
+// user's one digest or bucket); a key is cut at maxFlowKeyBytes.
+func RenderFlowKey(expr string, data map[string]any) string {
+	if expr == "" {
+		return ""
+	}
+	r, err := templates.Render(templates.Template{ID: "key", InApp: &templates.InAppContent{Body: expr}}, herald.ChannelInApp, "", data)
+	if err != nil || r.InApp == nil {
+		return ""
+	}
+	key := r.InApp.Body
+	if len(key) > maxFlowKeyBytes {
+		key = key[:maxFlowKeyBytes]
+	}
+	return key
+}

@@ -1,0 +1,243 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/dbx"
+	"github.com/herald-notify/herald/internal/herald"
+)
+
+// DigestWindow is a digest's open window.
+type DigestWindow struct {
+	TenantID  string
+	DigestKey string
+	FlowID    string
+	UserID    string
+	Key       string
+	OpenedAt  time.Time
+	// ClosesAt: the fixed or scheduled close; zero for a sliding window, whose
+	// close is computed from its latest event (Window) capped by OpenedAt + MaxWait.
+	ClosesAt time.Time
+	Window   time.Duration
+	MaxWait  time.Duration
+}
+
+// OpenDigestWindow records (or re-records, for a new window) a digest key's
+// open window.
+func (s *Store) OpenDigestWindow(ctx context.Context, w DigestWindow) error {
+	var closes *time.Time
+	if !w.ClosesAt.IsZero() {
+		closes = &w.ClosesAt
+	}
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO digests (tenant_id, id, digest_key, flow_id, user_id, key, status, opened_at, closes_at, window_ms, max_wait_ms)
+		VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (tenant_id, id) DO UPDATE
+		SET opened_at = EXCLUDED.opened_at, closes_at = EXCLUDED.closes_at, window_ms = EXCLUDED.window_ms, max_wait_ms = EXCLUDED.max_wait_ms`,
+		w.TenantID, w.DigestKey, w.FlowID, w.UserID, w.Key, herald.DigestOpen, w.OpenedAt, closes,
+		w.Window.Milliseconds(), w.MaxWait.Milliseconds())
+	return err
+}
+
+// OpenDigest is one open digest of a user (GET /v1/users/{user_id}/digests).
+type OpenDigest struct {
+	FlowID   string    `json:"flow_id"`
+	Key      string    `json:"key"`
+	Count    int       `json:"count"`
+	OpenedAt time.Time `json:"opened_at"`
+	ClosesAt time.Time `json:"closes_at"`
+}
+
+// OpenDigests lists a user's open digests, by flow and key, with the events
+// they hold so far and when they close (a sliding window's close moves with
+// each event). A window whose events all left (cancelled) still shows, count 0.
+func (s *Store) OpenDigests(ctx context.Context, tenantID, userID string) ([]OpenDigest, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT d.flow_id, d.key, d.opened_at,
+			COALESCE(d.closes_at, least(COALESCE(ev.last_at, d.opened_at) + d.window_ms * interval '1 millisecond',
+				d.opened_at + d.max_wait_ms * interval '1 millisecond')),
+			COALESCE(ev.n, 0)
+		FROM digests d
+		LEFT JOIN LATERAL (
+			SELECT count(*) AS n, max(e.at) AS last_at FROM digest_events e
+			WHERE e.digest_key = d.digest_key AND e.digest_id IS NULL AND NOT e.cancelled AND e.tenant_id = d.tenant_id
+		) ev ON true
+		WHERE d.tenant_id = $1 AND d.user_id = $2 AND d.status = $3
+		ORDER BY d.flow_id, d.key`, tenantID, userID, herald.DigestOpen)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OpenDigest, error) {
+		var d OpenDigest
+		err := row.Scan(&d.FlowID, &d.Key, &d.OpenedAt, &d.ClosesAt, &d.Count)
+		return d, err
+	})
+}
+
+// CloseDigestParams closes a window for DigestID: the digest key's unclaimed,
+// uncancelled events with seq <= MaxSeq, at most Limit, in seq order (or only
+// OnlySeq when set).
+type CloseDigestParams struct {
+	TenantID  string
+	DigestKey string
+	DigestID  string
+	FlowID    string
+	UserID    string
+	Key       string
+	MaxSeq    int64
+	Limit     int
+	OnlySeq   int64
+	Items     int
+	ClosedAt  time.Time
+	// KeepOpen leaves the open window's row (first: send_now sends one event
+	// while the window goes on).
+	KeepOpen bool
+}
+
+// ClosedDigest is what a close claimed.
+type ClosedDigest struct {
+	Count   int
+	FirstAt time.Time
+	LastAt  time.Time
+	Items   []map[string]any
+	// Remaining counts the key's unclaimed events up to MaxSeq after the close.
+	Remaining int
+}
+
+// CloseDigest claims the events for the digest in one transaction. Each event
+// row is claimed at most once (digest_id IS NULL, under the row lock), so an
+// event is in exactly one digest however closes, retries and cancels
+// interleave. Closing again with the same DigestID (an activity retry) claims
+// nothing more and returns what the first close claimed.
+func (s *Store) CloseDigest(ctx context.Context, p CloseDigestParams) (ClosedDigest, error) {
+	var out ClosedDigest
+	err := s.InTx(ctx, func(tx *Store) error {
+		var exists bool
+		if err := tx.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM digests WHERE tenant_id = $1 AND id = $2)`, p.TenantID, p.DigestID).
+			Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			limit := p.Limit
+			if limit <= 0 {
+				limit = 1 << 30
+			}
+			tag, err := tx.db.Exec(ctx, `
+				UPDATE digest_events SET digest_id = $3
+				WHERE seq IN (
+					SELECT seq FROM digest_events
+					WHERE digest_key = $2 AND digest_id IS NULL AND NOT cancelled AND tenant_id = $1
+						AND seq <= $4 AND ($6 = 0 OR seq = $6)
+					ORDER BY seq LIMIT $5 FOR UPDATE)`,
+				p.TenantID, p.DigestKey, p.DigestID, p.MaxSeq, limit, p.OnlySeq)
+			if err != nil {
+				return err
+			}
+			status := herald.DigestSent
+			if tag.RowsAffected() == 0 {
+				status = herald.DigestEmpty
+			}
+			if _, err := tx.db.Exec(ctx, `
+				INSERT INTO digests (tenant_id, id, digest_key, flow_id, user_id, key, status, opened_at, closed_at, count)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)`,
+				p.TenantID, p.DigestID, p.DigestKey, p.FlowID, p.UserID, p.Key, status, p.ClosedAt, tag.RowsAffected()); err != nil {
+				return err
+			}
+			if !p.KeepOpen {
+				if _, err := tx.db.Exec(ctx, `DELETE FROM digests WHERE tenant_id = $1 AND id = $2 AND status = $3`,
+					p.TenantID, p.DigestKey, herald.DigestOpen); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.db.QueryRow(ctx, `
+			SELECT count(*), COALESCE(min(at), $3), COALESCE(max(at), $3) FROM digest_events WHERE digest_id = $2 AND tenant_id = $1`,
+			p.TenantID, p.DigestID, p.ClosedAt).Scan(&out.Count, &out.FirstAt, &out.LastAt); err != nil {
+			return err
+		}
+		rows, err := tx.db.Query(ctx, `SELECT data FROM digest_events WHERE digest_id = $2 AND tenant_id = $1 ORDER BY seq LIMIT $3`,
+			p.TenantID, p.DigestID, p.Items)
+		if err != nil {
+			return err
+		}
+		raws, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		if err != nil {
+			return err
+		}
+		out.Items = make([]map[string]any, 0, len(raws))
+		for _, raw := range raws {
+			item, err := decodeData(raw)
+			if err != nil {
+				return err
+			}
+			out.Items = append(out.Items, item)
+		}
+		return tx.db.QueryRow(ctx, `
+			SELECT count(*) FROM digest_events
+			WHERE digest_key = $2 AND digest_id IS NULL AND NOT cancelled AND tenant_id = $1 AND seq <= $3`,
+			p.TenantID, p.DigestKey, p.MaxSeq).Scan(&out.Remaining)
+	})
+	return out, err
+}
+
+// DigestEvent is one event's row in its digest.
+type DigestEvent struct {
+	TenantID       string
+	DigestKey      string
+	NotificationID string
+	At             time.Time
+	Data           map[string]any
+}
+
+// AddDigestEvent writes an event's row and returns its seq; adding the same
+// notification again (an activity retry) returns the first row's seq.
+func (s *Store) AddDigestEvent(ctx context.Context, e DigestEvent) (int64, error) {
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		return 0, err
+	}
+	var seq int64
+	err = s.db.QueryRow(ctx, `
+		INSERT INTO digest_events (tenant_id, digest_key, notification_id, at, data) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (tenant_id, notification_id) DO UPDATE SET notification_id = EXCLUDED.notification_id
+		RETURNING seq`, e.TenantID, e.DigestKey, e.NotificationID, e.At, data).Scan(&seq)
+	return seq, err
+}
+
+// RemoveDigestEvent takes a cancelled event out of its digest if the digest has
+// not closed with it: removed, or the id of the digest that has it.
+// herald.ErrNotFound when the event never joined a digest.
+func (s *Store) RemoveDigestEvent(ctx context.Context, tenantID, notificationID string) (removed bool, digestID string, err error) {
+	err = s.InTx(ctx, func(tx *Store) error {
+		var id *string
+		if err := tx.db.QueryRow(ctx, `SELECT digest_id FROM digest_events WHERE tenant_id = $1 AND notification_id = $2 FOR UPDATE`,
+			tenantID, notificationID).Scan(&id); err != nil {
+			return dbx.NotFound(err)
+		}
+		if id != nil {
+			digestID = *id
+			return nil
+		}
+		removed = true
+		_, err := tx.db.Exec(ctx, `UPDATE digest_events SET cancelled = true WHERE tenant_id = $1 AND notification_id = $2`, tenantID, notificationID)
+		return err
+	})
+	return removed, digestID, err
+}
+
+// decodeData decodes stored event data keeping numbers as JSON wrote them.
+func decodeData(raw []byte) (map[string]any, error) {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, errors.Join(errors.New("decode digest event data"), err)
+	}
+	return m, nil
+}

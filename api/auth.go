@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/metrics"
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 )
 
@@ -19,10 +22,19 @@ import (
 // token, its user), with short-lived caches of what it looked up.
 type authenticator struct {
 	responder
-	store *store.Store
+	store   *store.Store
+	metrics *metrics.Metrics
 	// tenants maps an API key hash (and "id:" + a tenant id) to the tenant;
 	// nil when Config.AuthCacheTTL is 0.
 	tenants *expirable.LRU[string, store.Tenant]
+	// badKeys remembers API key hashes PostgreSQL did not know (a key is 256
+	// random bits: one refused never becomes valid), so repeating a bad key
+	// costs no round trip.
+	badKeys *expirable.LRU[string, struct{}]
+	// failures limits, per source address, the lookups of keys that turn out
+	// bad (LimitConfig.AuthFailures): a source inventing keys costs at most its
+	// bucket's round trips, then 429 with none.
+	failures *publicLimiter
 	// tokenKey signs and verifies user tokens (empty: user tokens off).
 	tokenKey []byte
 	// revocations caches the users' token revocation instants
@@ -30,8 +42,21 @@ type authenticator struct {
 	revocations *expirable.LRU[string, time.Time]
 }
 
-func newAuthenticator(r responder, st *store.Store, cacheTTL time.Duration, tokenKey []byte) *authenticator {
-	a := &authenticator{responder: r, store: st, tokenKey: tokenKey,
+// badKeyTTL is how long a refused API key is remembered (any length is safe;
+// this bounds the memory an old entry holds).
+const badKeyTTL = 10 * time.Minute
+
+// DefaultAuthFailures is LimitConfig.AuthFailures when zero: well above a
+// misconfigured client retrying, far below a key scan.
+var DefaultAuthFailures = Rate{PerSecond: 10, Burst: 50}
+
+func newAuthenticator(r responder, st *store.Store, m *metrics.Metrics, cacheTTL time.Duration, tokenKey []byte, failures Rate) *authenticator {
+	if failures.PerSecond == 0 {
+		failures = DefaultAuthFailures
+	}
+	a := &authenticator{responder: r, store: st, metrics: m, tokenKey: tokenKey,
+		badKeys:     expirable.NewLRU[string, struct{}](100_000, nil, badKeyTTL),
+		failures:    newPublicLimiter(PublicLimits{PerIP: failures}),
 		revocations: expirable.NewLRU[string, time.Time](100_000, nil, revocationCacheTTL)}
 	if cacheTTL > 0 {
 		a.tenants = expirable.NewLRU[string, store.Tenant](10_000, nil, cacheTTL)
@@ -88,27 +113,83 @@ func (a *authenticator) authenticate(c *gin.Context) {
 		a.authenticateUserToken(c, key)
 		return
 	}
+	t, ok := a.tenantByAPIKey(c, key)
+	if !ok {
+		return
+	}
+	c.Set(tenantKey, t)
+	c.Set(apiKeyKey, key)
+}
+
+// apiKeyKey holds the request's API key (a stream re-checks it at every heartbeat).
+const apiKeyKey = "herald.api_key"
+
+// tenantByAPIKey resolves an API key: from the cache, or from PostgreSQL unless
+// the key was refused before or its source is over its bad-key budget. It
+// answers the refusal itself (401, 429) and reports false.
+func (a *authenticator) tenantByAPIKey(c *gin.Context, key string) (store.Tenant, bool) {
 	cacheKey := hex.EncodeToString(store.HashAPIKey(key))
 	if a.tenants != nil {
 		if t, ok := a.tenants.Get(cacheKey); ok {
-			c.Set(tenantKey, t)
-			return
+			return t, true
 		}
+	}
+	invalid := func() {
+		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+		a.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "the API key is not valid", Field: "Authorization"})
+	}
+	if _, bad := a.badKeys.Get(cacheKey); bad {
+		invalid()
+		return store.Tenant{}, false
+	}
+	source := "ip " + c.RemoteIP()
+	if over, retry := a.failures.empty(source, a.failures.limits.PerIP, time.Now()); over {
+		c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
+		a.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: "too many invalid API keys from this address; retry after the Retry-After seconds"})
+		return store.Tenant{}, false
 	}
 	t, err := a.store.TenantByAPIKey(c.Request.Context(), key)
 	if errors.Is(err, herald.ErrNotFound) {
-		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-		a.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "the API key is not valid", Field: "Authorization"})
-		return
+		a.metrics.AuthLookup(metrics.AuthLookupNotFound)
+		a.badKeys.Add(cacheKey, struct{}{})
+		a.failures.take(source, 1, a.failures.limits.PerIP, time.Now())
+		invalid()
+		return store.Tenant{}, false
 	}
 	if err != nil {
 		a.abort(c, err)
-		return
+		return store.Tenant{}, false
 	}
+	a.metrics.AuthLookup(metrics.AuthLookupFound)
 	if a.tenants != nil {
 		a.tenants.Add(cacheKey, t)
 	}
-	c.Set(tenantKey, t)
+	return t, true
+}
+
+// apiKeyRevoked reports whether the request's API key has been revoked since it
+// was checked (a stream opened with it asks at every heartbeat): at once on the
+// process that revoked it, within the auth cache's TTL on the others.
+func (a *authenticator) apiKeyRevoked(c *gin.Context) bool {
+	key, ok := c.Get(apiKeyKey)
+	if !ok {
+		return false
+	}
+	cacheKey := hex.EncodeToString(store.HashAPIKey(key.(string)))
+	if a.tenants != nil {
+		if _, ok := a.tenants.Get(cacheKey); ok {
+			return false
+		}
+	}
+	t, err := a.store.TenantByAPIKey(c.Request.Context(), key.(string))
+	if errors.Is(err, herald.ErrNotFound) {
+		return true
+	}
+	if err == nil && a.tenants != nil {
+		a.tenants.Add(cacheKey, t)
+	}
+	return false
 }
 
 func tenantOf(c *gin.Context) store.Tenant {
@@ -186,8 +267,14 @@ func (a *authenticator) authenticateUserToken(c *gin.Context, raw string) {
 
 const userTokenIssuedKey = "herald.user_token_issued_ms"
 
+// revoked reports whether the request's credential, a user token or an API
+// key, has been revoked since it was checked (a stream asks at every heartbeat).
+func (a *authenticator) revoked(c *gin.Context, tenantID, userID string) bool {
+	return a.apiKeyRevoked(c) || a.tokenRevoked(c, tenantID, userID)
+}
+
 // tokenRevoked reports whether the request's user token has been revoked since
-// it was checked (the stream asks at every heartbeat).
+// it was checked.
 func (a *authenticator) tokenRevoked(c *gin.Context, tenantID, userID string) bool {
 	issued, ok := c.Get(userTokenIssuedKey)
 	if !ok {

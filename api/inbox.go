@@ -1,8 +1,11 @@
 package api
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -34,6 +38,8 @@ type inboxRoom struct {
 	baseURL string
 	// origins caches the tenants' allowed origins.
 	origins *expirable.LRU[string, []string]
+	// actions holds the users' inbox action buckets (InboxConfig.ActionRate).
+	actions *publicLimiter
 	// closing ends every open stream (closeStreams, on shutdown).
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -41,9 +47,18 @@ type inboxRoom struct {
 	workflows *workflows.Client
 }
 
+// DefaultInboxActions is InboxConfig.ActionRate when zero: a person clicking
+// through their feed is well under it; a script toggling read/unread to flood
+// the user's event log and streams is held to it.
+var DefaultInboxActions = Rate{PerSecond: 5, Burst: 30}
+
 func newInboxRoom(r responder, st *store.Store, users *userDirectory, auth *authenticator, cfg InboxConfig, baseURL string) *inboxRoom {
+	if cfg.ActionRate.PerSecond == 0 {
+		cfg.ActionRate = DefaultInboxActions
+	}
 	return &inboxRoom{responder: r, store: st, users: users, auth: auth, cfg: cfg, baseURL: baseURL,
-		origins: expirable.NewLRU[string, []string](10_000, nil, 5*time.Second), closing: make(chan struct{})}
+		origins: expirable.NewLRU[string, []string](10_000, nil, 5*time.Second),
+		actions: newPublicLimiter(PublicLimits{PerIP: cfg.ActionRate, Keys: 100_000}), closing: make(chan struct{})}
 }
 
 func (h *inboxRoom) register(v1, public gin.IRouter, mw *middleware) {
@@ -52,15 +67,37 @@ func (h *inboxRoom) register(v1, public gin.IRouter, mw *middleware) {
 	v1.GET("/users/:user_id/inbox", h.inboxCORS, h.listInbox)
 	v1.GET("/users/:user_id/inbox/counts", h.inboxCORS, h.getInboxCounts)
 	v1.GET("/users/:user_id/inbox/stream", h.inboxCORS, h.inboxStream)
-	v1.POST("/users/:user_id/inbox/read-all", h.inboxCORS, h.markAll(true))
-	v1.POST("/users/:user_id/inbox/seen-all", h.inboxCORS, h.markAll(false))
-	v1.POST("/users/:user_id/inbox/:notification_id/:action", h.inboxCORS, h.inboxAction)
+	v1.POST("/users/:user_id/inbox/read-all", h.inboxCORS, h.limitActions, h.markAll(true))
+	v1.POST("/users/:user_id/inbox/seen-all", h.inboxCORS, h.limitActions, h.markAll(false))
+	v1.POST("/users/:user_id/inbox/:notification_id/:action", h.inboxCORS, h.limitActions, h.inboxAction)
 	v1.GET("/inbox/settings", h.getInboxSettings)
 	v1.PUT("/inbox/settings", mw.audited(auditInboxSettingsPut, auditFields), h.putInboxSettings)
 	v1.POST("/inbox/secret", mw.audited(auditInboxSecretRotate, auditFields), h.rotateInboxSecret)
 	public.POST("/v1/inbox/session", mw.limitPublic("inbox-session", maxBodyBytes, false), h.inboxSession)
 	public.GET(inboxComponentPath, serveInboxComponent)
 	public.GET(InboxDemoPath, serveInboxDemo)
+}
+
+// limitActions takes a token from the user's inbox action bucket (in process,
+// like the public limits: a refusal costs a map lookup, never a database
+// round trip; N replicas let N times the rate through), or answers 429
+// rate_limited with Retry-After before anything is read or written.
+func (h *inboxRoom) limitActions(c *gin.Context) {
+	user := c.Param("user_id")
+	if u, ok := tokenUser(c); ok {
+		user = u
+	}
+	key := tenantOf(c).ID + "/" + user
+	if len(key) > 300 { // an id the handler will refuse: bound the bucket key's memory anyway
+		sum := sha256.Sum256([]byte(key))
+		key = hex.EncodeToString(sum[:])
+	}
+	r := h.cfg.ActionRate
+	if ok, retry := h.actions.take(key, 1, r, time.Now()); !ok {
+		c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(retry)))
+		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: fmt.Sprintf("more than %g inbox actions per second for this user; retry after the Retry-After seconds", r.PerSecond)})
+	}
 }
 
 // closeStreams ends every open stream.

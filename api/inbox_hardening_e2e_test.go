@@ -229,3 +229,116 @@ func TestUserTokenMintIsAudited(t *testing.T) {
 		t.Fatal("the audit log holds a token")
 	}
 }
+
+// awaitEnd waits for the stream to end (its events channel closes), skipping
+// heartbeats and events; false if it is still open after within.
+func awaitEnd(st *apitest.Stream, within time.Duration) bool {
+	deadline := time.After(within)
+	for {
+		select {
+		case _, ok := <-st.Events:
+			if !ok {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// TestStreamEndsWhenItsAPIKeyIsRevoked: a stream opened with a tenant API key
+// outlived the key's revocation by up to an hour (maxInboxStreamLife). It now
+// re-checks the key at every heartbeat and ends at the first one after.
+func TestStreamEndsWhenItsAPIKeyIsRevoked(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true, InboxHeartbeat: 200 * time.Millisecond})
+	_, first, _ := inboxUser(t, h, "ada")
+	created := h.MustDo(http.StatusCreated, http.MethodPost, "/v1/api-keys", first, map[string]any{"name": "stream"})
+	second, secondID := created.Str("key"), created.Str("id")
+	st := h.OpenStream("", "/v1/users/ada/inbox/stream", second)
+	st.NextOf("ready", streamWithin)
+	if awaitEnd(st, 700*time.Millisecond) {
+		t.Fatal("the stream ended while its key was valid")
+	}
+	h.MustDo(http.StatusOK, http.MethodDelete, "/v1/api-keys/"+secondID, first, nil)
+	if !awaitEnd(st, streamWithin) {
+		t.Fatalf("the stream opened with a revoked key is still open %s after the revocation", streamWithin)
+	}
+	apitest.WantError(t, h.Do(http.MethodGet, "/v1/users/ada/inbox/stream", second, nil), http.StatusUnauthorized, "invalid_api_key", "Authorization")
+}
+
+// TestBadAPIKeysCostBoundedLookups: every request with a bad API key cost a
+// PostgreSQL round trip, with no limit. Now a refused key is remembered (no
+// lookup when repeated) and a source's lookups of keys that turn out bad are a
+// token bucket (DefaultAuthFailures): past it, 429 with Retry-After and no
+// lookup; a valid key already cached still works.
+func TestBadAPIKeysCostBoundedLookups(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	_, key := h.Tenant("bad-keys")
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates", key, nil) // cached from now on
+	lookups := func() float64 { return h.Scrape().Value(metrics.AuthLookups, "outcome", metrics.AuthLookupNotFound) }
+	l0, start := lookups(), time.Now()
+	statuses := map[int]int{}
+	const requests = 400
+	for i := range requests {
+		bad := "hk_" + strings.Repeat("0", 40) + fmt.Sprint(i%(requests/2)) // half repeat an earlier key
+		r := h.Do(http.MethodGet, "/v1/templates", bad, nil)
+		statuses[r.Status]++
+		if r.Status == http.StatusTooManyRequests && r.Header.Get("Retry-After") == "" {
+			t.Fatal("a 429 without Retry-After")
+		}
+	}
+	elapsed := time.Since(start)
+	got := lookups() - l0
+	bound := float64(api.DefaultAuthFailures.Burst) + api.DefaultAuthFailures.PerSecond*elapsed.Seconds() + 1
+	t.Logf("%d bad-key requests from one address in %s: %v, %.0f PostgreSQL lookups (bound %.0f)", requests, elapsed.Round(time.Millisecond), statuses, got, bound)
+	if statuses[http.StatusTooManyRequests] == 0 || statuses[http.StatusUnauthorized]+statuses[http.StatusTooManyRequests] != requests {
+		t.Fatalf("answers %v: want 401s then 429s", statuses)
+	}
+	if got < 1 || got > bound {
+		t.Fatalf("%.0f lookups for %d bad keys; want 1 to %.0f", got, requests, bound)
+	}
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/templates", key, nil)
+}
+
+// TestInboxActionsAreRateLimitedPerUser: a user token could toggle
+// read/unread without limit, each toggle an event every stream of the user
+// reads. Now each user's actions are a token bucket (DefaultInboxActions):
+// past it, 429 rate_limited with Retry-After and nothing written; another user
+// of the same tenant is not affected.
+func TestInboxActionsAreRateLimitedPerUser(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key, token := inboxUser(t, h, "ada")
+	createUser(h, key, "bob")
+	id := sendInApp(t, h, key, "ada", "toggle me")
+	h.AwaitChannel(key, id, herald.ChannelInApp, herald.DeliveryDelivered, "", streamWithin)
+	_, seq0, err := h.Store.GetInboxCounts(context.Background(), tenantID, "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[int]int{}
+	start := time.Now()
+	const toggles = 200
+	for i := range toggles {
+		action := []string{"read", "unread"}[i%2]
+		r := h.Do(http.MethodPost, "/v1/users/ada/inbox/"+id+"/"+action, token, nil)
+		statuses[r.Status]++
+		if r.Status == http.StatusTooManyRequests {
+			if field, code := r.ErrorField(); code != "rate_limited" || field != "" || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("429: %s %v", r.Body, r.Header)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	_, seq1, err := h.Store.GetInboxCounts(context.Background(), tenantID, "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := float64(api.DefaultInboxActions.Burst) + api.DefaultInboxActions.PerSecond*elapsed.Seconds() + 1
+	t.Logf("%d read/unread toggles in %s: %v, %d events appended (bound %.0f)", toggles, elapsed.Round(time.Millisecond), statuses, seq1-seq0, bound)
+	if statuses[http.StatusTooManyRequests] == 0 || float64(seq1-seq0) > bound {
+		t.Fatalf("%v and %d events for %d toggles; want 429s and at most %.0f events", statuses, seq1-seq0, toggles, bound)
+	}
+	// The limit is ada's: bob's (API-key) mark-all is not refused.
+	h.MustDo(http.StatusOK, http.MethodPost, "/v1/users/bob/inbox/read-all", key, nil)
+	apitest.WantError(t, h.Do(http.MethodPost, "/v1/users/ada/inbox/read-all", key, nil), http.StatusTooManyRequests, "rate_limited", "")
+}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -269,7 +270,8 @@ func TestInboxBatchInsertNotifiesOnceAndOldIDsRefetch(t *testing.T) {
 }
 
 func TestInboxCountsExactUnderConcurrentDeliveriesAndMarks(t *testing.T) {
-	h := apitest.Start(t, apitest.Options{})
+	// Concurrent marks far over a person's rate: the per-user action limit is off.
+	h := apitest.Start(t, apitest.Options{InboxActions: api.Rate{PerSecond: -1}})
 	h.StartWorkers(1)
 	tenantID, key, token := inboxUser(t, h, "ada")
 	st := h.OpenStream("", "/v1/users/ada/inbox/stream", token)

@@ -36,7 +36,8 @@ const (
 	// is 0 (config HERALD_INBOX_HEARTBEAT defaults to it).
 	DefaultInboxHeartbeat = 15 * time.Second
 	// maxInboxStreamLife ends a stream opened with the tenant key after an hour
-	// (a user token's stream ends when the token expires); the client reconnects
+	// (a user token's stream ends when the token expires; either ends at the
+	// first heartbeat after its credential is revoked); the client reconnects
 	// with Last-Event-ID and loses nothing.
 	maxInboxStreamLife = time.Hour
 	inboxStreamPage    = 100
@@ -144,7 +145,7 @@ func (st *inboxStream) run(sub *inboxlive.Sub, seq int64, counts store.InboxCoun
 				return
 			}
 		case <-beat.C:
-			if st.heartbeat() != nil || st.room.auth.tokenRevoked(st.c, st.tenantID, st.userID) || st.replay() != nil {
+			if st.heartbeat() != nil || st.room.auth.revoked(st.c, st.tenantID, st.userID) || st.replay() != nil {
 				return
 			}
 		}

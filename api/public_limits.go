@@ -105,6 +105,24 @@ func (p *publicLimiter) take(key string, n int, r Rate, now time.Time) (ok bool,
 	return true, 0
 }
 
+// empty reports whether the bucket key has less than one token now (without
+// taking any) and, if so, how long until it has one.
+func (p *publicLimiter) empty(key string, r Rate, now time.Time) (bool, time.Duration) {
+	if r.PerSecond < 0 {
+		return false, 0
+	}
+	p.mu.Lock()
+	lim, found := p.keys.Get(key)
+	p.mu.Unlock()
+	if !found {
+		return false, 0
+	}
+	if tokens := lim.TokensAt(now); tokens < 1 {
+		return true, time.Duration((1 - tokens) / r.PerSecond * float64(time.Second))
+	}
+	return false, 0
+}
+
 // limitPublic is the middleware of the endpoints that take no API key: group
 // names the per-IP bucket ("webhook", "unsubscribe"), maxBody is the largest
 // body the endpoint reads (what a body of unknown length is charged as);

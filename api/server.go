@@ -71,6 +71,11 @@ type LimitConfig struct {
 	LeaseWindow time.Duration
 	// Public limit the endpoints without an API key (zero: the defaults).
 	Public PublicLimits
+	// AuthFailures limits, per source address, the API keys looked up in
+	// PostgreSQL that turn out not to exist (zero: DefaultAuthFailures;
+	// PerSecond < 0: off). A key refused once is remembered and costs no more
+	// lookups; over the bucket, every uncached key is 429 before any lookup.
+	AuthFailures Rate
 	// Cost limit the other endpoints that cost work, per tenant (zero buckets:
 	// none).
 	Cost CostLimits
@@ -100,6 +105,10 @@ type InboxConfig struct {
 	// Heartbeat is the streams' heartbeat (0: DefaultInboxHeartbeat).
 	Hub       *inboxlive.Hub
 	Heartbeat time.Duration
+	// ActionRate limits each user's inbox actions (item actions and
+	// mark-alls; each may append an event every stream of the user reads):
+	// zero is DefaultInboxActions, PerSecond < 0 none.
+	ActionRate Rate
 }
 
 // CampaignConfig sizes every campaign's batches (0: the workflow's defaults).
@@ -134,7 +143,7 @@ func (s *Server) CloseStreams() { s.inbox.closeStreams() }
 // New builds the API server.
 func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *Server {
 	r := responder{log: log}
-	auth := newAuthenticator(r, st, cfg.AuthCacheTTL, cfg.Inbox.UserTokenKey)
+	auth := newAuthenticator(r, st, cfg.Metrics, cfg.AuthCacheTTL, cfg.Inbox.UserTokenKey, cfg.Limits.AuthFailures)
 	settings := newSettingsCache(st)
 	users := newUserDirectory(r, st, cfg.AuthCacheTTL)
 	templates := newTemplateCache(st)

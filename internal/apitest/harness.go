@@ -83,6 +83,9 @@ type Options struct {
 	// InboxStreams their limits (zero fields: the defaults).
 	InboxHeartbeat time.Duration
 	InboxStreams   inboxlive.Limits
+	// InboxActions is each user's inbox action bucket (zero: the default,
+	// api.DefaultInboxActions; PerSecond < 0: none).
+	InboxActions api.Rate
 	// CampaignPageSize and CampaignWindow size campaign batches (0: the defaults).
 	CampaignPageSize, CampaignWindow int
 	// CampaignInDoubtWait replaces the 30 s receipt wait of in-doubt sends (0: keep it).
@@ -143,6 +146,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		InboxHeartbeat:      opts.InboxHeartbeat,
 		InboxStreamsPerUser: opts.InboxStreams.PerUser, InboxStreamsPerTenant: opts.InboxStreams.PerTenant,
 		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
+		InboxActionLimit:       config.Bucket{Rate: opts.InboxActions.PerSecond, Burst: opts.InboxActions.Burst},
 	}
 	h.newApp = func() (*app.App, error) {
 		return app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,

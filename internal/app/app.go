@@ -187,9 +187,11 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Limits: api.LimitConfig{Limiter: apiLimiter,
 			Tenant: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 			Cost: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
-				Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)}},
+				Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit)},
+			AuthFailures: api.Rate{PerSecond: cfg.AuthFailureLimit.Rate, Burst: cfg.AuthFailureLimit.Burst}},
 		Providers: api.ProviderConfig{Store: a.Providers, Registry: reg, WebhookTolerance: cfg.WebhookTolerance},
-		Inbox:     api.InboxConfig{UserTokenKey: tokenKey, Secrets: keys, Heartbeat: cfg.InboxHeartbeat},
+		Inbox: api.InboxConfig{UserTokenKey: tokenKey, Secrets: keys, Heartbeat: cfg.InboxHeartbeat,
+			ActionRate: api.Rate{PerSecond: cfg.InboxActionLimit.Rate, Burst: cfg.InboxActionLimit.Burst}},
 		Webhooks:  api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
 		Campaigns: api.CampaignConfig{PageSize: cfg.CampaignPageSize, Window: cfg.CampaignWindow, InDoubtWait: cfg.CampaignInDoubtWait},
 	}

@@ -95,6 +95,14 @@ type Config struct {
 	// HERALD_INBOX_HEARTBEAT: the inbox streams' heartbeat (default
 	// api.DefaultInboxHeartbeat).
 	InboxHeartbeat time.Duration
+	// HERALD_INBOX_ACTION_RATE, HERALD_INBOX_ACTION_BURST: the per-user token
+	// bucket of the inbox item actions and mark-alls (default
+	// api.DefaultInboxActions; rate 0: none, stored as -1).
+	InboxActionLimit Bucket
+	// HERALD_AUTH_FAILURE_RATE, HERALD_AUTH_FAILURE_BURST: per source address,
+	// the API keys looked up in PostgreSQL that turn out not to exist (default
+	// api.DefaultAuthFailures; rate 0: none, stored as -1).
+	AuthFailureLimit Bucket
 	// HERALD_METRICS_ADDR: where a worker-only process (`herald worker`) serves
 	// GET /metrics; "off" serves none. A process that serves the API serves
 	// /metrics on the API's listener instead (`herald dev`, `herald api`: the
@@ -277,6 +285,24 @@ func FromEnv() (Config, error) {
 	}
 	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", api.DefaultInboxHeartbeat); err != nil {
 		return c, err
+	}
+	for _, b := range []struct {
+		name string
+		def  api.Rate
+		dst  *Bucket
+	}{
+		{"INBOX_ACTION", api.DefaultInboxActions, &c.InboxActionLimit},
+		{"AUTH_FAILURE", api.DefaultAuthFailures, &c.AuthFailureLimit},
+	} {
+		if b.dst.Rate, err = number("HERALD_"+b.name+"_RATE", b.def.PerSecond); err != nil {
+			return c, err
+		}
+		if b.dst.Burst, err = integer("HERALD_"+b.name+"_BURST", b.def.Burst); err != nil {
+			return c, err
+		}
+		if b.dst.Rate == 0 {
+			b.dst.Rate = -1 // off (a zero Bucket means the default)
+		}
 	}
 	if c.CampaignPageSize, err = integer("HERALD_CAMPAIGN_PAGE_SIZE", workflows.DefaultCampaignPageSize); err != nil {
 		return c, err

@@ -42,6 +42,7 @@ const (
 	DeadLettersOpen       = "herald_dead_letters_open"
 	InboxStreamsOpen      = "herald_inbox_streams_open"
 	InboxStreamWakeups    = "herald_inbox_stream_wakeups_total"
+	AuthLookups           = "herald_auth_key_lookups_total"
 	InboxStreamReads      = "herald_inbox_stream_reads_total"
 	Suppressions          = "herald_suppressions_total"
 	RateLimited           = "herald_rate_limited_total"
@@ -60,6 +61,12 @@ const (
 	OutcomePermanent = "permanent_error"
 	OutcomeDuplicate = "duplicate"
 	OutcomeDelivered = "delivered" // the in-app inbox: stored is delivered
+)
+
+// API key lookups in PostgreSQL (the outcome label of herald_auth_key_lookups_total).
+const (
+	AuthLookupFound    = "found"
+	AuthLookupNotFound = "not_found"
 )
 
 // Options tune what is labelled.
@@ -91,6 +98,7 @@ type Metrics struct {
 	whDead       *prometheus.CounterVec
 	campaigns    *prometheus.CounterVec
 	campaignRcpt *prometheus.CounterVec
+	authLookups  *prometheus.CounterVec
 
 	gaugeOnce          sync.Once
 	streamsOnce        sync.Once
@@ -127,6 +135,7 @@ func New(opts Options) *Metrics {
 	m.whDead = counter(reg, WebhookDeadLettered, "Tenant webhook messages dead-lettered after their retries ran out.")
 	m.campaigns = counter(reg, CampaignsFinished, "Campaigns that reached a final status (completed, cancelled, failed).", "status")
 	m.campaignRcpt = counter(reg, CampaignRecipients, "Campaign recipients' channels by what the first batch run did with them (delivered, suppressed, deferred, retrying, failed, duplicate); a re-run batch counts its duplicates.", "outcome")
+	m.authLookups = counter(reg, AuthLookups, "API keys looked up in PostgreSQL (not served from the auth cache), by outcome (found, not_found).", "outcome")
 	// Series a dashboard alerts on exist from the start, at 0, rather than
 	// appearing only with the first failure.
 	for _, ch := range herald.Channels {
@@ -336,6 +345,14 @@ func (m *Metrics) RegisterInboxStreamsOpen(open func() int) {
 			Help: "Inbox streams (GET /v1/users/{user_id}/inbox/stream) this API process holds open."},
 			func() float64 { return float64(open()) }))
 	})
+}
+
+// AuthLookup counts one API key looked up in PostgreSQL.
+func (m *Metrics) AuthLookup(outcome string) {
+	if m == nil {
+		return
+	}
+	m.authLookups.WithLabelValues(outcome).Inc()
 }
 
 // RegisterInboxStreamCounters registers the counters of the inbox streams'

@@ -19,7 +19,7 @@ import (
 
 const usage = `herald — multi-tenant notification service on Temporal
 
-Usage:
+Usage (running and administering Herald):
   herald api                     serve the REST API
   herald worker                  run the Temporal worker
   herald dev                     migrate (schema and search attributes), ensure a demo tenant and its dev
@@ -41,6 +41,24 @@ Usage:
 
 Configuration comes from the environment; see docs/configuration.md (HERALD_DATABASE_URL,
 HERALD_TEMPORAL_ADDRESS, HERALD_TEMPORAL_NAMESPACE, HERALD_HTTP_ADDR, ...).
+
+Usage (a tenant's work through the REST API: HERALD_URL, default http://127.0.0.1:8080,
+and HERALD_KEY, the tenant's API key; docs/cli.md):
+  herald users import [--format csv|ndjson] FILE
+                                 create or update users from a CSV or NDJSON file
+  herald lists upload [--name N] [--format csv|ndjson] FILE
+                                 upload a recipient list; prints its id
+  herald campaign start --template T (--list L | --users a,b | --topic X | --all-users)
+                        [--id ID] [--data JSON] [--channels c,d] [--rate R] [--send-at T] [--watch]
+                                 start a campaign (the same --id again is a duplicate)
+  herald campaign watch ID       show a campaign's progress until it ends
+  herald campaign pause|resume|cancel ID
+  herald send --user U --template T [--data JSON] [--channels c,d] [--key K] [--send-at T] [--wait]
+                                 send one notification (--wait: until every channel is final)
+Uploads and watch draw a live progress bar on a terminal and print a plain line every
+--interval otherwise. Exit status: 0 done (campaign completed; send delivered or sent),
+1 error, 2 usage, 3 campaign failed (send: not delivered), 4 campaign cancelled,
+5 campaign paused.
 `
 
 func main() {
@@ -52,6 +70,13 @@ func main() {
 			fmt.Fprint(os.Stderr, usage)
 			os.Exit(2)
 		}
+		var exit *exitError
+		if errors.As(err, &exit) {
+			if exit.msg != "" {
+				fmt.Fprintln(os.Stderr, "herald:", exit.msg)
+			}
+			os.Exit(exit.code)
+		}
 		fmt.Fprintln(os.Stderr, "herald:", err)
 		os.Exit(1)
 	}
@@ -62,6 +87,9 @@ var errUsage = errors.New("usage")
 func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger) error {
 	if len(args) == 0 {
 		return errUsage
+	}
+	if isRemoteCommand(args) {
+		return runRemote(ctx, args, stdout)
 	}
 	cfg, err := config.FromEnv()
 	if err != nil {

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/client"
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// The client commands tested as a person uses them: typed into a shell running
+// under tmux (send-keys), the screen read back (capture-pane), and run with the
+// output going to a file, against a real Herald (API + worker).
+
+// tmuxBin finds tmux (scripts/ensure-tools.sh installs Debian's for make test);
+// in CI its absence fails the test, elsewhere it skips it.
+func tmuxBin(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("tmux")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("tmux is not installed (make test installs it: scripts/lib.sh ensure_tmux)")
+		}
+		t.Skip("tmux is not installed: apt-get install tmux (make test installs it)")
+	}
+	return p
+}
+
+// screen is a shell in a tmux session of its own (its own server socket).
+type screen struct {
+	t            *testing.T
+	tmux, socket string
+}
+
+func newScreen(t *testing.T, env ...string) *screen {
+	t.Helper()
+	s := &screen{t: t, tmux: tmuxBin(t), socket: filepath.Join(t.TempDir(), "tmux.sock")}
+	args := []string{"new-session", "-d", "-s", "cli", "-x", "150", "-y", "24"}
+	for _, e := range env {
+		args = append(args, "-e", e)
+	}
+	args = append(args, "env", "PS1=$ ", "TERM=xterm-256color", "bash", "--norc", "--noprofile")
+	s.run(args...)
+	t.Cleanup(func() { _ = exec.Command(s.tmux, "-S", s.socket, "kill-server").Run() })
+	return s
+}
+
+func (s *screen) run(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command(s.tmux, append([]string{"-S", s.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// typeLine types line and Enter.
+func (s *screen) typeLine(line string) {
+	s.t.Helper()
+	s.run("send-keys", "-t", "cli", "-l", line)
+	s.run("send-keys", "-t", "cli", "Enter")
+}
+
+// capture is what the pane shows now.
+func (s *screen) capture() string {
+	s.t.Helper()
+	return s.run("capture-pane", "-p", "-t", "cli")
+}
+
+// await polls the screen until it matches re and returns it.
+func (s *screen) await(re *regexp.Regexp, within time.Duration) string {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sc := s.capture()
+		if re.MatchString(sc) {
+			return sc
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the screen never showed %s; it shows:\n%s", re, sc)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cliSetup is a Herald with a tenant, a template and n users, the herald binary,
+// and a CSV audience of those users and one unknown id.
+type cliSetup struct {
+	h                  *apitest.Harness
+	key, bin, dir, csv string
+	api                *client.Client
+}
+
+func newCLISetup(t *testing.T, n int) *cliSetup {
+	t.Helper()
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.TenantWith("cli", "welcome")
+	users := make([]store.User, n)
+	var csv strings.Builder
+	csv.WriteString("user_id,name\n")
+	for i := range users {
+		users[i] = store.User{UserID: fmt.Sprintf("u%05d", i)}
+		fmt.Fprintf(&csv, "u%05d,User %d\n", i, i)
+	}
+	csv.WriteString("ghost,Nobody\n")
+	if err := h.Store.InsertUsers(context.Background(), tenantID, users); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audience.csv")
+	if err := os.WriteFile(path, []byte(csv.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api, err := client.New(h.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cliSetup{h: h, key: key, bin: buildHerald(t), dir: dir, csv: path, api: api}
+}
+
+func (c *cliSetup) env() []string { return []string{"HERALD_URL=" + c.h.URL, "HERALD_KEY=" + c.key} }
+
+// runToFile runs the herald binary with its output going to a file (not a
+// terminal) and returns what it wrote and its exit status.
+func (c *cliSetup) runToFile(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out := filepath.Join(c.dir, fmt.Sprintf("out-%d.txt", time.Now().UnixNano()))
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(os.Environ(), c.env()...)
+	cmd.Stdout, cmd.Stderr = f, f
+	err = cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), code
+}
+
+var (
+	listIDOnScreen = regexp.MustCompile(`list (lst_[0-9a-f]+) \(audience\.csv\): 302 lines, 301 members, 1 unknown users \(e\.g\. ghost\)`)
+	exitOnScreen   = regexp.MustCompile(`exit=(\d+)`)
+)
+
+// TestCLIUnderTmux: a list upload and a campaign started with --watch, typed into
+// a shell: the upload's bar ends full with the list's summary, the watch's bar
+// moves with the recipients processed, outcomes, Herald's rate and ETA, and ends
+// with the summary and exit status 0; a second campaign cancelled from another
+// command ends its watch with exit status 4.
+func TestCLIUnderTmux(t *testing.T) {
+	c := newCLISetup(t, 300)
+	s := newScreen(t, c.env()...)
+
+	s.typeLine(c.bin + " lists upload " + c.csv + `; echo "exit=$?"`)
+	sc := s.await(exitOnScreen, 30*time.Second)
+	m := listIDOnScreen.FindStringSubmatch(sc)
+	if m == nil || !strings.Contains(sc, "exit=0") {
+		t.Fatalf("the upload's screen:\n%s", sc)
+	}
+	listID := m[1]
+	if !regexp.MustCompile(`uploading 302 lines\s+100% │█+│`).MatchString(sc) {
+		t.Fatalf("no full upload bar on the screen:\n%s", sc)
+	}
+
+	s.run("send-keys", "-t", "cli", "clear", "Enter")
+	s.typeLine(c.bin + " campaign start --id spring --template welcome --channels in_app --list " + listID +
+		` --data '{"title":"Spring"}' --rate 100 --watch --interval 200ms; echo "exit=$?"`)
+	// Part way: the bar, how many of the 300, and outcomes with Herald's rate.
+	mid := s.await(regexp.MustCompile(`\d+% │[█░]+│ \(\d+/300\) .* recipients/s, eta \d+s\n\s+running: delivered \d+, queued \d+`), 30*time.Second)
+	if !regexp.MustCompile(`campaign spring: (scheduled|running) \(new\)`).MatchString(mid) {
+		t.Fatalf("the watch part way:\n%s", mid)
+	}
+	end := s.await(exitOnScreen, 60*time.Second)
+	if !strings.Contains(end, "exit=0") ||
+		!regexp.MustCompile(`campaign spring completed: 300 recipients in [0-9.]+m?s; delivered 300; 1 audience ids named no user`).MatchString(end) {
+		t.Fatalf("the watch's end:\n%s", end)
+	}
+	cp, err := c.api.GetCampaign(context.Background(), "spring")
+	if err != nil || cp.Status != client.CampaignStatusCompleted || cp.Counts["in_app"].Delivered != 300 {
+		t.Fatalf("campaign as the API reads it: %+v %v", cp, err)
+	}
+
+	// A slow campaign watched on the screen, cancelled by another command.
+	s.run("send-keys", "-t", "cli", "clear", "Enter")
+	if out, code := c.runToFile(t, "campaign", "start", "--id", "slow", "--template", "welcome", "--channels", "in_app", "--list", listID, "--rate", "5"); code != 0 {
+		t.Fatalf("campaign start: exit %d: %s", code, out)
+	}
+	s.typeLine(c.bin + ` campaign watch slow --interval 200ms; echo "exit=$?"`)
+	s.await(regexp.MustCompile(`running: delivered \d+`), 30*time.Second)
+	if out, code := c.runToFile(t, "campaign", "cancel", "slow"); code != 0 || !strings.Contains(out, "campaign slow:") {
+		t.Fatalf("campaign cancel: exit %d: %s", code, out)
+	}
+	end = s.await(exitOnScreen, 30*time.Second)
+	if !strings.Contains(end, "exit=4") || !strings.Contains(end, "campaign slow cancelled:") {
+		t.Fatalf("the cancelled watch's end:\n%s", end)
+	}
+}
+
+// TestCLIToAFile: with the output going to a file the upload and the watch print
+// plain lines (no escape codes, no carriage returns) every --interval, the
+// summaries, and the exit status says how the campaign ended.
+func TestCLIToAFile(t *testing.T) {
+	c := newCLISetup(t, 200)
+	out, code := c.runToFile(t, "lists", "upload", "--interval", "50ms", c.csv)
+	if code != 0 {
+		t.Fatalf("upload: exit %d: %s", code, out)
+	}
+	m := regexp.MustCompile(`list (lst_[0-9a-f]+) \(audience\.csv\): 202 lines, 201 members, 1 unknown users`).FindStringSubmatch(out)
+	if m == nil || !regexp.MustCompile(`(?m)^uploading: [0-9.]+ [kM]?B of [0-9.]+ [kM]?B \(100%\), 202 lines`).MatchString(out) {
+		t.Fatalf("upload output:\n%s", out)
+	}
+	out, code = c.runToFile(t, "campaign", "start", "--id", "fall", "--template", "welcome", "--channels", "in_app", "--list", m[1],
+		"--rate", "100", "--watch", "--interval", "200ms")
+	if code != 0 {
+		t.Fatalf("watch: exit %d: %s", code, out)
+	}
+	running := regexp.MustCompile(`(?m)^campaign fall running: \d+/200 recipients \(\d+%\); .*; \d+ recipients/s`).FindAllString(out, -1)
+	if len(running) < 2 || !regexp.MustCompile(`(?m)^campaign fall completed: 200 recipients in .*; delivered 200; 1 audience ids named no user$`).MatchString(out) {
+		t.Fatalf("watch output (want periodic lines then the summary):\n%s", out)
+	}
+	if strings.ContainsAny(out, "\x1b\r") {
+		t.Fatalf("escape codes or carriage returns in a file:\n%q", out)
+	}
+	// Paused from the API: the watch ends with exit status 5.
+	if _, err := c.api.CreateCampaign(context.Background(), client.CreateCampaignRequest{CampaignID: client.Ptr("held"),
+		TemplateID: "welcome", Channels: []client.ChannelName{"in_app"}, RatePerSecond: client.Ptr(float32(2)), Audience: client.CreateCampaignRequest_Audience{ListID: &m[1]}}); err != nil {
+		t.Fatal(err)
+	}
+	c.h.Eventually(20*time.Second, "the campaign running", func() bool {
+		cp, err := c.api.GetCampaign(context.Background(), "held")
+		return err == nil && cp.Status == client.CampaignStatusRunning
+	})
+	if _, err := c.api.PauseCampaign(context.Background(), "held"); err != nil {
+		t.Fatal(err)
+	}
+	c.h.Eventually(20*time.Second, "the campaign paused", func() bool {
+		cp, err := c.api.GetCampaign(context.Background(), "held")
+		return err == nil && cp.Status == client.CampaignStatusPaused
+	})
+	out, code = c.runToFile(t, "campaign", "watch", "held")
+	if code != exitCampaignPaused || !strings.Contains(out, "campaign held paused:") {
+		t.Fatalf("watching a paused campaign: exit %d: %s", code, out)
+	}
+	// A refusal is exit status 1 with Herald's error.
+	out, code = c.runToFile(t, "campaign", "watch", "nope")
+	if code != 1 || !strings.Contains(out, "404 not_found") {
+		t.Fatalf("watching a missing campaign: exit %d: %s", code, out)
+	}
+}

@@ -1227,6 +1227,21 @@ func (e BadFlowIDErrorField) Valid() bool {
 	}
 }
 
+// Defines values for TooManyRequestsErrorCode.
+const (
+	TooManyRequestsErrorCodeRateLimited TooManyRequestsErrorCode = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the TooManyRequestsErrorCode enum.
+func (e TooManyRequestsErrorCode) Valid() bool {
+	switch e {
+	case TooManyRequestsErrorCodeRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListDeadLettersParamsStatus.
 const (
 	ListDeadLettersParamsStatusAll       ListDeadLettersParamsStatus = "all"
@@ -3066,8 +3081,18 @@ type InboxMarkAll struct {
 	Counts InboxCounts `json:"counts"`
 }
 
-// SuppressionBadRequest The body of every error response.
-type SuppressionBadRequest = ErrorBody
+// TooManyRequests defines model for TooManyRequests.
+type TooManyRequests struct {
+	Error TooManyRequests_Error `json:"error"`
+}
+
+// TooManyRequestsErrorCode defines model for TooManyRequests.Error.Code.
+type TooManyRequestsErrorCode string
+
+// TooManyRequests_Error defines model for TooManyRequests.Error.
+type TooManyRequests_Error struct {
+	Code *TooManyRequestsErrorCode `json:"code,omitempty"`
+}
 
 // WebhookReplayed defines model for WebhookReplayed.
 type WebhookReplayed struct {

@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -59,8 +61,9 @@ func (a *Activities) FlowThrottle(ctx context.Context, in contract.FlowThrottleI
 		window = time.Hour
 	}
 	start := in.At.UTC().Truncate(window)
-	bucket := strings.Join([]string{in.FlowID, in.UserID, RenderFlowKey(in.KeyExpr, in.Data), strconv.FormatInt(start.UnixMilli(), 10),
-		strconv.FormatInt(window.Milliseconds(), 10)}, "\x00")
+	who := sha256.Sum256([]byte(in.FlowID + "\x00" + in.UserID + "\x00" + RenderFlowKey(in.KeyExpr, in.Data)))
+	bucket := strings.Join([]string{hex.EncodeToString(who[:16]), strconv.FormatInt(start.UnixMilli(), 10),
+		strconv.FormatInt(window.Milliseconds(), 10)}, "/")
 	return a.Store.ClaimThrottle(ctx, in.TenantID, bucket, in.NotificationID, in.Path, in.Limit)
 }
 

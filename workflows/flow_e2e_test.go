@@ -48,7 +48,7 @@ func (e *flowEnv) trigger(flowID string, def flows.Definition, user string, data
 	e.t.Helper()
 	k := ids.IdempotencyKeyHash(fmt.Sprintf("%s-%s-%d-%p", flowID, user, time.Now().UnixNano(), &data))
 	in := workflows.FlowInput{TenantID: e.tenantID, UserID: user, FlowID: flowID, FlowVersion: 1, Flow: def,
-		Data: templates.Data(data), DedupWindow: 2 * time.Second, BodyHash: k[:]}
+		Data: templates.Data(data), DedupWindow: 15 * time.Second, BodyHash: k[:]}
 	var run workflows.StartedRun
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -240,3 +240,171 @@ func TestFlowDigestTenKeysNeverMixed(t *testing.T) {
 }
 
 var _ = contract.DigestWorkflow
+
+// TestFlowDigestEventsAcrossTheClose: a tight loop of events while 1-second
+// windows close → every accepted event is in exactly one digest (the claimed
+// rows add up to the accepted ids, each id once).
+func TestFlowDigestEventsAcrossTheClose(t *testing.T) {
+	e := newFlowEnv(t, apitest.Options{})
+	e.h.PutUser(e.key, "cy", map[string]any{})
+	def := digestFlow("1s", herald.ChannelInApp)
+	var accepted []string
+	deadline := time.Now().Add(3500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if id := e.trigger("loop", def, "cy", map[string]any{"thread_id": "t", "text": "x"}); id != "" {
+			accepted = append(accepted, id)
+		}
+	}
+	e.h.Eventually(60*time.Second, "every event claimed", func() bool {
+		return e.count(`SELECT count(*) FROM digest_events WHERE tenant_id = $1 AND digest_id IS NOT NULL`, e.tenantID) == len(accepted)
+	})
+	claimed := e.count(`SELECT count(DISTINCT notification_id) FROM digest_events WHERE tenant_id = $1 AND digest_id IS NOT NULL
+		AND notification_id = ANY($2)`, e.tenantID, accepted)
+	got := e.sentDigests()
+	sum := 0
+	for _, n := range got {
+		sum += n
+	}
+	t.Logf("%d events in %d digests %v", len(accepted), len(got), got)
+	if claimed != len(accepted) || sum != len(accepted) {
+		t.Fatalf("accepted %d, claimed %d distinct, digests add up to %d", len(accepted), claimed, sum)
+	}
+	if len(got) < 2 {
+		t.Fatalf("the loop spanned %d window(s); want at least two closes", len(got))
+	}
+	e.h.Eventually(30*time.Second, "one inbox item per digest", func() bool { return len(e.inboxBodies("cy")) == len(got) })
+}
+
+// TestFlowThrottle: 20 triggers, limit 5 per hour → 5 sent, 15 throttled,
+// visible in each event's status and steps.
+func TestFlowThrottle(t *testing.T) {
+	e := newFlowEnv(t, apitest.Options{})
+	e.h.PutUser(e.key, "dee", map[string]any{})
+	var def flows.Definition
+	if err := json.Unmarshal([]byte(`{"category":"alerts","steps":[{"type":"throttle","limit":5,"window":"1h"},
+		{"type":"send","template_id":"alert","channels":["in_app"]}]}`), &def); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	idsCh := make(chan string, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); idsCh <- e.trigger("alerts", def, "dee", map[string]any{"title": "t", "body": "b"}) }()
+	}
+	wg.Wait()
+	close(idsCh)
+	statuses := map[herald.NotificationStatus]int{}
+	for id := range idsCh {
+		var st herald.NotificationStatus
+		e.h.Eventually(30*time.Second, "a final status", func() bool {
+			n, err := e.h.Store.GetNotification(context.Background(), e.tenantID, id)
+			st = n.Status
+			return err == nil && (st == herald.NotificationThrottled || st == herald.NotificationDelivered)
+		})
+		statuses[st]++
+		run, err := e.h.Store.FlowRunOf(context.Background(), e.tenantID, id)
+		if err != nil || len(run.Steps) == 0 || run.Steps[0].Type != "throttle" {
+			t.Fatalf("flow run of %s: %+v %v", id, run, err)
+		}
+		want := map[herald.NotificationStatus]herald.StepOutcome{herald.NotificationThrottled: herald.StepThrottled, herald.NotificationDelivered: herald.StepAllowed}[st]
+		if run.Steps[0].Outcome != want {
+			t.Fatalf("%s: status %s but throttle step %s", id, st, run.Steps[0].Outcome)
+		}
+	}
+	if statuses[herald.NotificationDelivered] != 5 || statuses[herald.NotificationThrottled] != 15 {
+		t.Fatalf("statuses %v, want 5 delivered and 15 throttled", statuses)
+	}
+	if n := len(e.inboxBodies("dee")); n != 5 {
+		t.Fatalf("%d inbox items, want 5", n)
+	}
+}
+
+func escalationFlow(t *testing.T) flows.Definition {
+	var def flows.Definition
+	if err := json.Unmarshal([]byte(`{"category":"alerts","steps":[
+		{"type":"send","id":"inapp","template_id":"alert","channels":["in_app"]},
+		{"type":"wait","for":"seen","step":"inapp","timeout":"3s"},
+		{"type":"send","id":"mail","template_id":"alert","channels":["email"]}]}`), &def); err != nil {
+		t.Fatal(err)
+	}
+	return def
+}
+
+// TestFlowEscalation: in-app now; marking it seen within the wait (through
+// the inbox API, whose mark path wakes the run) → no email; not seen → an
+// email after the timeout.
+func TestFlowEscalation(t *testing.T) {
+	e := newFlowEnv(t, apitest.Options{})
+	e.h.PutUser(e.key, "eve", map[string]any{"email": "eve@example.com"})
+	def := escalationFlow(t)
+
+	seenID := e.trigger("escalate", def, "eve", map[string]any{"title": "t", "body": "b"})
+	var item string
+	e.h.Eventually(20*time.Second, "the in-app item", func() bool {
+		run, err := e.h.Store.FlowRunOf(context.Background(), e.tenantID, seenID)
+		if err != nil || len(run.Steps) < 2 {
+			return false
+		}
+		item = run.Steps[0].NotificationID
+		return item != "" && run.Steps[1].Type == "wait"
+	})
+	start := time.Now()
+	e.h.MustDo(200, "POST", "/v1/users/eve/inbox/"+item+"/seen", e.key, nil)
+	e.h.Eventually(10*time.Second, "the wait ends seen", func() bool {
+		run, _ := e.h.Store.FlowRunOf(context.Background(), e.tenantID, seenID)
+		return len(run.Steps) == 2 && run.Steps[1].Outcome == herald.StepSeen
+	})
+	if time.Since(start) > 2500*time.Millisecond {
+		t.Fatalf("the seen mark woke the run after %s; the timeout is 3s", time.Since(start))
+	}
+
+	unseenID := e.trigger("escalate", def, "eve", map[string]any{"title": "t2", "body": "b2"})
+	e.h.Eventually(30*time.Second, "the escalation email", func() bool {
+		run, _ := e.h.Store.FlowRunOf(context.Background(), e.tenantID, unseenID)
+		return len(run.Steps) == 3 && run.Steps[1].Outcome == herald.StepTimedOut && run.Steps[2].NotificationID != "" &&
+			run.Steps[2].FinishedAt != nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if n := e.count(`SELECT count(*) FROM sandbox_messages WHERE tenant_id = $1 AND channel = 'email'`, e.tenantID); n != 1 {
+		t.Fatalf("%d emails, want 1 (the unseen one only)", n)
+	}
+	run, _ := e.h.Store.FlowRunOf(context.Background(), e.tenantID, seenID)
+	if len(run.Steps) != 2 {
+		t.Fatalf("the seen run went on: %+v", run.Steps)
+	}
+}
+
+// TestFlowCancelBeforeClose: DELETE /v1/notifications/{id} of a digested event
+// before its digest closes takes it out (the digest counts the rest); after
+// the close, a cancel is refused.
+func TestFlowCancelBeforeClose(t *testing.T) {
+	e := newFlowEnv(t, apitest.Options{})
+	e.h.PutUser(e.key, "fay", map[string]any{})
+	def := digestFlow("4s", herald.ChannelInApp)
+	var evs []string
+	for i := 0; i < 3; i++ {
+		evs = append(evs, e.trigger("cancel", def, "fay", map[string]any{"thread_id": "t", "text": "x"}))
+	}
+	e.h.Eventually(20*time.Second, "three events joined", func() bool { return e.joined("fay") == 3 })
+	e.h.MustDo(200, "DELETE", "/v1/notifications/"+evs[0], e.key, nil)
+	e.h.Eventually(20*time.Second, "the digest sent", func() bool { return len(e.inboxBodies("fay")) == 1 })
+	if b := e.inboxBodies("fay"); b[0] != "2 new comments" {
+		t.Fatalf("digest %q, want 2 new comments", b[0])
+	}
+	r := e.h.Do("DELETE", "/v1/notifications/"+evs[1], e.key, nil)
+	if r.Status != 409 {
+		t.Fatalf("cancel after the close: %d %s, want 409", r.Status, r.Body)
+	}
+	run, err := e.h.Store.FlowRunOf(context.Background(), e.tenantID, evs[0])
+	if err != nil || run.Digest == nil || run.Digest.Status != string(herald.NotificationCancelled) {
+		t.Fatalf("cancelled event's run: %+v %v", run, err)
+	}
+	run, err = e.h.Store.FlowRunOf(context.Background(), e.tenantID, evs[1])
+	if err != nil || run.Digest == nil || run.Digest.Status != herald.DigestSent || run.Digest.DigestID == "" {
+		t.Fatalf("digested event's run: %+v %v", run, err)
+	}
+	e.h.Eventually(10*time.Second, "the digest's own notification", func() bool {
+		run, _ := e.h.Store.FlowRunOf(context.Background(), e.tenantID, evs[1])
+		return run.Digest != nil && run.Digest.NotificationID != ""
+	})
+}

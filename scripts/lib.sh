@@ -215,6 +215,22 @@ ensure_chromium() {
 	warn "chromium is not installed and could not be installed: the inbox browser test will be skipped"
 }
 
+# ensure_tmux: Debian's tmux, the terminal the CLI's screen test types into
+# (`make test` only; cmd/herald TestCLIUnderTmux), installed like chromium when
+# missing: fatal in CI, a warning elsewhere (the test then skips).
+ensure_tmux() {
+	if command -v tmux >/dev/null 2>&1; then
+		return 0
+	fi
+	if (apt_install tmux) && command -v tmux >/dev/null 2>&1; then
+		return 0
+	fi
+	if [[ -n "${CI:-}" ]]; then
+		die "could not install tmux, which the CLI's screen test needs in CI"
+	fi
+	warn "tmux is not installed and could not be installed: the CLI's screen test will be skipped"
+}
+
 ensure_tools() {
 	ensure_go
 	ensure_temporal_cli

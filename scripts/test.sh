@@ -2,7 +2,8 @@
 # `make test`: everything CI checks, from a fresh machine.
 #
 #   1. tools: bin/temporal, PostgreSQL, bin/workflowcheck, bin/golangci-lint (scripts/ensure-tools.sh),
-#      and Debian's chromium for the inbox component's browser test (installed when missing)
+#      and Debian's chromium for the inbox component's browser test and tmux for the CLI's
+#      screen test (installed when missing)
 #   2. throwaway services, wiped first: PostgreSQL 127.0.0.1:55433 (database herald_test,
 #      data .herald/test/pg) and an in-memory headless Temporal dev server 127.0.0.1:7243
 #      (log .herald/test/temporal.log); always stopped on exit
@@ -23,6 +24,7 @@ on_exit test_services_stop
 started_at=$SECONDS
 ensure_tools
 ensure_chromium
+ensure_tmux
 if chromium_bin >/dev/null; then
 	HERALD_CHROMIUM="$(chromium_bin)"
 	export HERALD_CHROMIUM

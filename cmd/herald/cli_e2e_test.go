@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -143,8 +144,9 @@ func (c *cliSetup) runToFile(t *testing.T, args ...string) (string, int) {
 	cmd.Stdout, cmd.Stderr = f, f
 	err = cmd.Run()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}

@@ -289,7 +289,10 @@ func TestFlowThrottle(t *testing.T) {
 	idsCh := make(chan string, 20)
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); idsCh <- e.trigger("alerts", def, "dee", map[string]any{"title": "t", "body": "b"}) }()
+		go func() {
+			defer wg.Done()
+			idsCh <- e.trigger("alerts", def, "dee", map[string]any{"title": "t", "body": "b"})
+		}()
 	}
 	wg.Wait()
 	close(idsCh)

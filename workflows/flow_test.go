@@ -52,7 +52,9 @@ func flowEnv(t *testing.T, start time.Time) *testsuite.TestWorkflowEnvironment {
 	env.OnActivity(contract.FlowRecord, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(contract.FlowStep, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in contract.RecordStatusInput) (herald.NotificationStatus, error) { return in.Status, nil })
+		func(_ context.Context, in contract.RecordStatusInput) (herald.NotificationStatus, error) {
+			return in.Status, nil
+		})
 	env.OnActivity(contract.FlowTemplate, mock.Anything, mock.Anything).Return(contract.FlowTemplateResult{Version: 1, Channels: []herald.Channel{herald.ChannelInApp}}, nil)
 	env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).Return(contract.Recipient{UserID: "ada", Timezone: "America/New_York"}, nil)
 	return env

@@ -30,9 +30,11 @@ const (
 )
 
 type createNotificationRequest struct {
-	UserID     *string  `json:"user_id"`
-	TemplateID *string  `json:"template_id"`
-	Channels   []string `json:"channels"`
+	UserID     *string `json:"user_id"`
+	TemplateID *string `json:"template_id"`
+	// FlowID, instead of TemplateID, sends an event of a flow (flow_accept.go).
+	FlowID   *string  `json:"flow_id"`
+	Channels []string `json:"channels"`
 	// Data is decoded by decodeData, which names the path of what it refuses.
 	Data           json.RawMessage `json:"data"`
 	IdempotencyKey *string         `json:"idempotency_key"`
@@ -90,7 +92,7 @@ func (h *notificationsRoom) validateNotification(c *gin.Context, req createNotif
 	}
 	var hash []byte
 	if out.clientKey != "" {
-		h, herr := bodyHash(*req.UserID, templateID, data, channels, req.Channels != nil, req.SendAt != nil, sendAt.given)
+		h, herr := bodyHash(*req.UserID, target{templateID: templateID}, data, channels, req.Channels != nil, req.SendAt != nil, sendAt.given)
 		if herr != nil {
 			return out, badField("data", "invalid_field", "data cannot be encoded: %v", herr)
 		}
@@ -140,7 +142,14 @@ func dedupKey(c *gin.Context, req createNotificationRequest, data map[string]any
 		}
 		return ids.IdempotencyKeyHash(idemKey), idemKey, nil
 	}
-	key, err := ids.ContentKeyHash(*req.UserID, *req.TemplateID, data)
+	content := ""
+	switch {
+	case req.TemplateID != nil:
+		content = *req.TemplateID
+	case req.FlowID != nil:
+		content = flowContentTarget(*req.FlowID)
+	}
+	key, err := ids.ContentKeyHash(*req.UserID, content, data)
 	if err != nil {
 		return key, "", badField("data", "invalid_field", "data cannot be encoded: %v", err)
 	}
@@ -168,6 +177,10 @@ func (h *notificationsRoom) createNotification(c *gin.Context) {
 	var req createNotificationRequest
 	if err := decodeJSON(c, &req); err != nil {
 		h.rejectAccept(c, err)
+		return
+	}
+	if req.FlowID != nil {
+		h.acceptFlowEvent(c, req, seenAt)
 		return
 	}
 	acc, verr := h.validateNotification(c, req)
@@ -424,16 +437,27 @@ func (h *notificationsRoom) answerFromLedger(c *gin.Context, acc acceptedNotific
 func (h *notificationsRoom) keyReused(c *gin.Context, acc acceptedNotification, id string) {
 	h.answerAccept(c, acceptKeyReused, http.StatusUnprocessableEntity, &httpError{Status: http.StatusUnprocessableEntity,
 		Code: "idempotency_key_reused", Field: "idempotency_key",
-		Message: fmt.Sprintf("idempotency_key %q was already used for notification %s with a different body (user_id, template_id, data, channels or send_at); "+
+		Message: fmt.Sprintf("idempotency_key %q was already used for notification %s with a different body (user_id, template_id or flow_id, data, channels or send_at); "+
 			"resend that body to get the original, or use a new key for a new notification", acc.clientKey, id)})
 }
 
+// target is what a submission sends: a template, or an event of a flow.
+type target struct {
+	templateID, flowID string
+}
+
 // bodyHash is the SHA-256 of the canonical form of what makes a submission the
-// same notification: user, template, data (keys sorted at every depth, numbers as
-// written), the channels (sorted; "absent" differs from any list) and send_at
-// (the instant, whatever its notation; "absent" differs from any time).
-func bodyHash(userID, templateID string, data map[string]any, channels []herald.Channel, hasChannels, hasSendAt bool, sendAt time.Time) ([]byte, error) {
-	body := map[string]any{"user_id": userID, "template_id": templateID, "data": data}
+// same notification: user, template (or flow), data (keys sorted at every
+// depth, numbers as written), the channels (sorted; "absent" differs from any
+// list) and send_at (the instant, whatever its notation; "absent" differs from
+// any time).
+func bodyHash(userID string, to target, data map[string]any, channels []herald.Channel, hasChannels, hasSendAt bool, sendAt time.Time) ([]byte, error) {
+	body := map[string]any{"user_id": userID, "data": data}
+	if to.flowID != "" {
+		body["flow_id"] = to.flowID
+	} else {
+		body["template_id"] = to.templateID
+	}
 	if hasChannels {
 		list := make([]any, len(channels))
 		for i, ch := range channels {

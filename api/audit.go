@@ -76,6 +76,7 @@ const (
 	auditSuppressionPut        = "suppression.put"
 	auditSuppressionDelete     = "suppression.delete"
 	auditUsersImport           = "users.import"
+	auditDigestFlush           = "digest.flush"
 )
 
 // auditOperatorKeyID stands for the operator key in api_key_id.
@@ -341,6 +342,6 @@ var auditActions = []string{
 	auditListCreate, auditListDelete, auditTopicSubscribe, auditTopicUnsubscribe,
 	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke, auditUserTokenMint, AuditTenantCreate,
 	auditWebhookEndpointCreate, auditWebhookEndpointUpdate, auditWebhookEndpointDelete, auditWebhookSecretRotate, auditWebhookReplay,
-	auditFlowPut, auditFlowDelete,
+	auditFlowPut, auditFlowDelete, auditDigestFlush,
 	auditSuppressionPut, auditSuppressionDelete, auditUsersImport,
 }

@@ -4,17 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/herald-notify/herald/internal/flows"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/jsondecode"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // flowsRoom holds the tenants' flows: versioned definitions of steps (send,
@@ -22,8 +25,38 @@ import (
 // flow_id runs (flow_accept.go). See docs/flows.md.
 type flowsRoom struct {
 	responder
-	store *store.Store
+	store  *store.Store
+	flows  *flowCache
+	users  *userDirectory
+	engine flowEngine
 }
+
+// flowCache holds the latest flow versions for the accept path, as
+// templateCache does for templates (the same TTL, the same reason); saving or
+// deleting through this process evicts at once.
+type flowCache struct {
+	store *store.Store
+	cache *expirable.LRU[string, store.FlowRecord]
+}
+
+func newFlowCache(st *store.Store) *flowCache {
+	return &flowCache{store: st, cache: expirable.NewLRU[string, store.FlowRecord](10_000, nil, templateCacheTTL)}
+}
+
+// latest is the flow's latest live version, cached for templateCacheTTL.
+func (fc *flowCache) latest(ctx context.Context, tenantID, flowID string) (store.FlowRecord, error) {
+	key := tenantID + "/" + flowID
+	if rec, ok := fc.cache.Get(key); ok {
+		return rec, nil
+	}
+	rec, err := fc.store.GetFlow(ctx, tenantID, flowID, 0)
+	if err == nil {
+		fc.cache.Add(key, rec)
+	}
+	return rec, err
+}
+
+func (fc *flowCache) forget(tenantID, flowID string) { fc.cache.Remove(tenantID + "/" + flowID) }
 
 func (h *flowsRoom) register(v1, public gin.IRouter, mw *middleware) {
 	// A save validates at length and reads every template it names: it shares
@@ -33,6 +66,8 @@ func (h *flowsRoom) register(v1, public gin.IRouter, mw *middleware) {
 	v1.GET("/flows/:flow_id", h.getFlow)
 	v1.DELETE("/flows/:flow_id", mw.audited(auditFlowDelete, auditFields), h.deleteFlow)
 	v1.GET("/flows", h.listFlows)
+	v1.POST("/users/:user_id/digests/:flow_id/flush", mw.audited(auditDigestFlush, auditFields), h.flushDigest)
+	v1.GET("/users/:user_id/digests", h.listDigests)
 }
 
 // flowView is a stored flow version as the API shows it: the definition as
@@ -84,6 +119,7 @@ func (h *flowsRoom) putFlow(c *gin.Context) {
 		return
 	}
 	rec, created, err := h.store.PutFlow(ctx, tenantID, id, def)
+	h.flows.forget(tenantID, id)
 	if err != nil {
 		h.abort(c, err)
 		return
@@ -220,6 +256,7 @@ func (h *flowsRoom) deleteFlow(c *gin.Context) {
 		return
 	}
 	deleted, err := h.store.DeleteFlow(c.Request.Context(), tenantOf(c).ID, id)
+	h.flows.forget(tenantOf(c).ID, id)
 	if err != nil {
 		h.abort(c, err)
 		return
@@ -229,4 +266,82 @@ func (h *flowsRoom) deleteFlow(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// flushDigestRequest is the optional body of a flush: the digest's key (the
+// rendered key, such as "t-42"; absent or "" for a digest without one).
+type flushDigestRequest struct {
+	Key *string `json:"key"`
+}
+
+// flushDigest closes the user's open digest of a flow (and key) now: 202, its
+// events are sent as they are; 404 when no such digest is open (another
+// tenant's digests are never found: a digest's workflow ID carries the tenant).
+func (h *flowsRoom) flushDigest(c *gin.Context) {
+	userID, flowID := c.Param("user_id"), c.Param("flow_id")
+	if err := validID("user_id", userID); err != nil {
+		h.abort(c, err)
+		return
+	}
+	if err := validFlowID(flowID); err != nil {
+		h.abort(c, err)
+		return
+	}
+	var req flushDigestRequest
+	if c.Request.ContentLength != 0 {
+		if err := decodeJSON(c, &req); err != nil {
+			h.abort(c, err)
+			return
+		}
+	}
+	key := ""
+	if req.Key != nil {
+		key = *req.Key
+	}
+	if len(key) > flows.MaxRenderedKeyBytes {
+		h.abort(c, badField("key", "invalid_field", "key is at most %d bytes (a digest's rendered key)", flows.MaxRenderedKeyBytes))
+		return
+	}
+	tenantID := tenantOf(c).ID
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
+	defer cancel()
+	err := h.engine.FlushDigest(ctx, tenantID, flowID, userID, key)
+	switch {
+	case errors.Is(err, workflows.ErrRunNotFound):
+		h.abort(c, &httpError{Status: http.StatusNotFound, Code: "not_found",
+			Message: fmt.Sprintf("no open digest of flow %s for user %s with key %q", flowID, userID, key)})
+	case err != nil:
+		h.abort(c, temporalError(c, err))
+	default:
+		c.JSON(http.StatusAccepted, gin.H{"flow_id": flowID, "user_id": userID, "key": key, "status": "closing"})
+	}
+}
+
+// listDigests answers a user's open digests: flow, key, how many events each
+// holds and when it closes (a sliding digest's close moves with each event).
+func (h *flowsRoom) listDigests(c *gin.Context) {
+	userID := c.Param("user_id")
+	if err := validID("user_id", userID); err != nil {
+		h.abort(c, err)
+		return
+	}
+	tenantID := tenantOf(c).ID
+	_, exists, err := h.users.userLocale(c, tenantID, userID)
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	if !exists {
+		h.abort(c, notFound("user"))
+		return
+	}
+	items, err := h.engine.OpenDigests(c.Request.Context(), tenantID, userID)
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	if items == nil {
+		items = []openDigestView{}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
 }

@@ -173,8 +173,8 @@ func TestFlowClient(t *testing.T) {
 	}
 	ctx := context.Background()
 	def := client.FlowDefinition{Category: "comments", Steps: []client.FlowStep{
-		{Type: client.Digest, Window: client.Ptr("5s")},
-		{Type: client.Send, TemplateID: client.Ptr("comment_digest"), Channels: []client.ChannelName{"in_app"}},
+		{Type: client.FlowStepTypeDigest, Window: client.Ptr("5s")},
+		{Type: client.FlowStepTypeSend, TemplateID: client.Ptr("comment_digest"), Channels: []client.ChannelName{"in_app"}},
 	}}
 	f, err := c.PutFlow(ctx, "comments", def)
 	if err != nil || f.Version != 1 || f.FlowID != "comments" {

@@ -25,6 +25,10 @@ type notificationsRoom struct {
 	users     *userDirectory
 	templates *templateCache
 	settings  *settingsCache
+	// flows and engine serve the events of flows (flow_accept.go) and their
+	// runs in the status view.
+	flows  *flowCache
+	engine flowEngine
 	// defaultDedupWindow is Config.DefaultDedupWindow.
 	defaultDedupWindow time.Duration
 	metrics            *metrics.Metrics
@@ -74,6 +78,8 @@ type notificationView struct {
 	notificationHeader
 	Channels []channelView `json:"channels"`
 	dedupView
+	// Flow is the run of a flow event: its steps and the digest it joined.
+	Flow *flowRunView `json:"flow,omitempty"`
 }
 
 // dedupView is what Layer 1 saw of a notification's key during its window (the
@@ -114,6 +120,9 @@ func (h *notificationsRoom) getNotification(c *gin.Context) {
 	n, err := h.store.GetNotification(c.Request.Context(), tenantID, id)
 	if err == nil {
 		v, herr := h.withHistory(c.Request.Context(), tenantID, viewFromStore(n))
+		if herr == nil && n.TemplateID == "" {
+			v, herr = h.withFlowRun(c.Request.Context(), tenantID, v)
+		}
 		if herr != nil {
 			h.abort(c, herr)
 			return
@@ -169,6 +178,19 @@ func (h *notificationsRoom) withHistory(ctx context.Context, tenantID string, v 
 		if h := hist[v.Channels[i].Channel]; h != nil {
 			v.Channels[i].History = h
 		}
+	}
+	return v, nil
+}
+
+// withFlowRun adds the run of a flow event (a notification with no template of
+// its own): each step with its outcome and times, and the digest it joined.
+func (h *notificationsRoom) withFlowRun(ctx context.Context, tenantID string, v notificationView) (notificationView, error) {
+	run, err := h.engine.FlowRun(ctx, tenantID, v.NotificationID)
+	switch {
+	case err == nil:
+		v.Flow = &run
+	case !errors.Is(err, herald.ErrNotFound):
+		return v, err
 	}
 	return v, nil
 }

@@ -147,17 +147,19 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	settings := newSettingsCache(st)
 	users := newUserDirectory(r, st, cfg.AuthCacheTTL)
 	templates := newTemplateCache(st)
+	flowDefs := newFlowCache(st)
+	engine := engineFlows{workflows: wf, store: st}
 	mw := newMiddleware(r, st, auth, settings, cfg)
 	inbox := newInboxRoom(r, st, users, auth, cfg.Inbox, cfg.PublicBaseURL)
 	inbox.workflows = wf
 	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
-			defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},
+			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},
 		&campaignsRoom{responder: r, store: st, workflows: wf, templates: templates, settings: settings, cfg: cfg.Campaigns},
 		inbox,
 		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe},
 		&templatesRoom{responder: r, store: st, templates: templates},
-		&flowsRoom{responder: r, store: st},
+		&flowsRoom{responder: r, store: st, flows: flowDefs, users: users, engine: engine},
 		&providersRoom{responder: r, store: st, users: users, cfg: cfg.Providers, baseURL: cfg.PublicBaseURL,
 			emitter: cfg.Webhooks.Emitter},
 		&webhookEndpointsRoom{responder: r, store: st, cfg: cfg.Webhooks},

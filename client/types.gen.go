@@ -128,16 +128,16 @@ func (e ChannelName) Valid() bool {
 
 // Defines values for CreateNotificationRequestPriority.
 const (
-	Bulk   CreateNotificationRequestPriority = "bulk"
-	Normal CreateNotificationRequestPriority = "normal"
+	CreateNotificationRequestPriorityBulk   CreateNotificationRequestPriority = "bulk"
+	CreateNotificationRequestPriorityNormal CreateNotificationRequestPriority = "normal"
 )
 
 // Valid indicates whether the value is a known member of the CreateNotificationRequestPriority enum.
 func (e CreateNotificationRequestPriority) Valid() bool {
 	switch e {
-	case Bulk:
+	case CreateNotificationRequestPriorityBulk:
 		return true
-	case Normal:
+	case CreateNotificationRequestPriorityNormal:
 		return true
 	default:
 		return false
@@ -417,6 +417,75 @@ func (e FlowConditionOp) Valid() bool {
 	}
 }
 
+// Defines values for FlowEventRequestPriority.
+const (
+	FlowEventRequestPriorityBulk   FlowEventRequestPriority = "bulk"
+	FlowEventRequestPriorityNormal FlowEventRequestPriority = "normal"
+)
+
+// Valid indicates whether the value is a known member of the FlowEventRequestPriority enum.
+func (e FlowEventRequestPriority) Valid() bool {
+	switch e {
+	case FlowEventRequestPriorityBulk:
+		return true
+	case FlowEventRequestPriorityNormal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowRunDigestStatus.
+const (
+	FlowRunDigestStatusCancelled FlowRunDigestStatus = "cancelled"
+	FlowRunDigestStatusOpen      FlowRunDigestStatus = "open"
+	FlowRunDigestStatusSent      FlowRunDigestStatus = "sent"
+)
+
+// Valid indicates whether the value is a known member of the FlowRunDigestStatus enum.
+func (e FlowRunDigestStatus) Valid() bool {
+	switch e {
+	case FlowRunDigestStatusCancelled:
+		return true
+	case FlowRunDigestStatusOpen:
+		return true
+	case FlowRunDigestStatusSent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FlowRunStepType.
+const (
+	FlowRunStepTypeBranch   FlowRunStepType = "branch"
+	FlowRunStepTypeDelay    FlowRunStepType = "delay"
+	FlowRunStepTypeDigest   FlowRunStepType = "digest"
+	FlowRunStepTypeSend     FlowRunStepType = "send"
+	FlowRunStepTypeThrottle FlowRunStepType = "throttle"
+	FlowRunStepTypeWait     FlowRunStepType = "wait"
+)
+
+// Valid indicates whether the value is a known member of the FlowRunStepType enum.
+func (e FlowRunStepType) Valid() bool {
+	switch e {
+	case FlowRunStepTypeBranch:
+		return true
+	case FlowRunStepTypeDelay:
+		return true
+	case FlowRunStepTypeDigest:
+		return true
+	case FlowRunStepTypeSend:
+		return true
+	case FlowRunStepTypeThrottle:
+		return true
+	case FlowRunStepTypeWait:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FlowStepFirst.
 const (
 	SendNow FlowStepFirst = "send_now"
@@ -524,28 +593,28 @@ func (e FlowStepScheduleWeekday) Valid() bool {
 
 // Defines values for FlowStepType.
 const (
-	Branch   FlowStepType = "branch"
-	Delay    FlowStepType = "delay"
-	Digest   FlowStepType = "digest"
-	Send     FlowStepType = "send"
-	Throttle FlowStepType = "throttle"
-	Wait     FlowStepType = "wait"
+	FlowStepTypeBranch   FlowStepType = "branch"
+	FlowStepTypeDelay    FlowStepType = "delay"
+	FlowStepTypeDigest   FlowStepType = "digest"
+	FlowStepTypeSend     FlowStepType = "send"
+	FlowStepTypeThrottle FlowStepType = "throttle"
+	FlowStepTypeWait     FlowStepType = "wait"
 )
 
 // Valid indicates whether the value is a known member of the FlowStepType enum.
 func (e FlowStepType) Valid() bool {
 	switch e {
-	case Branch:
+	case FlowStepTypeBranch:
 		return true
-	case Delay:
+	case FlowStepTypeDelay:
 		return true
-	case Digest:
+	case FlowStepTypeDigest:
 		return true
-	case Send:
+	case FlowStepTypeSend:
 		return true
-	case Throttle:
+	case FlowStepTypeThrottle:
 		return true
-	case Wait:
+	case FlowStepTypeWait:
 		return true
 	default:
 		return false
@@ -739,6 +808,7 @@ func (e NotificationDuplicateDedup) Valid() bool {
 const (
 	NotificationStatusCancelled       NotificationStatus = "cancelled"
 	NotificationStatusDelivered       NotificationStatus = "delivered"
+	NotificationStatusDigested        NotificationStatus = "digested"
 	NotificationStatusFailed          NotificationStatus = "failed"
 	NotificationStatusPartiallyFailed NotificationStatus = "partially_failed"
 	NotificationStatusQueued          NotificationStatus = "queued"
@@ -746,6 +816,7 @@ const (
 	NotificationStatusSending         NotificationStatus = "sending"
 	NotificationStatusSent            NotificationStatus = "sent"
 	NotificationStatusSuppressed      NotificationStatus = "suppressed"
+	NotificationStatusThrottled       NotificationStatus = "throttled"
 )
 
 // Valid indicates whether the value is a known member of the NotificationStatus enum.
@@ -754,6 +825,8 @@ func (e NotificationStatus) Valid() bool {
 	case NotificationStatusCancelled:
 		return true
 	case NotificationStatusDelivered:
+		return true
+	case NotificationStatusDigested:
 		return true
 	case NotificationStatusFailed:
 		return true
@@ -768,6 +841,8 @@ func (e NotificationStatus) Valid() bool {
 	case NotificationStatusSent:
 		return true
 	case NotificationStatusSuppressed:
+		return true
+	case NotificationStatusThrottled:
 		return true
 	default:
 		return false
@@ -1299,6 +1374,21 @@ func (e OneClickUnsubscribeFormdataBodyListUnsubscribe) Valid() bool {
 	}
 }
 
+// Defines values for FlushDigest202JSONResponseBodyStatus.
+const (
+	Closing FlushDigest202JSONResponseBodyStatus = "closing"
+)
+
+// Valid indicates whether the value is a known member of the FlushDigest202JSONResponseBodyStatus enum.
+func (e FlushDigest202JSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case Closing:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListWebhookAttemptsParamsStatus.
 const (
 	ListWebhookAttemptsParamsStatusDeadLettered ListWebhookAttemptsParamsStatus = "dead_lettered"
@@ -1769,6 +1859,33 @@ type FlowDefinition struct {
 // Example: 5s
 type FlowDuration = string
 
+// FlowEventRequest An event of a flow (POST /v1/notifications with `flow_id`): the flow's latest
+// version runs for `user_id` with `data`. Dedup, the window and the lanes are a
+// notification's.
+type FlowEventRequest struct {
+	// Data The event's data: what the send steps render, what digest and throttle keys
+	// and branch conditions read. Absent or null means `{}`.
+	Data *TemplateData `json:"data,omitempty"`
+
+	// DedupTTLSec Dedup window in seconds, as for a notification.
+	DedupTTLSec *int64 `json:"dedup_ttl_sec,omitempty"`
+
+	// FlowID 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.
+	FlowID TemplateID `json:"flow_id"`
+
+	// IdempotencyKey The dedup key, as for a notification.
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+
+	// Priority The lane of the run and its sends, as for a notification.
+	Priority *FlowEventRequestPriority `json:"priority,omitempty"`
+
+	// UserID The recipient; must exist (PUT /v1/users/{user_id}) or the answer is 422.
+	UserID ClientKey `json:"user_id"`
+}
+
+// FlowEventRequestPriority The lane of the run and its sends, as for a notification.
+type FlowEventRequestPriority string
+
 // FlowList defines model for FlowList.
 type FlowList struct {
 	// Items By id.
@@ -1777,6 +1894,65 @@ type FlowList struct {
 	// NextCursor Pass as `cursor` for the next page; null on the last page.
 	NextCursor *NextCursor `json:"next_cursor"`
 }
+
+// FlowRun The run of a flow event: the flow version it is pinned to, each step that has
+// started (in the order it started) with its outcome and times, and the digest the
+// event joined. A digest's own run (the steps after the digest, once for all its
+// events) has `digest_id`.
+type FlowRun struct {
+	// Digest The digest the event joined.
+	Digest *FlowRun_Digest `json:"digest,omitempty"`
+
+	// DigestID Set on a digest's own run.
+	DigestID    *string       `json:"digest_id,omitempty"`
+	FlowID      string        `json:"flow_id"`
+	FlowVersion int           `json:"flow_version"`
+	Steps       []FlowRunStep `json:"steps"`
+}
+
+// FlowRunDigestStatus `open` (collecting), `sent` (closed with the event, its steps ran) or `cancelled` (the event was cancelled before it closed).
+type FlowRunDigestStatus string
+
+// FlowRun_Digest The digest the event joined.
+type FlowRun_Digest struct {
+	// DigestID The digest's id, once it has closed with the event.
+	DigestID *string `json:"digest_id,omitempty"`
+
+	// NotificationID The digest's own run, whose status shows its sends.
+	NotificationID *string `json:"notification_id,omitempty"`
+
+	// Sent Whether the digest closed with this event and was sent.
+	Sent bool `json:"sent"`
+
+	// Status `open` (collecting), `sent` (closed with the event, its steps ran) or `cancelled` (the event was cancelled before it closed).
+	Status FlowRunDigestStatus `json:"status"`
+}
+
+// FlowRunStep defines model for FlowRunStep.
+type FlowRunStep struct {
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	ID         *string    `json:"id,omitempty"`
+
+	// NotificationID The notification a send step started (its channels and attempts are its own status).
+	NotificationID *string `json:"notification_id,omitempty"`
+
+	// Outcome `running` while the step runs; then a send's notification status (`sent`,
+	// `delivered`, `failed`, `suppressed`, ...), a delay's `elapsed`, a digest's
+	// `digested`, a wait's `seen`, `read` or `timed_out`, a throttle's `allowed` or
+	// `throttled`, a branch's `case_0`, `case_1`, ... or `else`; `cancelled` when the
+	// event was cancelled while the step waited.
+	Outcome string `json:"outcome"`
+
+	// Path The step's place in the definition, as validation errors name it (`steps[1].cases[0].steps[0]`).
+	//
+	// Example: steps[0]
+	Path      string          `json:"path"`
+	StartedAt time.Time       `json:"started_at"`
+	Type      FlowRunStepType `json:"type"`
+}
+
+// FlowRunStepType defines model for FlowRunStep.Type.
+type FlowRunStepType string
 
 // FlowStep One step, told apart by `type`; a step may only carry its type's fields (another
 // is 400 `unknown_field` naming it):
@@ -2094,6 +2270,12 @@ type Notification struct {
 	// FirstSeenAt When the first submission arrived (the notification's own).
 	FirstSeenAt time.Time `json:"first_seen_at"`
 
+	// Flow The run of a flow event: the flow version it is pinned to, each step that has
+	// started (in the order it started) with its outcome and times, and the digest the
+	// event joined. A digest's own run (the steps after the digest, once for all its
+	// events) has `digest_id`.
+	Flow *FlowRun `json:"flow,omitempty"`
+
 	// LastSeenAt When the latest submission arrived (`first_seen_at` when there was no duplicate).
 	LastSeenAt time.Time `json:"last_seen_at"`
 
@@ -2113,7 +2295,9 @@ type Notification struct {
 	// by its provider), `partially_failed`, `failed` (every channel failed, e.g.
 	// dead-lettered), `suppressed` (every channel suppressed, or suppressed and
 	// cancelled), `cancelled` (every channel cancelled by DELETE
-	// /v1/notifications/{notification_id}).
+	// /v1/notifications/{notification_id}). A flow event whose run did not end with a
+	// send of its own: `digested` (it joined a digest, whose own run sends; see
+	// `flow.digest`) or `throttled` (a throttle step stopped it).
 	Status NotificationStatus `json:"status"`
 
 	// TemplateID The template (empty only in the early workflow fallback, see the operation).
@@ -2176,8 +2360,30 @@ type NotificationID = string
 // by its provider), `partially_failed`, `failed` (every channel failed, e.g.
 // dead-lettered), `suppressed` (every channel suppressed, or suppressed and
 // cancelled), `cancelled` (every channel cancelled by DELETE
-// /v1/notifications/{notification_id}).
+// /v1/notifications/{notification_id}). A flow event whose run did not end with a
+// send of its own: `digested` (it joined a digest, whose own run sends; see
+// `flow.digest`) or `throttled` (a throttle step stopped it).
 type NotificationStatus string
+
+// OpenDigestList defines model for OpenDigestList.
+type OpenDigestList struct {
+	// Items By flow, then key.
+	Items []OpenDigestList_Items `json:"items"`
+}
+
+// OpenDigestList_Items defines model for OpenDigestList.Items.
+type OpenDigestList_Items struct {
+	// ClosesAt When it closes (a sliding digest's close moves with each event; max_items may close it earlier).
+	ClosesAt time.Time `json:"closes_at"`
+
+	// Count Events in the digest so far (cancelled ones left).
+	Count  int    `json:"count"`
+	FlowID string `json:"flow_id"`
+
+	// Key The digest's rendered key ("" for a flow whose digest has none).
+	Key      string    `json:"key"`
+	OpenedAt time.Time `json:"opened_at"`
+}
 
 // OperatorOnly defines model for OperatorOnly.
 type OperatorOnly struct {
@@ -2654,7 +2860,9 @@ type SupportNotification struct {
 	// by its provider), `partially_failed`, `failed` (every channel failed, e.g.
 	// dead-lettered), `suppressed` (every channel suppressed, or suppressed and
 	// cancelled), `cancelled` (every channel cancelled by DELETE
-	// /v1/notifications/{notification_id}).
+	// /v1/notifications/{notification_id}). A flow event whose run did not end with a
+	// send of its own: `digested` (it joined a digest, whose own run sends; see
+	// `flow.digest`) or `throttled` (a throttle step stopped it).
 	Status     NotificationStatus `json:"status"`
 	TemplateID string             `json:"template_id"`
 	UpdatedAt  time.Time          `json:"updated_at"`
@@ -3378,6 +3586,22 @@ type OneClickUnsubscribeParams struct {
 // OneClickUnsubscribeFormdataBodyListUnsubscribe defines parameters for OneClickUnsubscribe.
 type OneClickUnsubscribeFormdataBodyListUnsubscribe string
 
+// FlushDigestJSONBody defines parameters for FlushDigest.
+type FlushDigestJSONBody struct {
+	Key *string `json:"key,omitempty"`
+}
+
+// FlushDigest202JSONResponseBodyStatus defines parameters for FlushDigest.
+type FlushDigest202JSONResponseBodyStatus string
+
+// FlushDigest202JSONResponseBody defines parameters for FlushDigest.
+type FlushDigest202JSONResponseBody struct {
+	FlowID string                               `json:"flow_id"`
+	Key    string                               `json:"key"`
+	Status FlushDigest202JSONResponseBodyStatus `json:"status"`
+	UserID string                               `json:"user_id"`
+}
+
 // ListInboxParams defines parameters for ListInbox.
 type ListInboxParams struct {
 	// Limit Page size.
@@ -3587,6 +3811,9 @@ type OneClickUnsubscribeFormdataRequestBody OneClickUnsubscribeFormdataBody
 
 // PutUserJSONRequestBody defines body for PutUser for application/json ContentType.
 type PutUserJSONRequestBody = PutUserRequest
+
+// FlushDigestJSONRequestBody defines body for FlushDigest for application/json ContentType.
+type FlushDigestJSONRequestBody FlushDigestJSONBody
 
 // PutUserPreferencesJSONRequestBody defines body for PutUserPreferences for application/json ContentType.
 type PutUserPreferencesJSONRequestBody = Preferences

@@ -2295,9 +2295,9 @@ type Notification struct {
 	// by its provider), `partially_failed`, `failed` (every channel failed, e.g.
 	// dead-lettered), `suppressed` (every channel suppressed, or suppressed and
 	// cancelled), `cancelled` (every channel cancelled by DELETE
-	// /v1/notifications/{notification_id}). A flow event whose run did not end with a
-	// send of its own: `digested` (it joined a digest, whose own run sends; see
-	// `flow.digest`) or `throttled` (a throttle step stopped it).
+	// /v1/notifications/{notification_id}). A flow event (triggered with `flow_id`)
+	// also ends `throttled` (a throttle step found its bucket full) or `digested`
+	// (it joined a digest, whose own send is a notification of its own).
 	Status NotificationStatus `json:"status"`
 
 	// TemplateID The template (empty only in the early workflow fallback, see the operation).
@@ -2360,9 +2360,9 @@ type NotificationID = string
 // by its provider), `partially_failed`, `failed` (every channel failed, e.g.
 // dead-lettered), `suppressed` (every channel suppressed, or suppressed and
 // cancelled), `cancelled` (every channel cancelled by DELETE
-// /v1/notifications/{notification_id}). A flow event whose run did not end with a
-// send of its own: `digested` (it joined a digest, whose own run sends; see
-// `flow.digest`) or `throttled` (a throttle step stopped it).
+// /v1/notifications/{notification_id}). A flow event (triggered with `flow_id`)
+// also ends `throttled` (a throttle step found its bucket full) or `digested`
+// (it joined a digest, whose own send is a notification of its own).
 type NotificationStatus string
 
 // OpenDigestList defines model for OpenDigestList.
@@ -2860,9 +2860,9 @@ type SupportNotification struct {
 	// by its provider), `partially_failed`, `failed` (every channel failed, e.g.
 	// dead-lettered), `suppressed` (every channel suppressed, or suppressed and
 	// cancelled), `cancelled` (every channel cancelled by DELETE
-	// /v1/notifications/{notification_id}). A flow event whose run did not end with a
-	// send of its own: `digested` (it joined a digest, whose own run sends; see
-	// `flow.digest`) or `throttled` (a throttle step stopped it).
+	// /v1/notifications/{notification_id}). A flow event (triggered with `flow_id`)
+	// also ends `throttled` (a throttle step found its bucket full) or `digested`
+	// (it joined a digest, whose own send is a notification of its own).
 	Status     NotificationStatus `json:"status"`
 	TemplateID string             `json:"template_id"`
 	UpdatedAt  time.Time          `json:"updated_at"`

@@ -164,7 +164,8 @@ func (r *remote) upload(ctx context.Context, kind uploadKind, args []string) err
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(r.out, "users imported: %d created, %d updated, %d unchanged\n", res.Created, res.Updated, res.Unchanged)
+		fmt.Fprintf(r.out, "users imported: %d users from %d lines: %d created, %d updated, %d unchanged\n",
+			res.Users, res.Lines, res.Created, res.Updated, res.Unchanged)
 	}
 	return nil
 }

@@ -218,7 +218,8 @@ func TestCLIUnderTmux(t *testing.T) {
 
 // TestCLIToAFile: with the output going to a file the upload and the watch print
 // plain lines (no escape codes, no carriage returns) every --interval, the
-// summaries, and the exit status says how the campaign ended.
+// summaries, and the exit status says how the campaign ended; send --wait prints
+// the outcome per channel, and a second send with its key is the duplicate.
 func TestCLIToAFile(t *testing.T) {
 	c := newCLISetup(t, 200)
 	out, code := c.runToFile(t, "lists", "upload", "--interval", "50ms", c.csv)
@@ -261,7 +262,23 @@ func TestCLIToAFile(t *testing.T) {
 	if code != exitCampaignPaused || !strings.Contains(out, "campaign held paused:") {
 		t.Fatalf("watching a paused campaign: exit %d: %s", code, out)
 	}
+	// One notification, waited for; the same key again is the same notification.
+	out, code = c.runToFile(t, "send", "--user", "u00001", "--template", "welcome", "--channels", "in_app",
+		"--data", `{"title":"Hello"}`, "--key", "hello-1", "--wait")
+	sent := regexp.MustCompile(`(?m)^notification (n_[0-9a-f]+): queued \(new; idempotency key hello-1\)$`).FindStringSubmatch(out)
+	if code != 0 || sent == nil || !strings.Contains(out, "  in_app: delivered\n") || !strings.Contains(out, "notification "+sent[1]+": delivered\n") {
+		t.Fatalf("send --wait: exit %d:\n%s", code, out)
+	}
+	out, code = c.runToFile(t, "send", "--user", "u00001", "--template", "welcome", "--channels", "in_app",
+		"--data", `{"title":"Hello"}`, "--key", "hello-1")
+	if code != 0 || !strings.Contains(out, "notification "+sent[1]+": delivered (duplicate of one accepted ") {
+		t.Fatalf("send again with the key: exit %d:\n%s", code, out)
+	}
 	// A refusal is exit status 1 with Herald's error.
+	out, code = c.runToFile(t, "send", "--user", "nobody", "--template", "welcome")
+	if code != 1 || !strings.Contains(out, "422 unknown_user (user_id)") {
+		t.Fatalf("send to an unknown user: exit %d: %s", code, out)
+	}
 	out, code = c.runToFile(t, "campaign", "watch", "nope")
 	if code != 1 || !strings.Contains(out, "404 not_found") {
 		t.Fatalf("watching a missing campaign: exit %d: %s", code, out)

@@ -19,8 +19,11 @@ import (
 // with Herald's functions would need the render budget for a string that only
 // has to tell events apart.
 
-// MaxRenderedKeyBytes caps a rendered key.
-const MaxRenderedKeyBytes = 1024
+// MaxRenderedKeyBytes caps a rendered key: the API refuses an event whose key
+// renders longer (422), so no key is ever cut, and two keys that differ only
+// past the cap can never share a digest or a throttle bucket. It equals the
+// engine's own bound (activities.maxFlowKeyBytes).
+const MaxRenderedKeyBytes = 200
 
 // ParseKey checks a key expression: at most MaxKeyBytes of text and
 // {{.field}} / {{.a.b}} references.

@@ -30,6 +30,8 @@ type flowEnv struct {
 	pool     *pgxpool.Pool
 	tenantID string
 	key      string
+	// dedup is each event's dedup window (how long its run stays open).
+	dedup time.Duration
 }
 
 func newFlowEnv(t *testing.T, opts apitest.Options) *flowEnv {
@@ -39,7 +41,8 @@ func newFlowEnv(t *testing.T, opts apitest.Options) *flowEnv {
 	h.Template(key, templates.Template{ID: "comment_digest", Category: "comments",
 		InApp: &templates.InAppContent{Title: "Comments", Body: `{{.digest.count}} new comments`},
 		Email: &templates.EmailContent{Subject: "{{.digest.count}} new comments", Text: `{{range .digest.items}}{{.text}} {{end}}`}})
-	return &flowEnv{t: t, h: h, client: workflows.NewClient(h.Temporal, h.TaskQueue), pool: testenv.Pool(t), tenantID: tenantID, key: key}
+	return &flowEnv{t: t, h: h, client: workflows.NewClient(h.Temporal, h.TaskQueue), pool: testenv.Pool(t), tenantID: tenantID, key: key,
+		dedup: 15 * time.Second}
 }
 
 // trigger starts one event of def for user, as POST /v1/notifications with a
@@ -48,7 +51,7 @@ func (e *flowEnv) trigger(flowID string, def flows.Definition, user string, data
 	e.t.Helper()
 	k := ids.IdempotencyKeyHash(fmt.Sprintf("%s-%s-%d-%p", flowID, user, time.Now().UnixNano(), &data))
 	in := workflows.FlowInput{TenantID: e.tenantID, UserID: user, FlowID: flowID, FlowVersion: 1, Flow: def,
-		Data: templates.Data(data), DedupWindow: 15 * time.Second, BodyHash: k[:]}
+		Data: templates.Data(data), DedupWindow: e.dedup, BodyHash: k[:]}
 	var run workflows.StartedRun
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -280,11 +283,7 @@ func TestFlowDigestEventsAcrossTheClose(t *testing.T) {
 func TestFlowThrottle(t *testing.T) {
 	e := newFlowEnv(t, apitest.Options{})
 	e.h.PutUser(e.key, "dee", map[string]any{})
-	var def flows.Definition
-	if err := json.Unmarshal([]byte(`{"category":"alerts","steps":[{"type":"throttle","limit":5,"window":"1h"},
-		{"type":"send","template_id":"alert","channels":["in_app"]}]}`), &def); err != nil {
-		t.Fatal(err)
-	}
+	def := throttleFlow(t, 5)
 	var wg sync.WaitGroup
 	idsCh := make(chan string, 20)
 	for i := 0; i < 20; i++ {
@@ -320,6 +319,15 @@ func TestFlowThrottle(t *testing.T) {
 	if n := len(e.inboxBodies("dee")); n != 5 {
 		t.Fatalf("%d inbox items, want 5", n)
 	}
+}
+
+func throttleFlow(t *testing.T, limit int) flows.Definition {
+	var def flows.Definition
+	if err := json.Unmarshal([]byte(fmt.Sprintf(`{"category":"alerts","steps":[{"type":"throttle","limit":%d,"window":"1h"},
+		{"type":"send","template_id":"alert","channels":["in_app"]}]}`, limit)), &def); err != nil {
+		t.Fatal(err)
+	}
+	return def
 }
 
 func escalationFlow(t *testing.T) flows.Definition {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/metrics"
@@ -341,4 +343,23 @@ func TestInboxActionsAreRateLimitedPerUser(t *testing.T) {
 	// The limit is ada's: bob's (API-key) mark-all is not refused.
 	h.MustDo(http.StatusOK, http.MethodPost, "/v1/users/bob/inbox/read-all", key, nil)
 	apitest.WantError(t, h.Do(http.MethodPost, "/v1/users/ada/inbox/read-all", key, nil), http.StatusTooManyRequests, "rate_limited", "")
+}
+
+// TestMetricsAreNotOpenOnTheAPIPort: GET /metrics on the API port answered
+// anyone who could reach the API (traffic, tenants with
+// HERALD_METRICS_TENANT_LABELS, lanes, dead letters). Now it is served there
+// only to the metrics token; without one configured it is not served there at
+// all (the process's own listener, HERALD_METRICS_ADDR, serves it).
+func TestMetricsAreNotOpenOnTheAPIPort(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	_, key := h.Tenant("metrics")
+	apitest.WantError(t, h.Do(http.MethodGet, "/metrics", "", nil), http.StatusUnauthorized, "missing_api_key", "Authorization")
+	apitest.WantError(t, h.Do(http.MethodGet, "/metrics", key, nil), http.StatusUnauthorized, "invalid_api_key", "Authorization")
+	if r := h.Do(http.MethodGet, "/metrics", h.MetricsToken, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), metrics.HTTPRequests) {
+		t.Fatalf("with the metrics token: %d %.200s", r.Status, r.Body)
+	}
+	// Without a token configured: not on the API port at all.
+	srv := httptest.NewServer(h.HandlerWith(func(c *config.Config) { c.MetricsToken = "" }))
+	t.Cleanup(srv.Close)
+	apitest.WantError(t, h.DoAt(srv.URL, http.MethodGet, "/metrics", h.MetricsToken, nil), http.StatusNotFound, "not_found", "")
 }

@@ -117,27 +117,37 @@ func (m *middleware) recoverJSON(c *gin.Context) {
 }
 
 // operatorAuth lets a request through only with "Authorization: Bearer
-// <HERALD_OPERATOR_KEY>". Both sides are hashed before the constant-time compare,
-// so neither the key's bytes nor its length leak through timing.
+// <HERALD_OPERATOR_KEY>" (bearer).
 func (m *middleware) operatorAuth(c *gin.Context) {
 	if m.operatorKey == "" {
 		m.abort(c, notFound("route"))
 		return
 	}
-	h := c.GetHeader("Authorization")
-	scheme, key, ok := strings.Cut(h, " ")
-	key = strings.TrimSpace(key)
-	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		c.Header("WWW-Authenticate", `Bearer realm="herald"`)
-		m.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "missing_api_key",
-			Message: "send the operator key (HERALD_OPERATOR_KEY) as 'Authorization: Bearer <key>'", Field: "Authorization"})
-		return
-	}
-	got, want := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(m.operatorKey))
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-		m.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
-			Message: "the operator key is not valid (a tenant's API key is not an operator key)", Field: "Authorization"})
-		return
+	m.bearer(m.operatorKey, "HERALD_OPERATOR_KEY")(c)
+}
+
+// bearer lets a request through only with "Authorization: Bearer <secret>"
+// (the operator key, the metrics token; variable names it in the messages).
+// Both sides are hashed before the constant-time compare, so neither the
+// secret's bytes nor its length leak through timing.
+func (m *middleware) bearer(secret, variable string) gin.HandlerFunc {
+	want := sha256.Sum256([]byte(secret))
+	return func(c *gin.Context) {
+		h := c.GetHeader("Authorization")
+		scheme, key, ok := strings.Cut(h, " ")
+		key = strings.TrimSpace(key)
+		if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			c.Header("WWW-Authenticate", `Bearer realm="herald"`)
+			m.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "missing_api_key",
+				Message: "send " + variable + " as 'Authorization: Bearer <key>'", Field: "Authorization"})
+			return
+		}
+		got := sha256.Sum256([]byte(key))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			c.Header("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+			m.abort(c, &httpError{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+				Message: "the key is not " + variable + " (a tenant's API key is not one)", Field: "Authorization"})
+			return
+		}
 	}
 }

@@ -46,9 +46,13 @@ type Config struct {
 	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
 	// (/v1/operator/...); "" turns it off (404).
 	OperatorKey string
-	// Metrics records requests and submissions and is served at GET /metrics;
-	// nil records nothing and serves no /metrics.
-	Metrics *metrics.Metrics
+	// Metrics records requests and submissions; nil records nothing. The API
+	// port serves it at GET /metrics only to "Authorization: Bearer
+	// <MetricsToken>" (HERALD_METRICS_TOKEN); with no token it serves none
+	// there (404): the process's metrics listener (HERALD_METRICS_ADDR,
+	// loopback by default) serves them instead.
+	Metrics      *metrics.Metrics
+	MetricsToken string
 	// Unsubscribe verifies one-click unsubscribe links (the worker signs them).
 	Unsubscribe *unsubscribe.Signer
 
@@ -133,6 +137,8 @@ type Server struct {
 	mw        *middleware
 	inbox     *inboxRoom
 	rooms     []room
+	// metricsToken opens GET /metrics on the API port ("": not served there).
+	metricsToken string
 }
 
 // CloseStreams ends every open inbox stream (their clients reconnect, with
@@ -152,7 +158,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	mw := newMiddleware(r, st, auth, settings, cfg)
 	inbox := newInboxRoom(r, st, users, auth, cfg.Inbox, cfg.PublicBaseURL)
 	inbox.workflows = wf
-	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, rooms: []room{
+	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, metricsToken: cfg.MetricsToken, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
 			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},
 		&campaignsRoom{responder: r, store: st, workflows: wf, templates: templates, settings: settings, cfg: cfg.Campaigns},
@@ -183,7 +189,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/openapi.yaml", serveOpenAPI)
-	r.GET("/metrics", gin.WrapH(mw.metrics.Handler()))
+	if s.metricsToken != "" {
+		r.GET("/metrics", mw.bearer(s.metricsToken, "HERALD_METRICS_TOKEN"), gin.WrapH(mw.metrics.Handler()))
+	}
 
 	v1 := r.Group("/v1", mw.authenticate)
 	for _, rm := range s.rooms {

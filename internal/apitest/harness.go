@@ -49,9 +49,12 @@ type Harness struct {
 	SecretsKey string
 	// OperatorKey is HERALD_OPERATOR_KEY for this harness ("" with NoOperatorAPI).
 	OperatorKey string
+	// MetricsToken is HERALD_METRICS_TOKEN for this harness: Scrape reads GET
+	// /metrics on the API port with it.
+	MetricsToken string
 
 	app       *app.App
-	newApp    func() (*app.App, error) // another API process on the same services
+	newApp    func(edit func(*config.Config)) (*app.App, error) // another API process on the same services
 	Temporal  client.Client
 	TaskQueue string
 	HTTP      *http.Client
@@ -122,6 +125,9 @@ func Start(t testing.TB, opts Options) *Harness {
 	if opts.Process.Egress == nil {
 		opts.Process.Egress = egress.MustParse("127.0.0.1")
 	}
+	if h.MetricsToken, err = secrets.GenerateKey(); err != nil {
+		t.Fatal(err)
+	}
 	if !opts.NoOperatorAPI {
 		if h.OperatorKey, err = secrets.GenerateKey(); err != nil {
 			t.Fatal(err)
@@ -135,7 +141,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		SandboxAPI:          !opts.NoSandboxAPI,
 		SandboxFallback:     !opts.NoSandboxFallback,
 		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
-		OperatorKey: h.OperatorKey, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
+		OperatorKey: h.OperatorKey, MetricsToken: h.MetricsToken, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
 		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout:       0,
@@ -148,12 +154,16 @@ func Start(t testing.TB, opts Options) *Harness {
 		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
 		InboxActionLimit:       config.Bucket{Rate: opts.InboxActions.PerSecond, Burst: opts.InboxActions.Burst},
 	}
-	h.newApp = func() (*app.App, error) {
+	h.newApp = func(edit func(*config.Config)) (*app.App, error) {
+		cfg := cfg
+		if edit != nil {
+			edit(&cfg)
+		}
 		return app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
 			ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
 			Tracing: opts.Tracing})
 	}
-	h.app, err = h.newApp()
+	h.app, err = h.newApp(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +183,21 @@ func Start(t testing.TB, opts Options) *Harness {
 // load balancer, and returns its base URL.
 func (h *Harness) Replica() string {
 	h.T.Helper()
-	a, err := h.newApp()
+	srv := httptest.NewServer(h.HandlerWith(nil))
+	h.T.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// HandlerWith is the handler of another API process on the same services
+// whose configuration edit changed (nil: the same), closed when the test ends.
+func (h *Harness) HandlerWith(edit func(*config.Config)) http.Handler {
+	h.T.Helper()
+	a, err := h.newApp(edit)
 	if err != nil {
 		h.T.Fatal(err)
 	}
 	h.T.Cleanup(a.Close)
-	srv := httptest.NewServer(a.Handler())
-	h.T.Cleanup(srv.Close)
-	return srv.URL
+	return a.Handler()
 }
 
 // Handler is the harness API's HTTP handler (to serve it under other server settings).

@@ -18,11 +18,16 @@ type Sample struct {
 	Value  float64
 }
 
-// Scrape reads the harness's GET /metrics (the Prometheus text format) and
+// Scrape reads the harness's GET /metrics, with its metrics token (the Prometheus text format), and
 // parses it with Prometheus' own parser.
 func (h *Harness) Scrape() Samples {
 	h.T.Helper()
-	resp, err := h.HTTP.Get(h.URL + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, h.URL+"/metrics", nil)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+h.MetricsToken)
+	resp, err := h.HTTP.Do(req)
 	if err != nil {
 		h.T.Fatalf("GET /metrics: %v", err)
 	}

@@ -183,7 +183,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	}
 	apiCfg := api.Config{
 		DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: authTTL, PublicBaseURL: cfg.PublicBaseURL,
-		OperatorKey: cfg.OperatorKey, Metrics: m, Unsubscribe: signer,
+		OperatorKey: cfg.OperatorKey, Metrics: m, MetricsToken: cfg.MetricsToken, Unsubscribe: signer,
 		Limits: api.LimitConfig{Limiter: apiLimiter,
 			Tenant: api.TenantLimits{RatePerSecond: cfg.TenantRatePerSecond, Burst: cfg.TenantBurst, DailyQuota: cfg.TenantDailyQuota},
 			Cost: api.CostLimits{Preview: bucket(cfg.PreviewLimit), TemplateSave: bucket(cfg.TemplateSaveLimit),
@@ -369,8 +369,10 @@ func (a *App) Run(ctx context.Context, s Services) error {
 		srv := HTTPServer(a.cfg, a.handler, a.log)
 		srv.RegisterOnShutdown(a.CloseStreams)
 		g.Go(func() error { return Serve(ctx, srv, ln, a.cfg.ShutdownTimeout) })
-	} else if a.cfg.MetricsAddr != "" && a.cfg.MetricsAddr != "off" {
-		// A worker-only process serves its metrics on a listener of its own.
+	}
+	if a.cfg.MetricsAddr != "" && a.cfg.MetricsAddr != "off" {
+		// Every process serves its metrics on a listener of its own (loopback by
+		// default), never open on the API port (only with HERALD_METRICS_TOKEN).
 		// Metrics are not worth stopping delivery for: a taken address is logged.
 		if mln, err := net.Listen("tcp", a.cfg.MetricsAddr); err != nil {
 			a.log.Error("metrics not served: cannot listen (HERALD_METRICS_ADDR)", "addr", a.cfg.MetricsAddr, "error", err)

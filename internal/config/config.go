@@ -103,11 +103,15 @@ type Config struct {
 	// the API keys looked up in PostgreSQL that turn out not to exist (default
 	// api.DefaultAuthFailures; rate 0: none, stored as -1).
 	AuthFailureLimit Bucket
-	// HERALD_METRICS_ADDR: where a worker-only process (`herald worker`) serves
-	// GET /metrics; "off" serves none. A process that serves the API serves
-	// /metrics on the API's listener instead (`herald dev`, `herald api`: the
-	// API's and, in dev, the worker's metrics on one endpoint).
+	// HERALD_METRICS_ADDR: where every process (`herald api`, `herald worker`,
+	// `herald dev`: API and worker on one endpoint) serves GET /metrics on a
+	// listener of its own, loopback by default; "off" serves none there.
 	MetricsAddr string
+	// HERALD_METRICS_TOKEN: also serve GET /metrics on the API's port, to
+	// "Authorization: Bearer <token>" only (at least MinOperatorKeyLen bytes).
+	// Unset: the API port serves no /metrics (404), so metrics are never open
+	// to whoever can reach the API.
+	MetricsToken string
 	// HERALD_METRICS_TENANT_LABELS: add a tenant label to the notification and
 	// delivery counters (false by default: tenants can number in the thousands,
 	// and every label value is a time series).
@@ -318,6 +322,9 @@ func FromEnv() (Config, error) {
 	}
 	if c.OperatorKey = os.Getenv("HERALD_OPERATOR_KEY"); c.OperatorKey != "" && len(c.OperatorKey) < MinOperatorKeyLen {
 		return c, fmt.Errorf("HERALD_OPERATOR_KEY is %d bytes: want at least %d (openssl rand -base64 32)", len(c.OperatorKey), MinOperatorKeyLen)
+	}
+	if c.MetricsToken = os.Getenv("HERALD_METRICS_TOKEN"); c.MetricsToken != "" && len(c.MetricsToken) < MinOperatorKeyLen {
+		return c, fmt.Errorf("HERALD_METRICS_TOKEN is %d bytes: want at least %d (openssl rand -base64 32)", len(c.MetricsToken), MinOperatorKeyLen)
 	}
 	return c, nil
 }

@@ -189,15 +189,27 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/openapi.yaml", serveOpenAPI)
-	if s.metricsToken != "" {
-		r.GET("/metrics", mw.bearer(s.metricsToken, "HERALD_METRICS_TOKEN"), gin.WrapH(mw.metrics.Handler()))
-	}
+	r.GET("/metrics", s.metricsOnAPIPort())
 
 	v1 := r.Group("/v1", mw.authenticate)
 	for _, rm := range s.rooms {
 		rm.register(v1, r, mw)
 	}
 	return r
+}
+
+// metricsOnAPIPort serves GET /metrics to the metrics token only, and answers
+// 404 (as for any unknown path) when there is none.
+func (s *Server) metricsOnAPIPort() gin.HandlerFunc {
+	if s.metricsToken == "" {
+		return func(c *gin.Context) { s.mw.abort(c, notFound("route")) }
+	}
+	auth, serve := s.mw.bearer(s.metricsToken, "HERALD_METRICS_TOKEN"), gin.WrapH(s.mw.metrics.Handler())
+	return func(c *gin.Context) {
+		if auth(c); !c.IsAborted() {
+			serve(c)
+		}
+	}
 }
 
 func (s *Server) healthz(c *gin.Context) {

@@ -41,7 +41,7 @@ func setupWith(t *testing.T, adjust func(*resolver.Process)) (*apitest.Harness, 
 	tenantID, key := h.TenantWith("shop", "order_shipped")
 	configure(h, f, tenantID)
 	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com", "phone": "+14155550100"})
-	if _, err := h.Providers.PutPushToken(context.Background(), providers.PushToken{TenantID: tenantID, UserID: "ada", Token: "device-token-1", Platform: "android"}); err != nil {
+	if _, err := h.Providers.PutPushToken(context.Background(), providers.PushToken{TenantID: tenantID, UserID: "ada", Token: "device-token-1", Platform: "android"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	return h, f, tenantID, key

@@ -105,6 +105,9 @@ type CostLimits struct {
 	// BulkRedrive: POST /v1/dead-letters/redrive (up to maxBulkRedrive workflows
 	// per request).
 	BulkRedrive Bucket
+	// UserImport: POST /v1/users/import (validates and writes up to
+	// UserConfig.ImportMaxBytes in one transaction).
+	UserImport Bucket
 }
 
 // limitCost is the middleware of one costly endpoint: a token from the tenant's

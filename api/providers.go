@@ -40,6 +40,8 @@ type providersRoom struct {
 	baseURL string
 	// emitter tells the tenant's status webhooks of a delivery a receipt moved.
 	emitter *webhooks.Emitter
+	// pushTokensPerUser caps a user's device tokens (UserConfig's).
+	pushTokensPerUser int
 }
 
 func (h *providersRoom) register(v1, public gin.IRouter, mw *middleware) {

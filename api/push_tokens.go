@@ -72,7 +72,7 @@ func (h *providersRoom) putPushToken(c *gin.Context) {
 	}
 	t, err := h.cfg.Store.PutPushToken(c.Request.Context(), providers.PushToken{
 		TenantID: tenantID, UserID: userID, Token: token, Platform: *req.Platform,
-	})
+	}, h.pushTokensPerUser)
 	if err != nil {
 		h.abort(c, err)
 		return

@@ -57,6 +57,7 @@ type Config struct {
 	Unsubscribe *unsubscribe.Signer
 
 	Limits    LimitConfig
+	Users     UserConfig
 	Providers ProviderConfig
 	Inbox     InboxConfig
 	Webhooks  WebhookConfig
@@ -83,6 +84,17 @@ type LimitConfig struct {
 	// Cost limit the other endpoints that cost work, per tenant (zero buckets:
 	// none).
 	Cost CostLimits
+}
+
+// UserConfig bounds the user endpoints.
+type UserConfig struct {
+	// ImportMaxBytes is the largest POST /v1/users/import body (0:
+	// DefaultUserImportMaxBytes).
+	ImportMaxBytes int64
+	// PushTokensPerUser is how many device tokens a user keeps (0:
+	// providers.DefaultPushTokensPerUser), through PUT
+	// /v1/users/{id}/push-tokens and imports alike.
+	PushTokensPerUser int
 }
 
 // ProviderConfig is what the provider endpoints need.
@@ -163,11 +175,13 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},
 		&campaignsRoom{responder: r, store: st, workflows: wf, templates: templates, settings: settings, cfg: cfg.Campaigns},
 		inbox,
-		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe},
+		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe,
+			importMaxBytes: cfg.Users.ImportMaxBytes, pushTokensPerUser: cfg.Users.PushTokensPerUser},
 		&templatesRoom{responder: r, store: st, templates: templates},
 		&flowsRoom{responder: r, store: st, flows: flowDefs, users: users, engine: engine},
 		&providersRoom{responder: r, store: st, users: users, cfg: cfg.Providers, baseURL: cfg.PublicBaseURL,
-			emitter: cfg.Webhooks.Emitter},
+			pushTokensPerUser: cfg.Users.PushTokensPerUser,
+			emitter:           cfg.Webhooks.Emitter},
 		&webhookEndpointsRoom{responder: r, store: st, cfg: cfg.Webhooks},
 		&suppressionsRoom{responder: r, store: st},
 		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant},

@@ -21,9 +21,14 @@ type usersRoom struct {
 	store       *store.Store
 	users       *userDirectory
 	unsubscribe *unsubscribe.Signer
+	// importMaxBytes and pushTokensPerUser: UserConfig's.
+	importMaxBytes    int64
+	pushTokensPerUser int
 }
 
 func (h *usersRoom) register(v1, public gin.IRouter, mw *middleware) {
+	v1.POST("/users/import", mw.limitCost("tenant-user-import:", mw.limits.Cost.UserImport, "user imports"),
+		mw.audited(auditUsersImport, auditUpload), h.importUsers)
 	v1.PUT("/users/:user_id", mw.audited(auditUserPut, auditFieldNames), h.putUser)
 	v1.GET("/users/:user_id", h.getUser)
 	v1.PUT("/users/:user_id/preferences", mw.audited(auditPreferencesPut, auditFields), h.putUserPreferences)

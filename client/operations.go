@@ -184,17 +184,9 @@ func (c *Client) PutUser(ctx context.Context, userID string, req PutUserRequest)
 	return doJSON[User](ctx, c, put(pathOf("v1", "users", userID), req))
 }
 
-// UsersImported answers ImportUsers (written by hand until the operation is in
-// api/openapi.yaml; then an alias of the generated UserImportResult).
-type UsersImported struct {
-	// Lines are the non-empty lines read (a CSV header not counted); Users the
-	// distinct users they name.
-	Lines     int `json:"lines"`
-	Users     int `json:"users"`
-	Created   int `json:"created"`
-	Updated   int `json:"updated"`
-	Unchanged int `json:"unchanged"`
-}
+// UsersImported answers ImportUsers: the lines read and the distinct users
+// created, updated and unchanged (the document's UserImportResult).
+type UsersImported = UserImportResult
 
 // ImportUsers is POST /v1/users/import: users (profile, locale, timezone,
 // preferences, topics, push tokens) streamed as CSV or NDJSON, created or updated

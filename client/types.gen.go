@@ -3098,6 +3098,21 @@ type User struct {
 	UserID ClientKey `json:"user_id"`
 }
 
+// UserImportResult defines model for UserImportResult.
+type UserImportResult struct {
+	Created int `json:"created"`
+
+	// Lines Non-empty lines read (the CSV header not counted).
+	Lines     int `json:"lines"`
+	Unchanged int `json:"unchanged"`
+
+	// Updated Existing users of which a profile field, the preferences, a topic subscription or a push token changed.
+	Updated int `json:"updated"`
+
+	// Users Distinct users named.
+	Users int `json:"users"`
+}
+
 // UserPreferences defines model for UserPreferences.
 type UserPreferences struct {
 	// Effective The user's document merged over the tenant defaults.

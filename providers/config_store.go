@@ -168,10 +168,18 @@ type PushToken struct {
 	LastSeenAt time.Time `json:"last_seen_at"`
 }
 
+// DefaultPushTokensPerUser is HERALD_PUSH_TOKENS_PER_USER's default: how many
+// device tokens one user keeps (a phone, a tablet, a few browsers, with room
+// for reinstalls whose old token FCM has not reported dead yet).
+const DefaultPushTokensPerUser = 10
+
 // PutPushToken registers a device token for a user. Registering a token again
 // refreshes it; registering it for another user of the tenant moves it (the device
-// changed hands). The user must exist.
-func (s *Store) PutPushToken(ctx context.Context, t PushToken) (PushToken, error) {
+// changed hands). The user must exist. The user keeps at most maxPerUser tokens
+// (0: DefaultPushTokensPerUser): past it the least recently registered ones
+// (oldest last_seen_at) are removed, in the same transaction, under the user's
+// row lock so concurrent registrations cannot overshoot.
+func (s *Store) PutPushToken(ctx context.Context, t PushToken, maxPerUser int) (PushToken, error) {
 	switch t.Platform {
 	case PlatformAndroid, PlatformIOS, PlatformWeb:
 	default:
@@ -180,7 +188,19 @@ func (s *Store) PutPushToken(ctx context.Context, t PushToken) (PushToken, error
 	if t.Token == "" || t.UserID == "" || t.TenantID == "" {
 		return t, errors.New("providers: push token needs tenant, user and token")
 	}
-	err := s.db.QueryRow(ctx, `
+	if maxPerUser <= 0 {
+		maxPerUser = DefaultPushTokensPerUser
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return t, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	var one int
+	if err := tx.QueryRow(ctx, `SELECT 1 FROM users WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE`, t.TenantID, t.UserID).Scan(&one); err != nil {
+		return t, dbx.NotFound(err)
+	}
+	err = tx.QueryRow(ctx, `
 		INSERT INTO push_tokens (tenant_id, user_id, token, platform)
 		VALUES ($1, $2, $3, $4)
 		ON CONFLICT (tenant_id, token) DO UPDATE SET
@@ -190,7 +210,16 @@ func (s *Store) PutPushToken(ctx context.Context, t PushToken) (PushToken, error
 			last_seen_at = now()
 		RETURNING created_at, last_seen_at`,
 		t.TenantID, t.UserID, t.Token, t.Platform).Scan(&t.CreatedAt, &t.LastSeenAt)
-	return t, err
+	if err != nil {
+		return t, err
+	}
+	if _, err := tx.Exec(ctx, `
+		DELETE FROM push_tokens WHERE tenant_id = $1 AND user_id = $2 AND token IN (
+			SELECT token FROM push_tokens WHERE tenant_id = $1 AND user_id = $2
+			ORDER BY last_seen_at DESC, created_at DESC, token OFFSET $3)`, t.TenantID, t.UserID, maxPerUser); err != nil {
+		return t, err
+	}
+	return t, tx.Commit(ctx)
 }
 
 // PushTokens lists a user's tokens, oldest first.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -167,7 +169,7 @@ func TestPushTokens(t *testing.T) {
 
 	put := func(tenant, user, token, platform string) providers.PushToken {
 		t.Helper()
-		pt, err := s.PutPushToken(ctx, providers.PushToken{TenantID: tenant, UserID: user, Token: token, Platform: platform})
+		pt, err := s.PutPushToken(ctx, providers.PushToken{TenantID: tenant, UserID: user, Token: token, Platform: platform}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,11 +203,61 @@ func TestPushTokens(t *testing.T) {
 	if ok, _ := s.DeletePushToken(ctx, tenant, "u2", "tok-b"); !ok {
 		t.Fatal("delete own token")
 	}
-	if _, err := s.PutPushToken(ctx, providers.PushToken{TenantID: tenant, UserID: "u1", Token: "x", Platform: "symbian"}); err == nil {
+	if _, err := s.PutPushToken(ctx, providers.PushToken{TenantID: tenant, UserID: "u1", Token: "x", Platform: "symbian"}, 0); err == nil {
 		t.Fatal("unknown platform accepted")
 	}
-	if _, err := s.PutPushToken(ctx, providers.PushToken{TenantID: tenant, UserID: "nobody", Token: "x", Platform: "ios"}); err == nil {
+	if _, err := s.PutPushToken(ctx, providers.PushToken{TenantID: tenant, UserID: "nobody", Token: "x", Platform: "ios"}, 0); err == nil {
 		t.Fatal("token for a user that does not exist accepted")
+	}
+}
+
+// A user keeps at most maxPerUser tokens: registering one more removes the
+// least recently registered (last_seen_at), and re-registering an old token
+// makes it recent again.
+func TestPushTokensAreCappedOldestFirst(t *testing.T) {
+	tx := dbTx(t)
+	ctx := context.Background()
+	tenant := testenv.UniqueName(t, "t")
+	seed(t, tx, tenant)
+	s := providers.NewStore(tx, nil)
+	put := func(token string, ageMinutes int) {
+		t.Helper()
+		if _, err := s.PutPushToken(ctx, providers.PushToken{TenantID: tenant, UserID: "u1", Token: token, Platform: "android"}, 3); err != nil {
+			t.Fatal(err)
+		}
+		// One transaction has one now(): age the token by hand.
+		if _, err := tx.Exec(ctx, `UPDATE push_tokens SET last_seen_at = now() - make_interval(mins => $3)
+			WHERE tenant_id = $1 AND token = $2`, tenant, token, ageMinutes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens := func() []string {
+		t.Helper()
+		toks, err := s.PushTokens(ctx, tenant, "u1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tk := range toks {
+			out = append(out, tk.Token)
+		}
+		sort.Strings(out)
+		return out
+	}
+	put("a", 50)
+	put("b", 40)
+	put("c", 30)
+	if got := tokens(); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Fatalf("under the cap: %v", got)
+	}
+	put("d", 20) // "a" is the oldest
+	if got := tokens(); !reflect.DeepEqual(got, []string{"b", "c", "d"}) {
+		t.Fatalf("after d: %v", got)
+	}
+	put("b", 10) // refreshed: now "c" is the oldest
+	put("e", 5)
+	if got := tokens(); !reflect.DeepEqual(got, []string{"b", "d", "e"}) {
+		t.Fatalf("after refreshing b and adding e: %v", got)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/inboxlive"
+	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/workflows"
 )
 
@@ -80,7 +81,15 @@ type Config struct {
 	//   HERALD_TEMPLATE_SAVE_RATE, HERALD_TEMPLATE_SAVE_BURST: PUT /v1/templates/{id}
 	//   HERALD_REDRIVE_RATE, HERALD_REDRIVE_BURST: POST /v1/dead-letters/{id}/redrive
 	//   HERALD_BULK_REDRIVE_RATE, HERALD_BULK_REDRIVE_BURST: POST /v1/dead-letters/redrive
-	PreviewLimit, TemplateSaveLimit, RedriveLimit, BulkRedriveLimit Bucket
+	//   HERALD_USER_IMPORT_RATE, HERALD_USER_IMPORT_BURST: POST /v1/users/import
+	PreviewLimit, TemplateSaveLimit, RedriveLimit, BulkRedriveLimit, UserImportLimit Bucket
+	// HERALD_USER_IMPORT_MAX_BYTES: the largest POST /v1/users/import body
+	// (default api.DefaultUserImportMaxBytes).
+	UserImportMaxBytes int64
+	// HERALD_PUSH_TOKENS_PER_USER: how many device tokens one user keeps; past
+	// it the least recently registered are removed (default
+	// providers.DefaultPushTokensPerUser).
+	PushTokensPerUser int
 	// HERALD_OPERATOR_KEY: the Bearer key of the operator API
 	// (/v1/operator/...: tenant limits, the right to send critical
 	// notifications); at least MinOperatorKeyLen bytes. Unset: the operator API is
@@ -156,6 +165,9 @@ var (
 	DefaultTemplateSaveLimit = Bucket{Rate: 2, Burst: 30}
 	DefaultRedriveLimit      = Bucket{Rate: 10, Burst: 50}
 	DefaultBulkRedriveLimit  = Bucket{Rate: 0.2, Burst: 3}
+	// An import of users writes up to HERALD_USER_IMPORT_MAX_BYTES in one
+	// transaction: one a minute, 3 in a row.
+	DefaultUserImportLimit = Bucket{Rate: 1.0 / 60, Burst: 3}
 )
 
 // MinOperatorKeyLen is the shortest HERALD_OPERATOR_KEY accepted (openssl rand
@@ -266,6 +278,7 @@ func FromEnv() (Config, error) {
 		{"TEMPLATE_SAVE", DefaultTemplateSaveLimit, &c.TemplateSaveLimit},
 		{"REDRIVE", DefaultRedriveLimit, &c.RedriveLimit},
 		{"BULK_REDRIVE", DefaultBulkRedriveLimit, &c.BulkRedriveLimit},
+		{"USER_IMPORT", DefaultUserImportLimit, &c.UserImportLimit},
 	} {
 		if b.dst.Rate, err = number("HERALD_"+b.name+"_RATE", b.def.Rate); err != nil {
 			return c, err
@@ -282,11 +295,17 @@ func FromEnv() (Config, error) {
 		{"HERALD_INBOX_STREAMS_PER_USER", inboxlive.DefaultLimits.PerUser, &c.InboxStreamsPerUser},
 		{"HERALD_INBOX_STREAMS_PER_TENANT", inboxlive.DefaultLimits.PerTenant, &c.InboxStreamsPerTenant},
 		{"HERALD_INBOX_STREAMS_PER_PROCESS", inboxlive.DefaultLimits.PerProcess, &c.InboxStreamsPerProcess},
+		{"HERALD_PUSH_TOKENS_PER_USER", providers.DefaultPushTokensPerUser, &c.PushTokensPerUser},
 	} {
 		if *n.dst, err = integer(n.name, n.def); err != nil {
 			return c, err
 		}
 	}
+	importMax, err := integer("HERALD_USER_IMPORT_MAX_BYTES", api.DefaultUserImportMaxBytes)
+	if err != nil {
+		return c, err
+	}
+	c.UserImportMaxBytes = int64(importMax)
 	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", api.DefaultInboxHeartbeat); err != nil {
 		return c, err
 	}

@@ -1,0 +1,420 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/herald-notify/herald/internal/jsondecode"
+	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/providers"
+)
+
+// Bulk user import: POST /v1/users/import (docs/api.md, "Bulk user import").
+//
+// The body (NDJSON or CSV by Content-Type) is read line by line, each line
+// validated as PUT /v1/users/{id} and PUT …/preferences would validate it, and
+// written to a spool file in PostgreSQL's COPY format (store.ImportWriter):
+// memory stays bounded by one line whatever the file's size, and a slow client
+// holds a file, never a database connection. The first bad line answers 400
+// naming it (line number and field) before the database is touched; a body over
+// the limit answers 413. Then store.ImportUsers applies the whole file in one
+// transaction: nothing is stored unless every line is.
+
+// DefaultUserImportMaxBytes is HERALD_USER_IMPORT_MAX_BYTES's default: 1 GiB,
+// several million users with their profiles.
+const DefaultUserImportMaxBytes = 1 << 30
+
+// Bounds of one import line.
+const (
+	maxImportLineBytes = 64 << 10
+	maxImportTopics    = 100
+)
+
+// importLineError is a bad line: 400 invalid_line naming the line and field.
+type importLineError struct {
+	line  int64
+	field string
+	msg   string
+}
+
+func (e *importLineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
+
+func (e *importLineError) httpError() *httpError {
+	field := fmt.Sprintf("line %d", e.line)
+	if e.field != "" {
+		field += "." + e.field
+	}
+	return &httpError{Status: http.StatusBadRequest, Code: "invalid_line", Field: field,
+		Message: fmt.Sprintf("line %d: %s", e.line, e.msg)}
+}
+
+// importLine is one NDJSON line.
+type importLine struct {
+	UserID      *string         `json:"user_id"`
+	Name        *string         `json:"name"`
+	Email       *string         `json:"email"`
+	Phone       *string         `json:"phone"`
+	Locale      *string         `json:"locale"`
+	Timezone    *string         `json:"timezone"`
+	Preferences json.RawMessage `json:"preferences"`
+	Topics      []string        `json:"topics"`
+	PushTokens  []struct {
+		Token    *string `json:"token"`
+		Platform *string `json:"platform"`
+	} `json:"push_tokens"`
+}
+
+// importColumns are the CSV columns an import's header may name.
+var importCSVColumns = map[string]bool{"user_id": true, "name": true, "email": true, "phone": true, "locale": true,
+	"timezone": true, "preferences": true, "topics": true, "push_token": true, "push_platform": true}
+
+// importReader reads and validates an import's lines.
+type importReader struct {
+	r         *bufio.Reader
+	ndjson    bool
+	maxTokens int
+	header    []string
+	line      int64
+}
+
+// next returns the next row; io.EOF at the end; an *importLineError for a bad
+// line.
+func (ir *importReader) next() (store.ImportRow, error) {
+	for {
+		raw, err := ir.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			ir.line++
+			return store.ImportRow{}, ir.bad("", "longer than %d bytes", maxImportLineBytes)
+		}
+		if len(raw) == 0 && err != nil {
+			return store.ImportRow{}, err
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return store.ImportRow{}, err
+		}
+		ir.line++
+		line := bytes.TrimRight(raw, "\r\n")
+		if len(bytes.TrimSpace(line)) == 0 {
+			if err != nil {
+				return store.ImportRow{}, io.EOF
+			}
+			continue
+		}
+		if !utf8.Valid(line) || bytes.IndexByte(line, 0) >= 0 {
+			return store.ImportRow{}, ir.bad("", "not valid UTF-8 text")
+		}
+		if ir.ndjson {
+			return ir.parseJSON(line)
+		}
+		if ir.header == nil {
+			if herr := ir.readHeader(line); herr != nil {
+				return store.ImportRow{}, herr
+			}
+			continue
+		}
+		return ir.parseCSV(line)
+	}
+}
+
+func (ir *importReader) bad(field, format string, args ...any) error {
+	return &importLineError{line: ir.line, field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// badField turns a field's validation error (validEmail, …) into the line's.
+func (ir *importReader) badField(field string, e *httpError) error {
+	return &importLineError{line: ir.line, field: field, msg: e.Message}
+}
+
+func (ir *importReader) parseJSON(line []byte) (store.ImportRow, error) {
+	var in importLine
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		e := jsondecode.Explain(err)
+		return store.ImportRow{}, ir.bad(e.Field, "%s", e.Message)
+	}
+	if dec.More() {
+		return store.ImportRow{}, ir.bad("", "one JSON object per line")
+	}
+	if in.UserID == nil {
+		return store.ImportRow{}, ir.bad("user_id", "user_id is required")
+	}
+	row := store.ImportRow{UserID: *in.UserID, Name: in.Name, Email: in.Email, Phone: in.Phone, Locale: in.Locale, Timezone: in.Timezone}
+	if err := ir.checkProfile(row); err != nil {
+		return row, err
+	}
+	if p := bytes.TrimSpace(in.Preferences); len(p) > 0 && string(p) != "null" {
+		var err error
+		if row.Preferences, err = ir.checkPreferences(p); err != nil {
+			return row, err
+		}
+	}
+	if in.Topics != nil {
+		row.Topics = in.Topics
+		if err := ir.checkTopics(row.Topics); err != nil {
+			return row, err
+		}
+	}
+	if in.PushTokens != nil {
+		if len(in.PushTokens) > ir.maxTokens {
+			return row, ir.bad("push_tokens", "at most %d push tokens per user", ir.maxTokens)
+		}
+		row.PushTokens = make([]store.ImportPushToken, 0, len(in.PushTokens))
+		for i, t := range in.PushTokens {
+			var tok, plat string
+			if t.Token != nil {
+				tok = *t.Token
+			}
+			if t.Platform != nil {
+				plat = *t.Platform
+			}
+			pt, err := ir.checkPushToken(fmt.Sprintf("push_tokens[%d]", i), tok, plat)
+			if err != nil {
+				return row, err
+			}
+			row.PushTokens = append(row.PushTokens, pt)
+		}
+	}
+	return row, nil
+}
+
+func (ir *importReader) readHeader(line []byte) error {
+	rec, err := csv.NewReader(bytes.NewReader(line)).Read()
+	if err != nil {
+		return ir.bad("", "not a CSV record: %v", err)
+	}
+	seen := map[string]bool{}
+	for i, h := range rec {
+		h = strings.TrimSpace(h)
+		rec[i] = h
+		if !importCSVColumns[h] {
+			return ir.bad(h, "unknown column %q; the columns are user_id, name, email, phone, locale, timezone, preferences, topics, push_token, push_platform", h)
+		}
+		if seen[h] {
+			return ir.bad(h, "column %q is named twice", h)
+		}
+		seen[h] = true
+	}
+	switch {
+	case !seen["user_id"]:
+		return ir.bad("user_id", "the header must name a user_id column")
+	case seen["push_token"] != seen["push_platform"]:
+		return ir.bad("push_token", "push_token and push_platform go together")
+	}
+	ir.header = rec
+	return nil
+}
+
+func (ir *importReader) parseCSV(line []byte) (store.ImportRow, error) {
+	rec, err := csv.NewReader(bytes.NewReader(line)).Read()
+	if err != nil {
+		return store.ImportRow{}, ir.bad("", "not a CSV record: %v", err)
+	}
+	if len(rec) != len(ir.header) {
+		return store.ImportRow{}, ir.bad("", "has %d fields; the header has %d", len(rec), len(ir.header))
+	}
+	var row store.ImportRow
+	var token, platform string
+	for i, col := range ir.header {
+		v := rec[i]
+		val := &v
+		if v == "" {
+			val = nil // an empty cell is an absent field
+		}
+		switch col {
+		case "user_id":
+			row.UserID = v
+		case "name":
+			row.Name = val
+		case "email":
+			row.Email = val
+		case "phone":
+			row.Phone = val
+		case "locale":
+			row.Locale = val
+		case "timezone":
+			row.Timezone = val
+		case "preferences":
+			if val != nil {
+				if row.Preferences, err = ir.checkPreferences([]byte(v)); err != nil {
+					return row, err
+				}
+			}
+		case "topics":
+			if val != nil {
+				row.Topics = strings.Split(v, ";")
+				if err := ir.checkTopics(row.Topics); err != nil {
+					return row, err
+				}
+			}
+		case "push_token":
+			token = v
+		case "push_platform":
+			platform = v
+		}
+	}
+	if err := ir.checkProfile(row); err != nil {
+		return row, err
+	}
+	if token != "" || platform != "" {
+		pt, err := ir.checkPushToken("push_token", token, platform)
+		if err != nil {
+			return row, err
+		}
+		row.PushTokens = []store.ImportPushToken{pt}
+	}
+	return row, nil
+}
+
+// checkProfile validates the profile fields as PUT /v1/users/{id} does.
+func (ir *importReader) checkProfile(r store.ImportRow) error {
+	if e := validID("user_id", r.UserID); e != nil {
+		return ir.badField("user_id", e)
+	}
+	req := putUserRequest{Name: r.Name, Email: r.Email, Phone: r.Phone, Locale: r.Locale, Timezone: r.Timezone}
+	if e := req.validate(); e != nil {
+		return ir.badField(e.Field, e)
+	}
+	for _, f := range []*string{r.Name, r.Email, r.Phone, r.Locale, r.Timezone} {
+		if f != nil && strings.ContainsRune(*f, 0) {
+			return ir.bad("", "a field holds a NUL character")
+		}
+	}
+	return nil
+}
+
+// checkPreferences decodes and validates a preference document as PUT
+// /v1/users/{id}/preferences does and returns it re-encoded.
+func (ir *importReader) checkPreferences(raw []byte) ([]byte, error) {
+	var p preferences.Preferences
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil || dec.More() {
+		field, msg := "preferences", "preferences must be a preference document (as PUT /v1/users/{id}/preferences takes)"
+		if err != nil {
+			if e := jsondecode.Explain(err); e.Field != "" {
+				field, msg = "preferences."+e.Field, e.Message
+			}
+		}
+		return nil, ir.bad(field, "%s", msg)
+	}
+	if errs := p.Validate(); len(errs) > 0 {
+		return nil, ir.bad("preferences."+errs[0].Field, "%s", errs[0].Error())
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (ir *importReader) checkTopics(topics []string) error {
+	if len(topics) > maxImportTopics {
+		return ir.bad("topics", "at most %d topics per user", maxImportTopics)
+	}
+	for i, t := range topics {
+		field := fmt.Sprintf("topics[%d]", i)
+		if e := validTopic(field, t); e != nil {
+			return ir.badField(field, e)
+		}
+	}
+	return nil
+}
+
+func (ir *importReader) checkPushToken(field, token, platform string) (store.ImportPushToken, error) {
+	if e := validPushToken(field+".token", token); e != nil {
+		return store.ImportPushToken{}, ir.badField(field+".token", e)
+	}
+	switch platform {
+	case providers.PlatformAndroid, providers.PlatformIOS, providers.PlatformWeb:
+	default:
+		return store.ImportPushToken{}, ir.bad(field+".platform", "platform must be android, ios or web")
+	}
+	return store.ImportPushToken{Token: token, Platform: platform}, nil
+}
+
+// importUsers is POST /v1/users/import: 200 with the counts.
+func (h *usersRoom) importUsers(c *gin.Context) {
+	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if mt != contentTypeCSV && mt != contentTypeNDJSON {
+		h.abort(c, &httpError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Message: "import users as application/x-ndjson (one {\"user_id\": ...} per line) or text/csv (a header with user_id)"})
+		return
+	}
+	maxBytes := h.importMaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultUserImportMaxBytes
+	}
+	tooBig := &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+		Message: fmt.Sprintf("an import is at most %d bytes; split the file", maxBytes)}
+	if c.Request.ContentLength > maxBytes {
+		h.abort(c, tooBig)
+		return
+	}
+	spool, err := os.CreateTemp("", "herald-user-import-*")
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	defer func() {
+		_ = spool.Close()
+		_ = os.Remove(spool.Name())
+	}()
+	maxTokens := h.pushTokensPerUser
+	if maxTokens <= 0 {
+		maxTokens = providers.DefaultPushTokensPerUser
+	}
+	ir := &importReader{r: bufio.NewReaderSize(http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes), maxImportLineBytes),
+		ndjson: mt == contentTypeNDJSON, maxTokens: maxTokens}
+	w := store.NewImportWriter(spool)
+	for {
+		row, err := ir.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var bad *importLineError
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &bad):
+			h.abort(c, bad.httpError())
+			return
+		case errors.As(err, &mbe):
+			h.abort(c, tooBig)
+			return
+		case err != nil:
+			h.abort(c, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
+			return
+		}
+		if err := w.Write(row); err != nil {
+			h.abort(c, err)
+			return
+		}
+	}
+	if err := w.Flush(); err != nil {
+		h.abort(c, err)
+		return
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		h.abort(c, err)
+		return
+	}
+	res, err := h.store.ImportUsers(c.Request.Context(), tenantOf(c).ID, bufio.NewReaderSize(spool, 256<<10), w.Sections(), maxTokens)
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"lines": w.Rows(), "users": res.Users, "created": res.Created, "updated": res.Updated, "unchanged": res.Unchanged})
+}

@@ -1,0 +1,128 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/herald-notify/herald/internal/apitest"
+)
+
+func importUsers(h *apitest.Harness, key, contentType, body string) apitest.Response {
+	h.T.Helper()
+	return h.Do(http.MethodPost, "/v1/users/import", key, body, "Content-Type", contentType)
+}
+
+func wantCounts(t *testing.T, r apitest.Response, users, created, updated, unchanged int) {
+	t.Helper()
+	if r.Status != http.StatusOK || num(r.JSON, "users") != users || num(r.JSON, "created") != created ||
+		num(r.JSON, "updated") != updated || num(r.JSON, "unchanged") != unchanged {
+		t.Fatalf("import: want users %d created %d updated %d unchanged %d, got %d %s", users, created, updated, unchanged, r.Status, r.Body)
+	}
+}
+
+// TestUserImport: an NDJSON import creates users with their profiles,
+// preferences, topics and devices; the same file again changes nothing; a
+// changed field counts as updated; a user named twice takes its last line; the
+// first bad line is a 400 naming line and field and stores nothing; CSV works
+// alike; imports are audited; a user's devices are capped.
+func TestUserImport(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.TenantWith("importer", "promo")
+	_, otherKey := h.Tenant("importer-other")
+
+	file := strings.Join([]string{
+		`{"user_id":"ada","name":"Ada","email":"ada@example.com","locale":"en-GB","timezone":"Europe/London",` +
+			`"preferences":{"categories":{"marketing":{"enabled":false}}},"topics":["news","release-notes"],` +
+			`"push_tokens":[{"token":"tok-ada-1","platform":"android"},{"token":"tok-ada-2","platform":"ios"}]}`,
+		``,
+		`{"user_id":"bob","phone":"+14155550101"}`,
+		`{"user_id":"cy","email":"cy-old@example.com"}`,
+		`{"user_id":"cy","email":"cy@example.com","topics":["news"]}`,
+	}, "\n") + "\n"
+	r := importUsers(h, key, "application/x-ndjson", file)
+	wantCounts(t, r, 3, 3, 0, 0)
+	if num(r.JSON, "lines") != 4 {
+		t.Fatalf("lines: %s", r.Body)
+	}
+	ada := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada", key, nil)
+	if ada.Str("email") != "ada@example.com" || ada.Str("locale") != "en-GB" || ada.Str("name") != "Ada" {
+		t.Fatalf("ada: %s", ada.Body)
+	}
+	if cy := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/cy", key, nil); cy.Str("email") != "cy@example.com" {
+		t.Fatalf("cy takes its last line: %s", cy.Body)
+	}
+	prefs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/preferences", key, nil)
+	if !strings.Contains(string(prefs.Body), `"marketing":{"enabled":false}`) {
+		t.Fatalf("ada's preferences: %s", prefs.Body)
+	}
+	subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/news/subscribers", key, nil)
+	if !strings.Contains(string(subs.Body), `"ada"`) || !strings.Contains(string(subs.Body), `"cy"`) || strings.Contains(string(subs.Body), `"bob"`) {
+		t.Fatalf("news subscribers: %s", subs.Body)
+	}
+	if toks := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/push-tokens", key, nil); len(toks.JSON["items"].([]any)) != 2 {
+		t.Fatalf("ada's devices: %s", toks.Body)
+	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/ada", otherKey, nil)
+
+	// The same file again: nothing changes.
+	wantCounts(t, importUsers(h, key, "application/x-ndjson", file), 3, 0, 0, 3)
+	// One new user, one changed email, one new topic for bob; ada unchanged.
+	wantCounts(t, importUsers(h, key, "application/x-ndjson", strings.Join([]string{
+		`{"user_id":"ada","name":"Ada","email":"ada@example.com","locale":"en-GB","timezone":"Europe/London"}`,
+		`{"user_id":"bob","phone":"+14155550101","topics":["news"]}`,
+		`{"user_id":"cy","email":"cy@example.org"}`,
+		`{"user_id":"dee"}`,
+	}, "\n")), 4, 1, 2, 1)
+
+	// The first bad line names line and field; nothing of the file is stored.
+	for _, c := range []struct{ ct, body, field string }{
+		{"application/x-ndjson", "{\"user_id\":\"new1\"}\n{\"user_id\":\"new2\",\"email\":\"not an address\"}\n{\"user_id\":\"x\",\"email\":\"bad\"}", "line 2.email"},
+		{"application/x-ndjson", "{\"user_id\":\"new1\"}\n\n{\"user_id\":\"new2\",\"shoe_size\":42}", "line 3.shoe_size"},
+		{"application/x-ndjson", "{\"user_id\":\"new1\",\"preferences\":{\"channels\":{\"fax\":true}}}", "line 1.preferences.channels.fax"},
+		{"application/x-ndjson", "{\"user_id\":\"new1\",\"push_tokens\":[{\"token\":\"t\",\"platform\":\"palm\"}]}", "line 1.push_tokens[0].platform"},
+		{"application/x-ndjson", "{\"user_id\":\"new1\",\"topics\":[\"a b\"]}", "line 1.topics[0]"},
+		{"application/x-ndjson", "{\"user_id\":\"new/1\"}", "line 1.user_id"},
+		{"application/x-ndjson", "not json", "line 1"},
+		{"text/csv", "user_id,email,shoe_size\nnew1,a@example.com,42\n", "line 1.shoe_size"},
+		{"text/csv", "user_id,email,timezone\nnew1,a@example.com,Europe/London\nnew2,b@example.com,Mars/Olympus\n", "line 3.timezone"},
+	} {
+		r := importUsers(h, key, c.ct, c.body)
+		apitest.WantError(t, r, http.StatusBadRequest, "invalid_line", c.field)
+	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/new1", key, nil)
+	apitest.WantError(t, importUsers(h, key, "application/json", `{"user_id":"x"}`), http.StatusUnsupportedMediaType, "unsupported_media_type", "")
+
+	// CSV: topics separated by ';', an empty cell is an absent field.
+	wantCounts(t, importUsers(h, key, "text/csv; charset=utf-8",
+		"user_id,name,email,topics,push_token,push_platform\r\ncsv1,\"Doe, Jane\",jane@example.com,news;deals,tok-csv1,web\r\ncsv2,,,,,\r\n"), 2, 2, 0, 0)
+	if u := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/csv1", key, nil); u.Str("name") != "Doe, Jane" {
+		t.Fatalf("csv1: %s", u.Body)
+	}
+	if subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/deals/subscribers", key, nil); !strings.Contains(string(subs.Body), `"csv1"`) {
+		t.Fatalf("deals subscribers: %s", subs.Body)
+	}
+
+	// Audited by size, never by content.
+	audit := h.MustDo(http.StatusOK, http.MethodGet, "/v1/audit-log?action=users.import", key, nil)
+	if items := audit.JSON["items"].([]any); len(items) < 3 || strings.Contains(string(audit.Body), "ada@example.com") {
+		t.Fatalf("audit: %s", audit.Body)
+	}
+
+	// Devices are capped (HERALD_PUSH_TOKENS_PER_USER, 10 by default): an import
+	// line with more is refused, and registering an 11th removes the oldest.
+	var many []string
+	for i := range 11 {
+		many = append(many, fmt.Sprintf(`{"token":"tok-many-%02d","platform":"android"}`, i))
+	}
+	apitest.WantError(t, importUsers(h, key, "application/x-ndjson", `{"user_id":"dee","push_tokens":[`+strings.Join(many, ",")+`]}`),
+		http.StatusBadRequest, "invalid_line", "line 1.push_tokens")
+	for i := range 11 {
+		h.MustDo(http.StatusCreated, http.MethodPut, "/v1/users/dee/push-tokens", key, map[string]any{"token": fmt.Sprintf("dev-%02d", i), "platform": "ios"})
+	}
+	toks := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/dee/push-tokens", key, nil)
+	if items := toks.JSON["items"].([]any); len(items) != 10 || strings.Contains(string(toks.Body), `"dev-00"`) || !strings.Contains(string(toks.Body), `"dev-10"`) {
+		t.Fatalf("dee's devices after 11 registrations: %s", toks.Body)
+	}
+}

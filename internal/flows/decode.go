@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 
 	"github.com/herald-notify/herald/internal/herald"
@@ -89,6 +90,11 @@ func (d *decoder) object(raw json.RawMessage, path string, field func(key string
 			return jsondecode.Field(path, "malformed_json", "malformed JSON in %s", orFlow(path))
 		}
 		at := join(path, key)
+		if !plainName.MatchString(key) {
+			// Not a name any object here has: refused naming the object it is in,
+			// so a key such as "steps[0]" or "a.b" cannot pose as another path.
+			return jsondecode.Field(path, "unknown_field", "unknown field %q in %s", key, orFlow(path))
+		}
 		if seen[key] {
 			return jsondecode.Field(at, "invalid_field", "%s is given twice", at)
 		}
@@ -305,6 +311,10 @@ func notOfType(path, key string, t StepType) error {
 	return jsondecode.Field(path, "unknown_field", "%s does not apply to a %s step (it is a field of %s steps); a %s step has %s",
 		path, t, strings.Join(owners, " and "), t, strings.Join(stepFields[t], ", "))
 }
+
+// plainName is the form of a field name that can be named in a path: every
+// name a flow has, and the likely typos of one ("templateId").
+var plainName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 

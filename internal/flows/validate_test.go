@@ -321,3 +321,19 @@ func TestDurationDays(t *testing.T) {
 		t.Errorf("48h writes as %q", s)
 	}
 }
+
+// A key that is not a plain name is refused naming the object it is in, so it
+// cannot pose as another field's path.
+func TestOddKeysCannotPoseAsPaths(t *testing.T) {
+	for raw, field := range map[string]string{
+		`{"category":"c","steps[0]":1}`: "",
+		`{"category":"c","steps":[{"type":"send","template_id":"t","channels":["in_app"],"a.b":1}]}`:       "steps[0]",
+		`{"category":"c","steps":[{"type":"send","template_id":"t","channels":["in_app"],"Window":"5s"}]}`: "steps[0].Window",
+	} {
+		_, err := flows.Parse([]byte(raw))
+		var fe *jsondecode.Error
+		if !errors.As(err, &fe) || fe.Code != "unknown_field" || fe.Field != field {
+			t.Errorf("%s: %v, want unknown_field naming %q", raw, err, field)
+		}
+	}
+}

@@ -149,6 +149,56 @@ func TestDeadPushTokenIsRemoved(t *testing.T) {
 	}
 }
 
+// TestDeadTokensAreRemovedExactly: a user with two devices, FCM answering
+// UNREGISTERED for one: that token alone is removed (another user's device is
+// untouched) and the push is sent to the other; INVALID_ARGUMENT naming the
+// token removes it too; INVALID_ARGUMENT about anything else fails the push
+// and keeps the token.
+func TestDeadTokensAreRemovedExactly(t *testing.T) {
+	h, f, tenantID, key := setup(t)
+	ctx := context.Background()
+	h.PutUser(key, "bob", map[string]any{"email": "bob@example.com"})
+	for _, tk := range []providers.PushToken{{UserID: "ada", Token: "device-token-2"}, {UserID: "bob", Token: "bob-token"}} {
+		tk.TenantID, tk.Platform = tenantID, "ios"
+		if _, err := h.Providers.PutPushToken(ctx, tk, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens := func(user string) []string {
+		t.Helper()
+		toks, err := h.Providers.PushTokens(ctx, tenantID, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tk := range toks {
+			out = append(out, tk.Token)
+		}
+		return out
+	}
+
+	f.FCM.Next(f.FCM.Unregistered()) // the oldest device, device-token-1
+	h.AwaitChannel(key, send(h, key, "push"), "push", "sent", "", 20*time.Second)
+	if got := tokens("ada"); len(got) != 1 || got[0] != "device-token-2" {
+		t.Fatalf("ada's devices after UNREGISTERED: %v", got)
+	}
+	if got := tokens("bob"); len(got) != 1 {
+		t.Fatalf("bob's device was touched: %v", got)
+	}
+
+	f.FCM.Next(providertest.Behavior{Status: 400, Body: providertest.FCMError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Message too big")})
+	h.AwaitChannel(key, send(h, key, "push"), "push", "failed", "", 20*time.Second)
+	if got := tokens("ada"); len(got) != 1 {
+		t.Fatalf("a non-token INVALID_ARGUMENT removed a device: %v", got)
+	}
+
+	f.FCM.Next(f.FCM.InvalidToken())
+	h.AwaitChannel(key, send(h, key, "push"), "push", "failed", "", 20*time.Second)
+	if got := tokens("ada"); len(got) != 0 {
+		t.Fatalf("ada's devices after INVALID_ARGUMENT on the token: %v", got)
+	}
+}
+
 func TestEmailOutageDoesNotDelayOtherChannels(t *testing.T) {
 	h, f, _, key := setup(t)
 	f.SendGrid.Always(providertest.Fail500())

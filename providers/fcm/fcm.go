@@ -246,6 +246,10 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// invalidTokenMessage is FCM's message for a malformed registration token
+// (HTTP v1 API, 400 INVALID_ARGUMENT).
+const invalidTokenMessage = "The registration token is not a valid FCM registration token"
+
 func classify(err error) *providers.Error {
 	var ge *googleapi.Error
 	if !errors.As(err, &ge) {
@@ -279,8 +283,12 @@ func classify(err error) *providers.Error {
 		pe.Permanent, pe.DeadToken = true, true
 	case "INVALID_ARGUMENT":
 		pe.Permanent = true
-		// Only a token problem kills the token; another invalid field is our bug.
-		pe.DeadToken = tokenField || strings.Contains(strings.ToLower(msg), "registration token")
+		// Only a token problem kills the token; another invalid field (a data key,
+		// a payload too big) is our bug and keeps it. FCM names the token either
+		// as a field violation of message.token or, without details, by its
+		// message for a malformed token; nothing looser (a message merely
+		// mentioning tokens) removes a user's device.
+		pe.DeadToken = tokenField || msg == invalidTokenMessage || strings.HasPrefix(msg, "Invalid value at 'message.token'")
 	case "QUOTA_EXCEEDED", "UNAVAILABLE", "INTERNAL":
 		pe.Permanent = false
 	case "THIRD_PARTY_AUTH_ERROR":

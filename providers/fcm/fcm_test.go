@@ -88,11 +88,22 @@ func TestUnregisteredAndInvalidTokensAreDead(t *testing.T) {
 			t.Errorf("%s: err = %#v", name, err)
 		}
 	}
-	// INVALID_ARGUMENT about something other than the token: permanent, token kept.
-	fake.Next(providertest.Behavior{Status: 400, Body: providertest.FCMError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Invalid value at 'message.data[0].value'")})
-	_, err := send(t, c)
-	if pe, ok := providers.AsError(err); !ok || !pe.Permanent || pe.DeadToken {
-		t.Errorf("non-token INVALID_ARGUMENT: err = %#v", err)
+	// The malformed-token answer without field details, and one naming the token
+	// field in its message, kill the token too.
+	for _, msg := range []string{"The registration token is not a valid FCM registration token", "Invalid value at 'message.token' (TYPE_STRING)"} {
+		fake.Next(providertest.Behavior{Status: 400, Body: providertest.FCMError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", msg)})
+		if _, err := send(t, c); !providers.IsDeadToken(err) {
+			t.Errorf("%q: err = %#v", msg, err)
+		}
+	}
+	// INVALID_ARGUMENT about something other than the token: permanent, token
+	// kept, even when the message mentions registration tokens.
+	for _, msg := range []string{"Invalid value at 'message.data[0].value'", "Message too big", "Invalid registration token count for a multicast"} {
+		fake.Next(providertest.Behavior{Status: 400, Body: providertest.FCMError(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", msg)})
+		_, err := send(t, c)
+		if pe, ok := providers.AsError(err); !ok || !pe.Permanent || pe.DeadToken {
+			t.Errorf("non-token INVALID_ARGUMENT %q: err = %#v", msg, err)
+		}
 	}
 }
 

@@ -38,6 +38,9 @@ type Activities struct {
 	WebhookSender *webhooks.Sender
 	// Digests feeds digests (DigestAdd's signal-with-start); nil refuses them.
 	Digests DigestSignaler
+
+	// campaignDataCache holds the data of the campaigns this worker sends.
+	campaignDataCache campaignDataCache
 }
 
 // DigestSignaler signals a digest's workflow with an event, starting it when

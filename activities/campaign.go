@@ -20,6 +20,7 @@ import (
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/webhooks"
@@ -30,12 +31,27 @@ import (
 // single path (sendOne); chunks of single calls have CampaignChunkConcurrency.
 const CampaignSendConcurrency = 16
 
+// campaignCacheBytes bounds what one batch keeps of renders and merged data
+// made from recipients' own data (a list line's columns), measured by the bytes
+// of their strings: with distinct data per recipient the cache held every
+// recipient's render of every channel for the whole batch (up to 512 KiB per
+// render, contract.MaxRenderedBytes), hundreds of MB per batch on a worker
+// running several. Content shared by recipients without data of their own is
+// cached whatever its size (one entry per channel and locale).
+const campaignCacheBytes = 4 << 20
+
 // DefaultInDoubtWait is how long an in-doubt provider channel (see
 // herald.ReasonInDoubt) waits for a receipt: SendGrid's "processed" event and
 // Twilio's status callback come within seconds of the accept.
 const DefaultInDoubtWait = 30 * time.Second
 
-// CampaignStart counts the audience and records the campaign running.
+// CampaignStart counts the audience and holds it to the tenant's limits as the
+// campaign was accepted: an audience over the operator's cap fails the campaign
+// (CampaignAudience), and the whole audience is reserved on the day's quota, the
+// one POST /v1/notifications counts against, all or nothing (CampaignQuota when
+// it does not fit). The reservation is recorded with the campaign in the same
+// transaction, so a retried start never reserves twice. Both errors are not
+// retried: the workflow ends the campaign failed with the reason.
 func (a *Activities) CampaignStart(ctx context.Context, c contract.CampaignSpec) (contract.CampaignStartResult, error) {
 	known, unknown, err := a.Store.CountAudience(ctx, c.TenantID, c.AudienceKind, c.AudienceRef)
 	if err != nil {
@@ -44,7 +60,40 @@ func (a *Activities) CampaignStart(ctx context.Context, c contract.CampaignSpec)
 	if err := a.Store.SetCampaignAudience(ctx, c.TenantID, c.CampaignID, known, unknown); err != nil {
 		return contract.CampaignStartResult{}, err
 	}
-	return contract.CampaignStartResult{AudienceSize: known, UnknownUsers: unknown}, nil
+	res := contract.CampaignStartResult{AudienceSize: known, UnknownUsers: unknown}
+	if c.MaxAudience > 0 && known > c.MaxAudience {
+		return res, contract.CampaignAudience.New(fmt.Sprintf("the audience has %d users; the operator's cap on one campaign's audience is %d", known, c.MaxAudience), nil)
+	}
+	if c.DailyQuota <= 0 || known == 0 {
+		return res, nil
+	}
+	now := time.Now()
+	if known > int64(c.DailyQuota) {
+		return res, quotaRefusal(known, c.DailyQuota, -1, now)
+	}
+	err = a.Store.InTx(ctx, func(tx *store.Store) error {
+		marked, err := tx.MarkCampaignQuota(ctx, c.TenantID, c.CampaignID, now)
+		if err != nil || !marked {
+			return err
+		}
+		ok, used, _, err := ratelimit.New(tx.DB()).ReserveQuota(ctx, ratelimit.TenantDayQuotaKey(c.TenantID), c.DailyQuota, int(known), now)
+		if err == nil && !ok {
+			err = quotaRefusal(known, c.DailyQuota, used, now)
+		}
+		return err
+	})
+	return res, err
+}
+
+// quotaRefusal is the CampaignQuota error of an audience that does not fit the
+// day's quota (used < 0: not read).
+func quotaRefusal(audience int64, quota, used int, now time.Time) error {
+	msg := fmt.Sprintf("the audience of %d users does not fit the daily quota of %d", audience, quota)
+	if used >= 0 {
+		msg += fmt.Sprintf(" (%d counted today)", used)
+	}
+	reset := now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	return contract.CampaignQuota.New(msg+"; the quota resets at "+reset.Format(time.RFC3339), nil)
 }
 
 // CampaignPages returns the next page boundaries of the audience (keyset).
@@ -56,8 +105,15 @@ func (a *Activities) CampaignPages(ctx context.Context, in contract.CampaignPage
 }
 
 // CampaignSetStatus records the campaign's status; cancelling also cancels the
-// owed work (deferred and retrying channels).
+// owed work (deferred and retrying channels), failing records why.
 func (a *Activities) CampaignSetStatus(ctx context.Context, in contract.CampaignSetStatusInput) error {
+	if in.Status == herald.CampaignFailed {
+		if _, err := a.Store.FailCampaign(ctx, in.TenantID, in.CampaignID, in.Reason, in.Message); err != nil {
+			return err
+		}
+		a.Metrics.CampaignFinished(in.Status)
+		return nil
+	}
 	if in.Status == herald.CampaignCancelled {
 		ids, err := a.Store.CancelPending(ctx, in.TenantID, in.CampaignID)
 		if err != nil {
@@ -259,8 +315,14 @@ type campaignBatch struct {
 	ts   store.TenantSettings
 	tmpl templates.Template
 	now  time.Time
-	// renders caches rendered content by channel + locale + data.
-	renders map[string]renderOutcome
+	// data is the campaign's data (campaignData), each recipient's own merged
+	// over it.
+	data templates.Data
+	// renders caches rendered content by channel + locale + data; cacheBytes
+	// is what renders and merged hold of recipients' own data and content,
+	// at most campaignCacheBytes.
+	renders    map[string]renderOutcome
+	cacheBytes int
 	// ownKeys are the data keys some recipient of the batch has data of its
 	// own for; skeletons the batch's email skeletons by resolved locale (nil:
 	// not batchable), built with the campaign's data but those keys.
@@ -323,6 +385,9 @@ func (a *Activities) openCampaignBatch(ctx context.Context, c contract.CampaignS
 	}
 	var err error
 	if b.ts, err = a.Store.GetTenantSettings(ctx, c.TenantID); err != nil {
+		return nil, err
+	}
+	if b.data, err = a.campaignData(ctx, c.TenantID, c.CampaignID); err != nil {
 		return nil, err
 	}
 	rec, err := a.Store.GetTemplate(ctx, c.TenantID, c.TemplateID, c.TemplateVersion)
@@ -574,8 +639,15 @@ func (b *campaignBatch) render(w recipientWork, ch herald.Channel) (renderOutcom
 		if out.err == nil {
 			out.err = contract.CheckRendered(out.r)
 		}
-		if len(w.member.Data) == 0 || len(b.renders) < 10_000 {
+		// Content shared by recipients without data of their own is always
+		// kept (channels × locales entries); a recipient's own only while the
+		// batch's cache is under its byte budget: with distinct data per
+		// recipient no entry is ever used again by another recipient.
+		if len(w.member.Data) == 0 {
 			b.renders[key] = out
+		} else if size := len(key) + renderedBytes(out.r); b.cacheBytes+size <= campaignCacheBytes {
+			b.renders[key] = out
+			b.cacheBytes += size
 		}
 	}
 	if out.err != nil {
@@ -590,19 +662,40 @@ func (b *campaignBatch) render(w recipientWork, ch herald.Channel) (renderOutcom
 	return out, true
 }
 
+// renderedBytes is about what r holds: the bytes of its strings.
+func renderedBytes(r templates.Rendered) int {
+	n := len(r.TemplateID) + len(r.Locale)
+	if e := r.Email; e != nil {
+		n += len(e.Subject) + len(e.HTML) + len(e.Text)
+	}
+	if m := r.SMS; m != nil {
+		n += len(m.Text)
+	}
+	if p := r.Push; p != nil {
+		n += len(p.Title) + len(p.Body)
+		for k, v := range p.Data {
+			n += len(k) + len(v)
+		}
+	}
+	if a := r.InApp; a != nil {
+		n += len(a.Title) + len(a.Body) + len(a.ActionURL)
+	}
+	return n
+}
+
 // recipientData is the campaign's data with the recipient's own (raw, a list
 // line's data) merged over it, merged once per distinct data however many
 // channels render it.
 func (b *campaignBatch) recipientData(raw []byte) (map[string]any, error) {
 	if len(raw) == 0 {
-		return b.c.Data, nil
+		return b.data, nil
 	}
 	if m, ok := b.merged[string(raw)]; ok {
 		return m.data, m.err
 	}
 	var own templates.Data
 	err := json.Unmarshal(raw, &own)
-	data := maps.Clone(map[string]any(b.c.Data))
+	data := maps.Clone(map[string]any(b.data))
 	if data == nil {
 		data = map[string]any{}
 	}
@@ -610,8 +703,11 @@ func (b *campaignBatch) recipientData(raw []byte) (map[string]any, error) {
 	for k := range own {
 		b.ownKeys[k] = true
 	}
-	if len(b.merged) < 10_000 {
+	// A merged map holds about the recipient's own data twice over (parsed,
+	// and the key); kept while the batch's cache is under its byte budget.
+	if size := 2 * len(raw); b.cacheBytes+size <= campaignCacheBytes {
 		b.merged[string(raw)] = mergedData{data, err}
+		b.cacheBytes += size
 	}
 	return data, err
 }
@@ -907,7 +1003,7 @@ func (b *campaignBatch) skeleton(locale string) *templates.EmailSkeleton {
 		return sk
 	}
 	shared := map[string]any{}
-	for k, v := range b.c.Data {
+	for k, v := range b.data {
 		if !b.ownKeys[k] {
 			shared[k] = v
 		}

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"encoding/json"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -214,11 +212,7 @@ func (t *countingTx) Commit(ctx context.Context) error {
 // API starts its workflow with).
 func campaignSpec(t testing.TB, cp store.Campaign) contract.CampaignSpec {
 	t.Helper()
-	var data templates.Data
-	if err := json.Unmarshal(cp.Data, &data); err != nil {
-		t.Fatal(err)
-	}
 	return contract.CampaignSpec{TenantID: cp.TenantID, CampaignID: cp.ID, WorkflowID: cp.WorkflowID, TemplateID: cp.TemplateID,
-		TemplateVersion: cp.TemplateVersion, Category: cp.Category, Channels: cp.Channels, Data: data,
+		TemplateVersion: cp.TemplateVersion, Category: cp.Category, Channels: cp.Channels,
 		AudienceKind: cp.AudienceKind, AudienceRef: cp.AudienceRef}
 }

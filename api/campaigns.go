@@ -6,15 +6,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/ratelimit"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/workflows"
@@ -26,8 +30,11 @@ const (
 	// uploaded as a list (POST /v1/lists) or managed as a topic.
 	maxInlineRecipients = 10_000
 	// maxCampaignBodyBytes bounds POST /v1/campaigns (10,000 ids of up to 255
-	// bytes, JSON-quoted, plus 64 KiB of data).
+	// bytes, JSON-quoted, plus the data, at most contract.MaxCampaignDataBytes).
 	maxCampaignBodyBytes = 3 << 20
+	// reconcileEvery: GET /v1/campaigns/{id} of an unfinished campaign asks
+	// Temporal whether its workflow still runs at most this often per campaign.
+	reconcileEvery = 5 * time.Second
 	// maxCampaignRate bounds rate_per_second (recipients per second).
 	maxCampaignRate = 100_000
 )
@@ -59,16 +66,34 @@ type campaignsRoom struct {
 	templates *templateCache
 	settings  *settingsCache
 	cfg       CampaignConfig
+	// limits are the server's default tenant limits (the operator's own per
+	// tenant apply over them); limiter reads the daily quota (nil: no quota).
+	limits  TenantLimits
+	limiter *ratelimit.Limiter
+	// reconciled remembers the unfinished campaigns whose workflow was found
+	// running a moment ago (reconcileEvery).
+	reconciled *expirable.LRU[string, struct{}]
+	// uploads counts this process's list uploads in progress per tenant.
+	uploads uploadSlots
+}
+
+func newCampaignsRoom(r responder, st *store.Store, wf *workflows.Client, tc *templateCache, sc *settingsCache, cfg Config) *campaignsRoom {
+	return &campaignsRoom{responder: r, store: st, workflows: wf, templates: tc, settings: sc, cfg: cfg.Campaigns,
+		limits: cfg.Limits.Tenant, limiter: cfg.Limits.Limiter,
+		reconciled: expirable.NewLRU[string, struct{}](10_000, nil, reconcileEvery)}
 }
 
 func (h *campaignsRoom) register(v1, public gin.IRouter, mw *middleware) {
-	v1.POST("/campaigns", mw.audited(auditCampaignCreate, auditFields), h.createCampaign)
+	cost := mw.limits.Cost
+	v1.POST("/campaigns", mw.limitCost("tenant-campaign-create:", cost.CampaignCreate, "campaign creations"),
+		mw.audited(auditCampaignCreate, auditFields), h.createCampaign)
 	v1.GET("/campaigns", h.listCampaigns)
 	v1.GET("/campaigns/:campaign_id", h.getCampaign)
 	v1.POST("/campaigns/:campaign_id/pause", mw.audited(auditCampaignPause, auditFields), h.controlCampaign(workflows.UpdatePause))
 	v1.POST("/campaigns/:campaign_id/resume", mw.audited(auditCampaignResume, auditFields), h.controlCampaign(workflows.UpdateResume))
 	v1.POST("/campaigns/:campaign_id/cancel", mw.audited(auditCampaignCancel, auditFields), h.controlCampaign(workflows.UpdateCancelCampaign))
-	v1.POST("/lists", mw.audited(auditListCreate, auditUpload), h.createList)
+	v1.POST("/lists", mw.limitCost("tenant-list-upload:", cost.ListUpload, "list uploads"),
+		mw.audited(auditListCreate, auditUpload), h.createList)
 	v1.GET("/lists/:list_id", h.getList)
 	v1.DELETE("/lists/:list_id", mw.audited(auditListDelete, auditFields), h.deleteList)
 	v1.POST("/topics/:topic/subscribers", mw.audited(auditTopicSubscribe, auditFields), h.addTopicSubscribers)
@@ -99,6 +124,10 @@ func validateCampaign(tenantID string, req createCampaignRequest) (store.Campaig
 	raw, merr := json.Marshal(data)
 	if merr != nil {
 		return out, nil, badField("data", "invalid_field", "data cannot be encoded: %v", merr)
+	}
+	if len(raw) > contract.MaxCampaignDataBytes {
+		return out, nil, badField("data", "data_too_large", "data is %d bytes as JSON; a campaign's data is at most %d (%d KiB), as a single notification's: put per-recipient values in an uploaded list's columns",
+			len(raw), contract.MaxCampaignDataBytes, contract.MaxCampaignDataBytes>>10)
 	}
 	out.Data = raw
 	sendAt, err := parseSendAt(req.SendAt, time.Now())
@@ -241,38 +270,92 @@ func (h *campaignsRoom) checkCampaignTemplate(c *gin.Context, cp *store.Campaign
 	return nil
 }
 
-// checkAudience refuses an unknown list or topic, and an audience with no user.
-func (h *campaignsRoom) checkAudience(c *gin.Context, cp store.Campaign) error {
+// checkAudience refuses an unknown list or topic, and an audience with no user;
+// it returns the audience's size as far as it is known now (an inline
+// audience's distinct ids, a list's known members, a topic's subscribers, the
+// tenant's users when count is set; -1 for all users otherwise).
+func (h *campaignsRoom) checkAudience(c *gin.Context, cp store.Campaign, inline []string, count bool) (int64, error) {
 	ctx := c.Request.Context()
 	switch cp.AudienceKind {
+	case herald.AudienceUserIDs:
+		return int64(len(inline)), nil
 	case herald.AudienceList:
 		l, err := h.store.GetList(ctx, cp.TenantID, cp.AudienceRef)
 		if errors.Is(err, herald.ErrNotFound) || (err == nil && l.Kind != herald.ListUploaded) {
-			return &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_list", Field: "audience.list_id",
+			return 0, &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_list", Field: "audience.list_id",
 				Message: "list " + cp.AudienceRef + " does not exist; upload it with POST /v1/lists"}
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if l.MemberCount-l.UnknownCount == 0 {
-			return &httpError{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.list_id",
+			return 0, &httpError{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.list_id",
 				Message: "list " + cp.AudienceRef + " names no existing user"}
 		}
+		return l.MemberCount - l.UnknownCount, nil
 	case herald.AudienceTopic:
 		n, err := h.store.CountTopicSubscribers(ctx, cp.TenantID, cp.AudienceRef)
 		if errors.Is(err, herald.ErrNotFound) {
-			return &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_topic", Field: "audience.topic",
+			return 0, &httpError{Status: http.StatusUnprocessableEntity, Code: "unknown_topic", Field: "audience.topic",
 				Message: "topic " + cp.AudienceRef + " does not exist; add subscribers with POST /v1/topics/{topic}/subscribers"}
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if n == 0 {
-			return &httpError{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.topic",
+			return 0, &httpError{Status: http.StatusUnprocessableEntity, Code: "empty_audience", Field: "audience.topic",
 				Message: "topic " + cp.AudienceRef + " has no subscribers"}
 		}
+		return n, nil
+	}
+	if !count {
+		return -1, nil
+	}
+	n, _, err := h.store.CountAudience(ctx, cp.TenantID, herald.AudienceAllUsers, "")
+	return n, err
+}
+
+// limitsFor is the tenant's effective limits (its own over the defaults).
+func (h *campaignsRoom) limitsFor(ctx context.Context, tenantID string) (TenantLimits, error) {
+	ts, err := h.settings.get(ctx, tenantID)
+	if err != nil {
+		return h.limits, err
+	}
+	return h.limits.over(ts.Limits()), nil
+}
+
+// checkCampaignLimits refuses a campaign whose audience is over the operator's
+// cap (422 audience_too_large) or, when it sends today, does not fit what is
+// left of the tenant's daily quota (429 daily_quota_exceeded, Retry-After until
+// the quota resets). The quota is reserved when the campaign starts
+// (activities.CampaignStart): this check refuses what cannot fit at once, so a
+// tenant whose quota is spent learns it from the 429, not from a failed
+// campaign.
+func (h *campaignsRoom) checkCampaignLimits(c *gin.Context, l TenantLimits, cp store.Campaign, size int64) error {
+	if l.MaxAudienceSize > 0 && size > l.MaxAudienceSize {
+		return &httpError{Status: http.StatusUnprocessableEntity, Code: "audience_too_large", Field: "audience",
+			Message: fmt.Sprintf("the audience has %d users; the operator allows at most %d per campaign", size, l.MaxAudienceSize)}
+	}
+	now := time.Now().UTC()
+	if l.DailyQuota <= 0 || h.limiter == nil || size < 0 || (cp.SendAt != nil && !sameUTCDay(*cp.SendAt, now)) {
+		return nil
+	}
+	used, err := h.limiter.QuotaUsed(c.Request.Context(), ratelimit.TenantDayQuotaKey(cp.TenantID), now)
+	if err != nil {
+		return err
+	}
+	if int64(used)+size > int64(l.DailyQuota) {
+		resetAt := now.Truncate(24 * time.Hour).Add(24 * time.Hour)
+		c.Header("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(resetAt.Sub(now))))
+		return &httpError{Status: http.StatusTooManyRequests, Code: "daily_quota_exceeded", Field: "audience",
+			Message: fmt.Sprintf("the audience of %d users does not fit the daily quota of %d (%d counted today); it resets at %s",
+				size, l.DailyQuota, used, resetAt.Format(time.RFC3339))}
 	}
 	return nil
+}
+
+func sameUTCDay(a, b time.Time) bool {
+	return a.UTC().Truncate(24 * time.Hour).Equal(b.UTC().Truncate(24 * time.Hour))
 }
 
 // createCampaign accepts a campaign: the row (with an inline audience's ids) is
@@ -302,11 +385,29 @@ func (h *campaignsRoom) createCampaign(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	if err := h.checkAudience(c, cp); err != nil {
+	limits, err := h.limitsFor(ctx, cp.TenantID)
+	if err != nil {
 		h.abort(c, err)
 		return
 	}
-	rec, created, err := h.store.CreateCampaign(ctx, cp, inline)
+	size, err := h.checkAudience(c, cp, inline, limits.MaxAudienceSize > 0 || limits.DailyQuota > 0)
+	if err == nil {
+		err = h.checkCampaignLimits(c, limits, cp, size)
+	}
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	rec, created, err := h.store.CreateCampaign(ctx, cp, inline, limits.MaxConcurrentCampaigns)
+	if errors.Is(err, store.ErrTooManyCampaigns) && h.reconcileActive(ctx, cp.TenantID, limits.MaxConcurrentCampaigns) {
+		rec, created, err = h.store.CreateCampaign(ctx, cp, inline, limits.MaxConcurrentCampaigns)
+	}
+	if errors.Is(err, store.ErrTooManyCampaigns) {
+		c.Header("Retry-After", "60")
+		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_campaigns",
+			Message: fmt.Sprintf("the tenant has %d campaigns scheduled, running or paused, the most the operator allows at once; retry when one has finished (or cancel one)", limits.MaxConcurrentCampaigns)})
+		return
+	}
 	if err != nil {
 		h.abort(c, err)
 		return
@@ -314,32 +415,102 @@ func (h *campaignsRoom) createCampaign(c *gin.Context) {
 	h.startCampaign(c, rec, created)
 }
 
-// campaignInput is the workflow input of a recorded campaign.
-func campaignInput(cp store.Campaign) (workflows.CampaignInput, error) {
-	var data templates.Data
-	if err := json.Unmarshal(cp.Data, &data); err != nil {
-		return workflows.CampaignInput{}, err
+// reconcileActive looks at the tenant's unfinished campaigns (up to max) in
+// Temporal and ends failed those whose workflow has ended (reconcile); it
+// reports whether it ended any, so a slot is free again.
+func (h *campaignsRoom) reconcileActive(ctx context.Context, tenantID string, max int) bool {
+	cps, err := h.store.ActiveCampaigns(ctx, tenantID, max)
+	if err != nil {
+		h.log.Warn("reading the tenant's unfinished campaigns failed", "tenant_id", tenantID, "error", err)
+		return false
 	}
+	freed := false
+	for _, cp := range cps {
+		if now := h.reconcile(ctx, cp, true); herald.CampaignFinal(now.Status) {
+			freed = true
+		}
+	}
+	return freed
+}
+
+// reconcile makes an unfinished campaign's status agree with its workflow: a
+// campaign whose workflow has ended without finishing it (terminated by an
+// operator or by Temporal's history limits, timed out, failed) sends nothing
+// any more, so it is ended failed, reason workflow_ended, instead of showing
+// running for ever. A campaign without any workflow a minute after it was
+// recorded (its start failed and the client never retried) is ended the same
+// way. The workflow records every status it reaches itself; this only catches
+// a workflow that could not. Unless force, a campaign found running is not
+// asked about again for reconcileEvery. Errors leave the campaign as it is.
+func (h *campaignsRoom) reconcile(ctx context.Context, cp store.Campaign, force bool) store.Campaign {
+	if herald.CampaignFinal(cp.Status) {
+		return cp
+	}
+	key := cp.TenantID + "\x00" + cp.ID
+	if _, seen := h.reconciled.Get(key); seen && !force {
+		return cp
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ended, how, err := h.workflows.CampaignRunEnded(dctx, cp.WorkflowID)
+	var msg string
+	switch {
+	case errors.Is(err, workflows.ErrRunNotFound) && time.Since(cp.CreatedAt) > time.Minute:
+		msg = "the campaign's workflow was never started (or is gone), so nothing sends it; create it again"
+	case err != nil:
+		if !errors.Is(err, workflows.ErrRunNotFound) {
+			h.log.Warn("describing a campaign's workflow failed", "workflow_id", cp.WorkflowID, "error", err)
+		}
+		return cp
+	case !ended:
+		h.reconciled.Add(key, struct{}{})
+		return cp
+	default:
+		msg = "the campaign's workflow ended (" + how + ") before the campaign finished; nothing more is sent"
+	}
+	if _, err := h.store.FailCampaign(ctx, cp.TenantID, cp.ID, herald.CampaignWorkflowEnded, msg); err != nil {
+		h.log.Warn("recording a campaign whose workflow ended failed", "workflow_id", cp.WorkflowID, "error", err)
+		return cp
+	}
+	h.log.Warn("campaign workflow ended without finishing the campaign; recorded failed", "tenant_id", cp.TenantID,
+		"campaign_id", cp.ID, "workflow", how)
+	if now, err := h.store.GetCampaign(ctx, cp.TenantID, cp.ID); err == nil {
+		return now
+	}
+	return cp
+}
+
+// campaignInput is the workflow input of a recorded campaign, with the
+// tenant's limits as it is accepted (the data stays in the campaign's row:
+// activities read it by the campaign's id).
+func campaignInput(cp store.Campaign, l TenantLimits) workflows.CampaignInput {
 	in := workflows.CampaignInput{
 		Spec: contract.CampaignSpec{TenantID: cp.TenantID, CampaignID: cp.ID, WorkflowID: cp.WorkflowID, TemplateID: cp.TemplateID,
-			TemplateVersion: cp.TemplateVersion, Category: cp.Category, Channels: cp.Channels, Data: data,
-			AudienceKind: cp.AudienceKind, AudienceRef: cp.AudienceRef},
+			TemplateVersion: cp.TemplateVersion, Category: cp.Category, Channels: cp.Channels,
+			AudienceKind: cp.AudienceKind, AudienceRef: cp.AudienceRef,
+			DailyQuota: l.DailyQuota, MaxAudience: l.MaxAudienceSize},
 		RatePerSecond: cp.RatePerSecond,
 	}
 	if cp.SendAt != nil {
 		in.SendAt = *cp.SendAt
 	}
-	return in, nil
+	return in
 }
 
 // startCampaign makes sure the campaign's workflow runs and answers 202 for a
 // campaign just created, 200 for one the request named again.
 func (h *campaignsRoom) startCampaign(c *gin.Context, cp store.Campaign, created bool) {
-	in, err := campaignInput(cp)
+	if herald.CampaignFinal(cp.Status) {
+		// Finished (a failed one included): never started again.
+		c.JSON(http.StatusOK, gin.H{"campaign_id": cp.ID, "status": cp.Status, "dedup": "duplicate"})
+		return
+	}
+	limits, err := h.limitsFor(c.Request.Context(), cp.TenantID)
 	if err != nil {
 		h.abort(c, err)
 		return
 	}
+	in := campaignInput(cp, limits)
 	in.PageSize, in.Window, in.Spec.InDoubtWait = h.cfg.PageSize, h.cfg.Window, h.cfg.InDoubtWait
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
@@ -386,6 +557,13 @@ type campaignView struct {
 	Counts        map[herald.Channel]*channelCounts `json:"counts"`
 	CurrentRate   float64                           `json:"current_rate"`
 	ETASeconds    *int64                            `json:"eta_seconds"`
+	// Failure says why a failed campaign failed (absent otherwise).
+	Failure *campaignFailure `json:"failure,omitempty"`
+}
+
+type campaignFailure struct {
+	Reason  herald.Reason `json:"reason"`
+	Message string        `json:"message"`
 }
 
 func viewCampaign(cp store.Campaign) campaignView {
@@ -401,6 +579,12 @@ func viewCampaign(cp store.Campaign) campaignView {
 	if cp.RatePerSecond > 0 {
 		r := cp.RatePerSecond
 		v.RatePerSecond = &r
+	}
+	if cp.FailureReason != nil {
+		v.Failure = &campaignFailure{Reason: *cp.FailureReason}
+		if cp.FailureMessage != nil {
+			v.Failure.Message = *cp.FailureMessage
+		}
 	}
 	return v
 }
@@ -479,6 +663,7 @@ func (h *campaignsRoom) getCampaign(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
+	cp = h.reconcile(c.Request.Context(), cp, false)
 	v, err := h.campaignWithCounts(c.Request.Context(), cp)
 	if err != nil {
 		h.abort(c, err)

@@ -171,10 +171,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := api.CampaignInput(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := api.CampaignInput(cp, api.TenantLimits{})
 	var env testsuite.WorkflowTestSuite
 	aenv := env.NewTestActivityEnvironment()
 	aenv.RegisterActivity(h.Activities())

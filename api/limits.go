@@ -15,26 +15,44 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 )
 
-// TenantLimits are limits on POST /v1/notifications per tenant: a token bucket
-// (RatePerSecond refilled, Burst deep) and a quota per UTC day. Zero disables one.
+// TenantLimits are a tenant's limits: on POST /v1/notifications a token bucket
+// (RatePerSecond refilled, Burst deep) and a quota per UTC day, which campaign
+// recipients count against too; on campaigns the largest audience and how many
+// may be unfinished at once; on list uploads the largest body. Zero disables
+// one (MaxListBytes zero: DefaultMaxListBytes).
 type TenantLimits struct {
-	RatePerSecond float64
-	Burst         int
-	DailyQuota    int
+	RatePerSecond          float64
+	Burst                  int
+	DailyQuota             int
+	MaxAudienceSize        int64
+	MaxConcurrentCampaigns int
+	MaxListBytes           int64
 }
 
-// over is a tenant's own limits (rate, burst, quota; 0: not set) over these, the
-// defaults: the one rule both the limiter (limitsFor) and the operator API
-// (accountRoom.effective) apply.
-func (d TenantLimits) over(rate float64, burst, quota int) TenantLimits {
-	if rate > 0 {
-		d.RatePerSecond = rate
+// over is a tenant's own limits (0: not set) over these, the defaults: the one
+// rule both the limiters (limitsFor, campaignsRoom.limitsFor) and the operator
+// API (accountRoom.effective) apply.
+func (d TenantLimits) over(own store.TenantLimits) TenantLimits {
+	if own.APIRatePerSecond > 0 {
+		d.RatePerSecond = own.APIRatePerSecond
 	}
-	if burst > 0 {
-		d.Burst = burst
+	if own.APIBurst > 0 {
+		d.Burst = own.APIBurst
 	}
-	if quota > 0 {
-		d.DailyQuota = quota
+	if own.DailyQuota > 0 {
+		d.DailyQuota = own.DailyQuota
+	}
+	if own.MaxAudienceSize > 0 {
+		d.MaxAudienceSize = own.MaxAudienceSize
+	}
+	if own.MaxConcurrentCampaigns > 0 {
+		d.MaxConcurrentCampaigns = own.MaxConcurrentCampaigns
+	}
+	if own.MaxListBytes > 0 {
+		d.MaxListBytes = own.MaxListBytes
+	}
+	if d.MaxListBytes <= 0 {
+		d.MaxListBytes = DefaultMaxListBytes
 	}
 	return d
 }
@@ -47,7 +65,7 @@ func (m *middleware) limitsFor(c *gin.Context, tenantID string) (TenantLimits, e
 	if err != nil {
 		return m.limits.Tenant, err
 	}
-	return m.limits.Tenant.over(ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota), nil
+	return m.limits.Tenant.over(ts.Limits()), nil
 }
 
 // limitTenant answers 429 with Retry-After when the tenant exceeds its rate or its
@@ -68,7 +86,7 @@ func (m *middleware) limitTenant(c *gin.Context) {
 	}
 	if l.DailyQuota > 0 {
 		now := time.Now().UTC()
-		ok, used, resetAt, err := m.leases.Quota(ctx, "tenant-day:"+tenantID, l.DailyQuota, now)
+		ok, used, resetAt, err := m.leases.Quota(ctx, ratelimit.TenantDayQuotaKey(tenantID), l.DailyQuota, now)
 		if err != nil {
 			m.abort(c, err)
 			return
@@ -108,6 +126,12 @@ type CostLimits struct {
 	// UserImport: POST /v1/users/import (validates and writes up to
 	// UserConfig.ImportMaxBytes in one transaction).
 	UserImport Bucket
+	// CampaignCreate: POST /v1/campaigns (counts the audience, checks the
+	// template, starts a workflow that may send to millions).
+	CampaignCreate Bucket
+	// ListUpload: POST /v1/lists (spools up to the tenant's MaxListBytes to disk,
+	// then COPYs it into PostgreSQL).
+	ListUpload Bucket
 }
 
 // limitCost is the middleware of one costly endpoint: a token from the tenant's

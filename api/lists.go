@@ -12,7 +12,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -22,10 +24,18 @@ import (
 )
 
 // List upload bounds: a line (one recipient with their data) is at most
-// maxListLineBytes; the list itself is unbounded (it streams into PostgreSQL).
+// maxListLineBytes; the whole body at most the tenant's MaxListBytes
+// (DefaultMaxListBytes unless the operator set another).
 const (
 	maxListLineBytes = 16 << 10
-	maxListNameBytes = 200
+	// DefaultMaxListBytes is HERALD_LIST_MAX_BYTES's default: 256 MiB, about
+	// 2.5 million lines of a user id and a few data columns.
+	DefaultMaxListBytes = 256 << 20
+	// maxUploadsPerTenant bounds one API process's list uploads in progress per
+	// tenant, so one tenant cannot fill the process's disk with spool files
+	// (at most this many times its MaxListBytes).
+	maxUploadsPerTenant = 4
+	maxListNameBytes    = 200
 	// maxTopicBatch bounds the user ids of one POST /v1/topics/{topic}/subscribers.
 	maxTopicBatch = 1000
 )
@@ -171,10 +181,17 @@ func (l *lineReader) Next() bool {
 	return true
 }
 
-// createList uploads a recipient list, streamed into PostgreSQL (COPY):
-// Content-Type text/csv or application/x-ndjson, ?name= optional. 201 with the
-// summary (lines, members, unknown users); a bad line is a 400 naming it and
-// stores nothing.
+// createList uploads a recipient list: Content-Type text/csv or
+// application/x-ndjson, ?name= optional. 201 with the summary (lines, members,
+// unknown users); a bad line is a 400 naming it and stores nothing.
+//
+// The body is spooled to a temporary file first (at most the tenant's
+// MaxListBytes: 413 past it, nothing stored), and only then copied into
+// PostgreSQL (COPY) from the file. A client sending slowly holds a goroutine
+// and a file, never one of the pool's database connections: streaming the body
+// straight into COPY held a connection for as long as the client took, and 20
+// slow uploads took every connection of the API's pool
+// (TestSlowListUploadsHoldNoConnection).
 func (h *campaignsRoom) createList(c *gin.Context) {
 	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	if mt != contentTypeCSV && mt != contentTypeNDJSON {
@@ -193,8 +210,31 @@ func (h *campaignsRoom) createList(c *gin.Context) {
 		h.abort(c, badField("name", "invalid_field", "name must be 1 to %d bytes of UTF-8", maxListNameBytes))
 		return
 	}
-	src := &lineReader{r: bufio.NewReaderSize(c.Request.Body, maxListLineBytes), ndjson: mt == contentTypeNDJSON}
-	l, err := h.store.UploadList(c.Request.Context(), tenantOf(c).ID, id, name, src)
+	tenantID := tenantOf(c).ID
+	limits, err := h.limitsFor(c.Request.Context(), tenantID)
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	if c.Request.ContentLength > limits.MaxListBytes {
+		h.abort(c, listTooLarge(limits.MaxListBytes))
+		return
+	}
+	if !h.uploads.take(tenantID) {
+		c.Header("Retry-After", "5")
+		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
+			Message: fmt.Sprintf("%d list uploads of this tenant are in progress; retry when one has finished", maxUploadsPerTenant)})
+		return
+	}
+	defer h.uploads.give(tenantID)
+	spool, err := spoolUpload(c.Request.Body, limits.MaxListBytes)
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	defer spool.Close() //nolint:errcheck // read only; already unlinked
+	src := &lineReader{r: bufio.NewReaderSize(spool, maxListLineBytes), ndjson: mt == contentTypeNDJSON}
+	l, err := h.store.UploadList(c.Request.Context(), tenantID, id, name, src)
 	var bad *listLineError
 	if errors.As(err, &bad) {
 		h.abort(c, &httpError{Status: http.StatusBadRequest, Code: "invalid_line", Field: fmt.Sprintf("line %d", bad.line), Message: bad.Error()})
@@ -205,6 +245,67 @@ func (h *campaignsRoom) createList(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, viewList(l))
+}
+
+// listTooLarge is the 413 of an upload over the tenant's MaxListBytes.
+func listTooLarge(max int64) *httpError {
+	return &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+		Message: fmt.Sprintf("a list upload is at most %d bytes (%d MiB) for this tenant; split the list, or ask the operator", max, max>>20)}
+}
+
+// spoolUpload copies body, at most max bytes, to a temporary file (in
+// os.TempDir) and returns it open for reading from the start. The file is
+// unlinked at once, so it is gone as soon as it is closed, however the request
+// ends. More than max bytes is a 413; a body that cannot be read (the client
+// went away) a 400.
+func spoolUpload(body io.Reader, max int64) (*os.File, error) {
+	f, err := os.CreateTemp("", "herald-list-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool file: %w", err)
+	}
+	_ = os.Remove(f.Name())
+	n, err := io.Copy(f, io.LimitReader(body, max+1))
+	switch {
+	case err != nil:
+		_ = f.Close()
+		return nil, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read the request body"}
+	case n > max:
+		_ = f.Close()
+		return nil, listTooLarge(max)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("spool file: %w", err)
+	}
+	return f, nil
+}
+
+// uploadSlots counts one process's list uploads in progress per tenant.
+type uploadSlots struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take claims one of the tenant's maxUploadsPerTenant slots (false: none free).
+func (u *uploadSlots) take(tenantID string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.n == nil {
+		u.n = map[string]int{}
+	}
+	if u.n[tenantID] >= maxUploadsPerTenant {
+		return false
+	}
+	u.n[tenantID]++
+	return true
+}
+
+func (u *uploadSlots) give(tenantID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.n[tenantID]--; u.n[tenantID] <= 0 {
+		delete(u.n, tenantID)
+	}
 }
 
 func viewList(l store.RecipientList) gin.H {

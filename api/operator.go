@@ -38,16 +38,20 @@ type tenantLimitsView struct {
 }
 
 type effectiveLimits struct {
-	APIRatePerSecond float64 `json:"api_rate_per_second"`
-	APIBurst         int     `json:"api_burst"`
-	DailyQuota       int     `json:"daily_quota"`
+	APIRatePerSecond       float64 `json:"api_rate_per_second"`
+	APIBurst               int     `json:"api_burst"`
+	DailyQuota             int     `json:"daily_quota"`
+	MaxAudienceSize        int64   `json:"max_audience_size"`
+	MaxConcurrentCampaigns int     `json:"max_concurrent_campaigns"`
+	MaxListBytes           int64   `json:"max_list_bytes"`
 }
 
-// effective is l over the server defaults, as the limiter applies them
+// effective is l over the server defaults, as the limiters apply them
 // (TenantLimits.over, as in limitsFor).
 func (h *accountRoom) effective(l store.TenantLimits) effectiveLimits {
-	e := h.defaults.over(l.APIRatePerSecond, l.APIBurst, l.DailyQuota)
-	return effectiveLimits{APIRatePerSecond: e.RatePerSecond, APIBurst: e.Burst, DailyQuota: e.DailyQuota}
+	e := h.defaults.over(l)
+	return effectiveLimits{APIRatePerSecond: e.RatePerSecond, APIBurst: e.Burst, DailyQuota: e.DailyQuota,
+		MaxAudienceSize: e.MaxAudienceSize, MaxConcurrentCampaigns: e.MaxConcurrentCampaigns, MaxListBytes: e.MaxListBytes}
 }
 
 // tenantIDPattern is what `herald tenant create` mints (t_ and 16 hex digits),

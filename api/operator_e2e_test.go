@@ -172,11 +172,12 @@ func TestOperatorAPI(t *testing.T) {
 	opError(t, "tenant key PUT", h.Do(http.MethodPut, path, key, map[string]any{"api_rate_per_second": 100000}), http.StatusUnauthorized, "invalid_api_key", "Authorization")
 
 	r := opMust(t, h, http.StatusOK, http.MethodGet, path, h.OperatorKey, nil)
-	if string(r.Body) != `{"tenant_id":"`+tenantID+`","api_rate_per_second":0,"api_burst":0,"daily_quota":0,"allow_critical":false,"effective":{"api_rate_per_second":200,"api_burst":400,"daily_quota":0}}` {
+	if string(r.Body) != `{"tenant_id":"`+tenantID+`","api_rate_per_second":0,"api_burst":0,"daily_quota":0,"max_audience_size":0,"max_concurrent_campaigns":0,"max_list_bytes":0,"allow_critical":false,"effective":{"api_rate_per_second":200,"api_burst":400,"daily_quota":0,"max_audience_size":0,"max_concurrent_campaigns":0,"max_list_bytes":268435456}}` {
 		t.Fatalf("never set: %s", r.Body)
 	}
-	r = opMust(t, h, http.StatusOK, http.MethodPut, path, h.OperatorKey, map[string]any{"api_rate_per_second": 0.5, "api_burst": 2, "daily_quota": 10, "allow_critical": true})
-	if string(r.Body) != `{"tenant_id":"`+tenantID+`","api_rate_per_second":0.5,"api_burst":2,"daily_quota":10,"allow_critical":true,"effective":{"api_rate_per_second":0.5,"api_burst":2,"daily_quota":10}}` {
+	r = opMust(t, h, http.StatusOK, http.MethodPut, path, h.OperatorKey, map[string]any{"api_rate_per_second": 0.5, "api_burst": 2, "daily_quota": 10, "allow_critical": true,
+		"max_audience_size": 1000, "max_concurrent_campaigns": 3, "max_list_bytes": 1 << 20})
+	if string(r.Body) != `{"tenant_id":"`+tenantID+`","api_rate_per_second":0.5,"api_burst":2,"daily_quota":10,"max_audience_size":1000,"max_concurrent_campaigns":3,"max_list_bytes":1048576,"allow_critical":true,"effective":{"api_rate_per_second":0.5,"api_burst":2,"daily_quota":10,"max_audience_size":1000,"max_concurrent_campaigns":3,"max_list_bytes":1048576}}` {
 		t.Fatalf("set: %s", r.Body)
 	}
 	if got := string(opMust(t, h, http.StatusOK, http.MethodGet, path, h.OperatorKey, nil).Body); got != string(r.Body) {
@@ -203,6 +204,9 @@ func TestOperatorAPI(t *testing.T) {
 		{map[string]any{"daily_quota": "ten"}, "invalid_type", "daily_quota"},
 		{map[string]any{"api_burst": 1.5}, "invalid_type", "api_burst"},
 		{map[string]any{"allow_critical": "yes"}, "invalid_type", "allow_critical"},
+		{map[string]any{"max_audience_size": -1}, "invalid_field", "max_audience_size"},
+		{map[string]any{"max_concurrent_campaigns": 10001}, "invalid_field", "max_concurrent_campaigns"},
+		{map[string]any{"max_list_bytes": int64(1) << 40}, "invalid_field", "max_list_bytes"},
 		{map[string]any{"rate": 5}, "unknown_field", "rate"},
 	} {
 		opError(t, "PUT", h.Do(http.MethodPut, path, h.OperatorKey, c.body), http.StatusBadRequest, c.code, c.field)

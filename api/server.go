@@ -173,7 +173,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, metricsToken: cfg.MetricsToken, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
 			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},
-		&campaignsRoom{responder: r, store: st, workflows: wf, templates: templates, settings: settings, cfg: cfg.Campaigns},
+		newCampaignsRoom(r, st, wf, templates, settings, cfg),
 		inbox,
 		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe,
 			importMaxBytes: cfg.Users.ImportMaxBytes, pushTokensPerUser: cfg.Users.PushTokensPerUser},

@@ -33,6 +33,30 @@ func (e CampaignAudienceKind) Valid() bool {
 	}
 }
 
+// Defines values for CampaignFailureReason.
+const (
+	CampaignFailureReasonAudienceTooLarge   CampaignFailureReason = "audience_too_large"
+	CampaignFailureReasonBatchFailed        CampaignFailureReason = "batch_failed"
+	CampaignFailureReasonDailyQuotaExceeded CampaignFailureReason = "daily_quota_exceeded"
+	CampaignFailureReasonWorkflowEnded      CampaignFailureReason = "workflow_ended"
+)
+
+// Valid indicates whether the value is a known member of the CampaignFailureReason enum.
+func (e CampaignFailureReason) Valid() bool {
+	switch e {
+	case CampaignFailureReasonAudienceTooLarge:
+		return true
+	case CampaignFailureReasonBatchFailed:
+		return true
+	case CampaignFailureReasonDailyQuotaExceeded:
+		return true
+	case CampaignFailureReasonWorkflowEnded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CampaignAcceptedDedup.
 const (
 	CampaignAcceptedDedupDuplicate CampaignAcceptedDedup = "duplicate"
@@ -204,6 +228,7 @@ func (e DeliveryStatus) Valid() bool {
 // Defines values for ErrorBodyErrorCode.
 const (
 	ErrorBodyErrorCodeAmbiguousTenant           ErrorBodyErrorCode = "ambiguous_tenant"
+	ErrorBodyErrorCodeAudienceTooLarge          ErrorBodyErrorCode = "audience_too_large"
 	ErrorBodyErrorCodeBodyTooLarge              ErrorBodyErrorCode = "body_too_large"
 	ErrorBodyErrorCodeCampaignFinished          ErrorBodyErrorCode = "campaign_finished"
 	ErrorBodyErrorCodeChannelNotInTemplate      ErrorBodyErrorCode = "channel_not_in_template"
@@ -212,6 +237,7 @@ const (
 	ErrorBodyErrorCodeContentTooLarge           ErrorBodyErrorCode = "content_too_large"
 	ErrorBodyErrorCodeCriticalTemplate          ErrorBodyErrorCode = "critical_template"
 	ErrorBodyErrorCodeDailyQuotaExceeded        ErrorBodyErrorCode = "daily_quota_exceeded"
+	ErrorBodyErrorCodeDataTooLarge              ErrorBodyErrorCode = "data_too_large"
 	ErrorBodyErrorCodeDuplicateChannel          ErrorBodyErrorCode = "duplicate_channel"
 	ErrorBodyErrorCodeDuplicateEvent            ErrorBodyErrorCode = "duplicate_event"
 	ErrorBodyErrorCodeEmptyAudience             ErrorBodyErrorCode = "empty_audience"
@@ -243,8 +269,10 @@ const (
 	ErrorBodyErrorCodeRenderFailed              ErrorBodyErrorCode = "render_failed"
 	ErrorBodyErrorCodeStreamsUnavailable        ErrorBodyErrorCode = "streams_unavailable"
 	ErrorBodyErrorCodeTemporarilyUnavailable    ErrorBodyErrorCode = "temporarily_unavailable"
+	ErrorBodyErrorCodeTooManyCampaigns          ErrorBodyErrorCode = "too_many_campaigns"
 	ErrorBodyErrorCodeTooManyRecipients         ErrorBodyErrorCode = "too_many_recipients"
 	ErrorBodyErrorCodeTooManyStreams            ErrorBodyErrorCode = "too_many_streams"
+	ErrorBodyErrorCodeTooManyUploads            ErrorBodyErrorCode = "too_many_uploads"
 	ErrorBodyErrorCodeUnknownChannel            ErrorBodyErrorCode = "unknown_channel"
 	ErrorBodyErrorCodeUnknownEvent              ErrorBodyErrorCode = "unknown_event"
 	ErrorBodyErrorCodeUnknownField              ErrorBodyErrorCode = "unknown_field"
@@ -265,6 +293,8 @@ func (e ErrorBodyErrorCode) Valid() bool {
 	switch e {
 	case ErrorBodyErrorCodeAmbiguousTenant:
 		return true
+	case ErrorBodyErrorCodeAudienceTooLarge:
+		return true
 	case ErrorBodyErrorCodeBodyTooLarge:
 		return true
 	case ErrorBodyErrorCodeCampaignFinished:
@@ -280,6 +310,8 @@ func (e ErrorBodyErrorCode) Valid() bool {
 	case ErrorBodyErrorCodeCriticalTemplate:
 		return true
 	case ErrorBodyErrorCodeDailyQuotaExceeded:
+		return true
+	case ErrorBodyErrorCodeDataTooLarge:
 		return true
 	case ErrorBodyErrorCodeDuplicateChannel:
 		return true
@@ -343,9 +375,13 @@ func (e ErrorBodyErrorCode) Valid() bool {
 		return true
 	case ErrorBodyErrorCodeTemporarilyUnavailable:
 		return true
+	case ErrorBodyErrorCodeTooManyCampaigns:
+		return true
 	case ErrorBodyErrorCodeTooManyRecipients:
 		return true
 	case ErrorBodyErrorCodeTooManyStreams:
+		return true
+	case ErrorBodyErrorCodeTooManyUploads:
 		return true
 	case ErrorBodyErrorCodeUnknownChannel:
 		return true
@@ -1302,6 +1338,30 @@ func (e BadFlowIDErrorField) Valid() bool {
 	}
 }
 
+// Defines values for CampaignLimitedErrorCode.
+const (
+	CampaignLimitedErrorCodeDailyQuotaExceeded CampaignLimitedErrorCode = "daily_quota_exceeded"
+	CampaignLimitedErrorCodeRateLimited        CampaignLimitedErrorCode = "rate_limited"
+	CampaignLimitedErrorCodeTooManyCampaigns   CampaignLimitedErrorCode = "too_many_campaigns"
+	CampaignLimitedErrorCodeTooManyUploads     CampaignLimitedErrorCode = "too_many_uploads"
+)
+
+// Valid indicates whether the value is a known member of the CampaignLimitedErrorCode enum.
+func (e CampaignLimitedErrorCode) Valid() bool {
+	switch e {
+	case CampaignLimitedErrorCodeDailyQuotaExceeded:
+		return true
+	case CampaignLimitedErrorCodeRateLimited:
+		return true
+	case CampaignLimitedErrorCodeTooManyCampaigns:
+		return true
+	case CampaignLimitedErrorCodeTooManyUploads:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TooManyRequestsErrorCode.
 const (
 	TooManyRequestsErrorCodeRateLimited TooManyRequestsErrorCode = "rate_limited"
@@ -1489,15 +1549,18 @@ type Campaign struct {
 	CreatedAt time.Time                        `json:"created_at"`
 
 	// CurrentRate Recipients per second since the campaign started.
-	CurrentRate         float32        `json:"current_rate"`
-	EtaSeconds          *int           `json:"eta_seconds"`
-	FinishedAt          *time.Time     `json:"finished_at"`
-	RatePerSecond       *float32       `json:"rate_per_second"`
-	RecipientsProcessed int            `json:"recipients_processed"`
-	SendAt              *time.Time     `json:"send_at"`
-	StartedAt           *time.Time     `json:"started_at"`
-	Status              CampaignStatus `json:"status"`
-	TemplateID          string         `json:"template_id"`
+	CurrentRate float32 `json:"current_rate"`
+	EtaSeconds  *int    `json:"eta_seconds"`
+
+	// Failure Why a failed campaign failed (only when status is failed).
+	Failure             *Campaign_Failure `json:"failure,omitempty"`
+	FinishedAt          *time.Time        `json:"finished_at"`
+	RatePerSecond       *float32          `json:"rate_per_second"`
+	RecipientsProcessed int               `json:"recipients_processed"`
+	SendAt              *time.Time        `json:"send_at"`
+	StartedAt           *time.Time        `json:"started_at"`
+	Status              CampaignStatus    `json:"status"`
+	TemplateID          string            `json:"template_id"`
 
 	// WorkflowID The campaign workflow (`campaign/<tenant>/<campaign id>`; search attribute HeraldCampaign).
 	WorkflowID string `json:"workflow_id"`
@@ -1517,6 +1580,27 @@ type Campaign_Audience struct {
 
 	// UnknownUsers Audience ids that name no user (skipped).
 	UnknownUsers int `json:"unknown_users"`
+}
+
+// CampaignFailureReason `daily_quota_exceeded`: the audience did not fit what was left of the
+// day's quota when the campaign started; `audience_too_large`: the
+// audience was over the operator's cap when it started;
+// `batch_failed`: a batch failed for good; `workflow_ended`: the
+// campaign's workflow ended (terminated, timed out) before the campaign
+// finished, so nothing more is sent.
+type CampaignFailureReason string
+
+// Campaign_Failure Why a failed campaign failed (only when status is failed).
+type Campaign_Failure struct {
+	Message string `json:"message"`
+
+	// Reason `daily_quota_exceeded`: the audience did not fit what was left of the
+	// day's quota when the campaign started; `audience_too_large`: the
+	// audience was over the operator's cap when it started;
+	// `batch_failed`: a batch failed for good; `workflow_ended`: the
+	// campaign's workflow ended (terminated, timed out) before the campaign
+	// finished, so nothing more is sent.
+	Reason CampaignFailureReason `json:"reason"`
 }
 
 // CampaignAccepted defines model for CampaignAccepted.
@@ -3014,8 +3098,17 @@ type TenantLimits struct {
 	// APIRatePerSecond POST /v1/notifications per second (0 = HERALD_TENANT_RATE).
 	APIRatePerSecond *float32 `json:"api_rate_per_second,omitempty"`
 
-	// DailyQuota Notifications per UTC day (0 = HERALD_TENANT_DAILY_QUOTA).
+	// DailyQuota Notifications per UTC day, campaign recipients included (0 = HERALD_TENANT_DAILY_QUOTA).
 	DailyQuota *int `json:"daily_quota,omitempty"`
+
+	// MaxAudienceSize Users one campaign may send to (0 = HERALD_CAMPAIGN_MAX_AUDIENCE).
+	MaxAudienceSize *int `json:"max_audience_size,omitempty"`
+
+	// MaxConcurrentCampaigns Campaigns scheduled, running or paused at once (0 = HERALD_CAMPAIGN_MAX_CONCURRENT).
+	MaxConcurrentCampaigns *int `json:"max_concurrent_campaigns,omitempty"`
+
+	// MaxListBytes Bytes of one list upload (0 = HERALD_LIST_MAX_BYTES).
+	MaxListBytes *int `json:"max_list_bytes,omitempty"`
 }
 
 // TenantLimitsView defines model for TenantLimitsView.
@@ -3026,15 +3119,21 @@ type TenantLimitsView struct {
 	DailyQuota       int     `json:"daily_quota"`
 
 	// Effective What the limiter applies (the tenant's values over the server defaults; 0 = no limit).
-	Effective TenantLimitsView_Effective `json:"effective"`
-	TenantID  string                     `json:"tenant_id"`
+	Effective              TenantLimitsView_Effective `json:"effective"`
+	MaxAudienceSize        int                        `json:"max_audience_size"`
+	MaxConcurrentCampaigns int                        `json:"max_concurrent_campaigns"`
+	MaxListBytes           int                        `json:"max_list_bytes"`
+	TenantID               string                     `json:"tenant_id"`
 }
 
 // TenantLimitsView_Effective What the limiter applies (the tenant's values over the server defaults; 0 = no limit).
 type TenantLimitsView_Effective struct {
-	APIBurst         int     `json:"api_burst"`
-	APIRatePerSecond float32 `json:"api_rate_per_second"`
-	DailyQuota       int     `json:"daily_quota"`
+	APIBurst               int     `json:"api_burst"`
+	APIRatePerSecond       float32 `json:"api_rate_per_second"`
+	DailyQuota             int     `json:"daily_quota"`
+	MaxAudienceSize        int     `json:"max_audience_size"`
+	MaxConcurrentCampaigns int     `json:"max_concurrent_campaigns"`
+	MaxListBytes           int     `json:"max_list_bytes"`
 }
 
 // TenantSettings defines model for TenantSettings.
@@ -3294,6 +3393,19 @@ type BadFlowID_Error struct {
 
 // CampaignControlled defines model for CampaignControlled.
 type CampaignControlled = Campaign
+
+// CampaignLimited defines model for CampaignLimited.
+type CampaignLimited struct {
+	Error CampaignLimited_Error `json:"error"`
+}
+
+// CampaignLimitedErrorCode defines model for CampaignLimited.Error.Code.
+type CampaignLimitedErrorCode string
+
+// CampaignLimited_Error defines model for CampaignLimited.Error.
+type CampaignLimited_Error struct {
+	Code *CampaignLimitedErrorCode `json:"code,omitempty"`
+}
 
 // InboxMarkAll defines model for InboxMarkAll.
 type InboxMarkAll struct {

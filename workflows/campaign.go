@@ -225,7 +225,17 @@ func (c *campaign) continueAsNew(ctx workflow.Context) (CampaignWorkflowResult, 
 func (c *campaign) fail(ctx workflow.Context, cause error) (CampaignWorkflowResult, error) {
 	c.st.LastError = contract.ErrorMessage(cause)
 	workflow.GetLogger(ctx).Error("campaign failed", "campaign", c.in.Spec.CampaignID, "error", cause)
-	if err := c.record(ctx, herald.CampaignFailed); err != nil {
+	reason := herald.CampaignBatchFailed
+	switch {
+	case contract.CampaignQuota.Is(cause):
+		reason = herald.CampaignQuotaExceeded
+	case contract.CampaignAudience.Is(cause):
+		reason = herald.CampaignAudienceTooLarge
+	}
+	if err := c.db(ctx, contract.CampaignSetStatus, contract.CampaignSetStatusInput{
+		TenantID: c.in.Spec.TenantID, CampaignID: c.in.Spec.CampaignID, Status: herald.CampaignFailed,
+		Reason: reason, Message: c.st.LastError,
+	}).Get(ctx, nil); err != nil {
 		return c.st, err
 	}
 	c.st.Status = herald.CampaignFailed

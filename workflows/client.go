@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -229,6 +230,22 @@ func (c *Client) StartCampaign(ctx context.Context, in CampaignInput) error {
 		return nil
 	}
 	return err
+}
+
+// CampaignRunEnded describes a campaign's workflow (its latest run): ended is
+// true when no run is open any more, with how it closed ("terminated",
+// "timedout", "failed", "canceled", ...). ErrRunNotFound when Temporal has
+// no run of it at all (never started, or deleted after its retention).
+func (c *Client) CampaignRunEnded(ctx context.Context, workflowID string) (ended bool, how string, err error) {
+	desc, err := c.temporal.DescribeWorkflow(ctx, workflowID, "")
+	if err != nil {
+		return false, "", classifyRunError(err)
+	}
+	st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
+	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return false, "", nil
+	}
+	return true, strings.ToLower(st.String()), nil
 }
 
 // ControlCampaign runs a control update (UpdatePause, UpdateResume,

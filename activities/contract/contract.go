@@ -392,11 +392,17 @@ type CampaignSpec struct {
 	Category        string
 	Critical        bool
 	Channels        []herald.Channel
-	// Data keeps numbers as json.Number (see templates.Data); each recipient's own
-	// data is merged over it.
-	Data         templates.Data
+	// The campaign's data is not here: it is stored once with the campaign
+	// (campaigns.data, at most MaxCampaignDataBytes) and each batch reads it by
+	// the campaign's id, so no batch's input or history carries a copy.
 	AudienceKind string
 	AudienceRef  string
+	// DailyQuota and MaxAudience are the tenant's effective limits as the
+	// campaign was accepted (0: none): CampaignStart fails the campaign when its
+	// audience is over MaxAudience or does not fit what is left of the day's
+	// quota, and otherwise reserves the whole audience on it.
+	DailyQuota  int
+	MaxAudience int64
 	// InDoubtWait is how long a provider channel found "sending" by a re-run
 	// batch waits for the provider's receipt before it is sent again (0: the
 	// default, activities.DefaultInDoubtWait).
@@ -475,4 +481,12 @@ type CampaignSetStatusInput struct {
 	TenantID   string
 	CampaignID string
 	Status     string
+	// Reason and Message say why, for herald.CampaignFailed.
+	Reason  herald.Reason
+	Message string
 }
+
+// MaxCampaignDataBytes bounds a campaign's data as stored (its JSON), as the
+// 64 KiB request body bounds a single notification's: every batch reads and
+// parses it, and every recipient's render starts from it.
+const MaxCampaignDataBytes = 64 << 10

@@ -42,6 +42,10 @@ const (
 	// CampaignFinal refuses a finished campaign's control update (retryable, as
 	// AlreadySent).
 	CampaignFinal ErrorClass = herald.ErrTypeCampaignFinal
+	// CampaignQuota and CampaignAudience fail a campaign's start: its audience
+	// does not fit the day's quota, or is over the operator's cap.
+	CampaignQuota    ErrorClass = herald.ErrTypeCampaignQuota
+	CampaignAudience ErrorClass = herald.ErrTypeCampaignAudience
 	// BadPayload: a dead letter's stored payload does not decode.
 	BadPayload ErrorClass = "BadPayload"
 	// BadWorkflowID: a notification workflow's ID does not carry its dedup key.

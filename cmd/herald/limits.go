@@ -13,8 +13,10 @@ import (
 )
 
 // runTenantLimits is `herald tenant limits --tenant ID [--rate R] [--burst B]
-// [--daily-quota Q] [--allow-critical=true|false]`: the operator sets a tenant's
-// limits on POST /v1/notifications and its right to send critical notifications
+// [--daily-quota Q] [--allow-critical=true|false] [--max-audience N]
+// [--max-concurrent-campaigns N] [--max-list-bytes N]`: the operator sets a
+// tenant's limits on POST /v1/notifications, campaigns and list uploads and its
+// right to send critical notifications
 // (table tenant_limits; a tenant's own key cannot). A flag left out keeps the
 // current value, so `--tenant ID` alone prints them. 0 means the server default
 // (HERALD_TENANT_RATE, HERALD_TENANT_BURST, HERALD_TENANT_DAILY_QUOTA). Running
@@ -26,6 +28,9 @@ func runTenantLimits(ctx context.Context, st *store.Store, args []string, stdout
 	burst := fs.Int("burst", 0, "token bucket depth (0: HERALD_TENANT_BURST)")
 	quota := fs.Int("daily-quota", 0, "notifications per UTC day (0: HERALD_TENANT_DAILY_QUOTA)")
 	critical := fs.Bool("allow-critical", false, "may send critical templates (bypass caps and quiet hours, critical lane)")
+	audience := fs.Int64("max-audience", 0, "users one campaign may send to (0: HERALD_CAMPAIGN_MAX_AUDIENCE)")
+	concurrent := fs.Int("max-concurrent-campaigns", 0, "campaigns scheduled, running or paused at once (0: HERALD_CAMPAIGN_MAX_CONCURRENT)")
+	listBytes := fs.Int64("max-list-bytes", 0, "bytes of one list upload (0: HERALD_LIST_MAX_BYTES)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +62,15 @@ func runTenantLimits(ctx context.Context, st *store.Store, args []string, stdout
 		case "allow-critical":
 			l.AllowCritical = *critical
 			set["allow_critical"] = *critical
+		case "max-audience":
+			l.MaxAudienceSize = *audience
+			set["max_audience_size"] = *audience
+		case "max-concurrent-campaigns":
+			l.MaxConcurrentCampaigns = *concurrent
+			set["max_concurrent_campaigns"] = *concurrent
+		case "max-list-bytes":
+			l.MaxListBytes = *listBytes
+			set["max_list_bytes"] = *listBytes
 		}
 	})
 	if len(set) > 0 {
@@ -70,9 +84,11 @@ func runTenantLimits(ctx context.Context, st *store.Store, args []string, stdout
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "tenant %s: api_rate_per_second %s, api_burst %s, daily_quota %s, allow_critical %t\n", *tenant,
+	fmt.Fprintf(stdout, "tenant %s: api_rate_per_second %s, api_burst %s, daily_quota %s, allow_critical %t, max_audience_size %s, max_concurrent_campaigns %s, max_list_bytes %s\n", *tenant,
 		orDefault(fmt.Sprint(l.APIRatePerSecond), l.APIRatePerSecond == 0), orDefault(fmt.Sprint(l.APIBurst), l.APIBurst == 0),
-		orDefault(fmt.Sprint(l.DailyQuota), l.DailyQuota == 0), l.AllowCritical)
+		orDefault(fmt.Sprint(l.DailyQuota), l.DailyQuota == 0), l.AllowCritical,
+		orDefault(fmt.Sprint(l.MaxAudienceSize), l.MaxAudienceSize == 0), orDefault(fmt.Sprint(l.MaxConcurrentCampaigns), l.MaxConcurrentCampaigns == 0),
+		orDefault(fmt.Sprint(l.MaxListBytes), l.MaxListBytes == 0))
 	return nil
 }
 

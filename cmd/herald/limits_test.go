@@ -33,11 +33,12 @@ func TestTenantLimitsCommand(t *testing.T) {
 	}
 
 	out, err := runCmd(t, "tenant", "limits", "--tenant", tenantID)
-	if err != nil || out != "tenant "+tenantID+": api_rate_per_second 0 (server default), api_burst 0 (server default), daily_quota 0 (server default), allow_critical false\n" {
+	if err != nil || out != "tenant "+tenantID+": api_rate_per_second 0 (server default), api_burst 0 (server default), daily_quota 0 (server default), allow_critical false, max_audience_size 0 (server default), max_concurrent_campaigns 0 (server default), max_list_bytes 0 (server default)\n" {
 		t.Fatalf("show: %q %v", out, err)
 	}
-	out, err = runCmd(t, "tenant", "limits", "--tenant", tenantID, "--rate", "25.5", "--burst", "60", "--daily-quota", "1000", "--allow-critical=true")
-	if err != nil || !strings.Contains(out, "api_rate_per_second 25.5, api_burst 60, daily_quota 1000, allow_critical true") {
+	out, err = runCmd(t, "tenant", "limits", "--tenant", tenantID, "--rate", "25.5", "--burst", "60", "--daily-quota", "1000", "--allow-critical=true",
+		"--max-audience", "5000", "--max-concurrent-campaigns", "3", "--max-list-bytes", "1048576")
+	if err != nil || !strings.Contains(out, "api_rate_per_second 25.5, api_burst 60, daily_quota 1000, allow_critical true, max_audience_size 5000, max_concurrent_campaigns 3, max_list_bytes 1048576") {
 		t.Fatalf("set: %q %v", out, err)
 	}
 	if r := h.Do(http.MethodPut, "/v1/templates/otp", key, body); r.Status != http.StatusCreated || r.JSON["critical"] != true {
@@ -51,7 +52,7 @@ func TestTenantLimitsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l, err := h.Store.GetTenantLimits(context.Background(), tenantID); err != nil ||
-		l != (store.TenantLimits{APIRatePerSecond: 25.5, APIBurst: 60, DailyQuota: 1000}) {
+		l != (store.TenantLimits{APIRatePerSecond: 25.5, APIBurst: 60, DailyQuota: 1000, MaxAudienceSize: 5000, MaxConcurrentCampaigns: 3, MaxListBytes: 1 << 20}) {
 		t.Fatalf("after --allow-critical=false: %+v %v", l, err)
 	}
 

@@ -141,8 +141,11 @@ func Start(t testing.TB, opts Options) *Harness {
 		SandboxAPI:          !opts.NoSandboxAPI,
 		SandboxFallback:     !opts.NoSandboxFallback,
 		TenantRatePerSecond: opts.TenantLimits.RatePerSecond, TenantBurst: opts.TenantLimits.Burst, TenantDailyQuota: opts.TenantLimits.DailyQuota,
-		OperatorKey: h.OperatorKey, MetricsToken: h.MetricsToken, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
+		CampaignMaxAudience: opts.TenantLimits.MaxAudienceSize, CampaignMaxConcurrent: opts.TenantLimits.MaxConcurrentCampaigns,
+		ListMaxBytes: opts.TenantLimits.MaxListBytes,
+		OperatorKey:  h.OperatorKey, MetricsToken: h.MetricsToken, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
 		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
+		CampaignCreateLimit: bucketOf(opts.CostLimits.CampaignCreate), ListUploadLimit: bucketOf(opts.CostLimits.ListUpload),
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout:       0,
 		WebhookRetryInitial:     or(opts.WebhookRetry.Initial, 100*time.Millisecond),

@@ -75,6 +75,14 @@ type Config struct {
 	TenantRatePerSecond float64
 	TenantBurst         int
 	TenantDailyQuota    int
+	// HERALD_CAMPAIGN_MAX_AUDIENCE, HERALD_CAMPAIGN_MAX_CONCURRENT,
+	// HERALD_LIST_MAX_BYTES: default per-tenant caps on one campaign's audience,
+	// on the campaigns scheduled, running or paused at once (0: none) and on one
+	// list upload's bytes (0: api.DefaultMaxListBytes); the operator can give a
+	// tenant its own (table tenant_limits).
+	CampaignMaxAudience   int64
+	CampaignMaxConcurrent int
+	ListMaxBytes          int64
 	// Per-tenant token buckets of the other endpoints that cost work (rate 0:
 	// none), the same for every tenant:
 	//   HERALD_PREVIEW_RATE, HERALD_PREVIEW_BURST: POST /v1/templates/{id}/preview
@@ -82,7 +90,10 @@ type Config struct {
 	//   HERALD_REDRIVE_RATE, HERALD_REDRIVE_BURST: POST /v1/dead-letters/{id}/redrive
 	//   HERALD_BULK_REDRIVE_RATE, HERALD_BULK_REDRIVE_BURST: POST /v1/dead-letters/redrive
 	//   HERALD_USER_IMPORT_RATE, HERALD_USER_IMPORT_BURST: POST /v1/users/import
+	//   HERALD_CAMPAIGN_CREATE_RATE, HERALD_CAMPAIGN_CREATE_BURST: POST /v1/campaigns
+	//   HERALD_LIST_UPLOAD_RATE, HERALD_LIST_UPLOAD_BURST: POST /v1/lists
 	PreviewLimit, TemplateSaveLimit, RedriveLimit, BulkRedriveLimit, UserImportLimit Bucket
+	CampaignCreateLimit, ListUploadLimit                                             Bucket
 	// HERALD_USER_IMPORT_MAX_BYTES: the largest POST /v1/users/import body
 	// (default api.DefaultUserImportMaxBytes).
 	UserImportMaxBytes int64
@@ -168,6 +179,11 @@ var (
 	// An import of users writes up to HERALD_USER_IMPORT_MAX_BYTES in one
 	// transaction: one a minute, 3 in a row.
 	DefaultUserImportLimit = Bucket{Rate: 1.0 / 60, Burst: 3}
+	// A campaign counts its audience, checks its template and starts a workflow
+	// that may send to millions: one a second, 20 in a row. A list upload
+	// spools up to HERALD_LIST_MAX_BYTES and COPYs it: one every 5 s, 5 in a row.
+	DefaultCampaignCreateLimit = Bucket{Rate: 1, Burst: 20}
+	DefaultListUploadLimit     = Bucket{Rate: 0.2, Burst: 5}
 )
 
 // MinOperatorKeyLen is the shortest HERALD_OPERATOR_KEY accepted (openssl rand
@@ -199,6 +215,10 @@ const (
 	DefaultWebhookTimeout      = 10 * time.Second
 	DefaultTenantRatePerSecond = 200
 	DefaultTenantBurst         = 400
+	// DefaultCampaignMaxAudience is ten million users per campaign;
+	// DefaultCampaignMaxConcurrent ten unfinished campaigns per tenant.
+	DefaultCampaignMaxAudience   = 10_000_000
+	DefaultCampaignMaxConcurrent = 10
 )
 
 // FromEnv reads the configuration; a malformed value is an error, never silently defaulted.
@@ -266,6 +286,18 @@ func FromEnv() (Config, error) {
 		return c, err
 	}
 	c.TenantBurst, c.TenantDailyQuota = int(burst), int(quota)
+	audience, err := integer("HERALD_CAMPAIGN_MAX_AUDIENCE", DefaultCampaignMaxAudience)
+	if err != nil {
+		return c, err
+	}
+	if c.CampaignMaxConcurrent, err = integer("HERALD_CAMPAIGN_MAX_CONCURRENT", DefaultCampaignMaxConcurrent); err != nil {
+		return c, err
+	}
+	listBytes, err := integer("HERALD_LIST_MAX_BYTES", api.DefaultMaxListBytes)
+	if err != nil {
+		return c, err
+	}
+	c.CampaignMaxAudience, c.ListMaxBytes = int64(audience), int64(listBytes)
 	if c.Egress, err = egress.Parse(os.Getenv("HERALD_EGRESS_ALLOW")); err != nil {
 		return c, fmt.Errorf("HERALD_EGRESS_ALLOW: %w", err)
 	}
@@ -279,6 +311,8 @@ func FromEnv() (Config, error) {
 		{"REDRIVE", DefaultRedriveLimit, &c.RedriveLimit},
 		{"BULK_REDRIVE", DefaultBulkRedriveLimit, &c.BulkRedriveLimit},
 		{"USER_IMPORT", DefaultUserImportLimit, &c.UserImportLimit},
+		{"CAMPAIGN_CREATE", DefaultCampaignCreateLimit, &c.CampaignCreateLimit},
+		{"LIST_UPLOAD", DefaultListUploadLimit, &c.ListUploadLimit},
 	} {
 		if b.dst.Rate, err = number("HERALD_"+b.name+"_RATE", b.def.Rate); err != nil {
 			return c, err

@@ -16,6 +16,28 @@ func CampaignFinal(status string) bool {
 	return status == CampaignCompleted || status == CampaignCancelled || status == CampaignFailed
 }
 
+// Why a campaign failed (GET /v1/campaigns/{id}: failure.reason).
+const (
+	// CampaignQuotaExceeded: the audience did not fit what was left of the
+	// tenant's daily quota when the campaign started.
+	CampaignQuotaExceeded Reason = "daily_quota_exceeded"
+	// CampaignAudienceTooLarge: the audience was over the operator's cap when
+	// the campaign started (it grew after the campaign was accepted).
+	CampaignAudienceTooLarge Reason = "audience_too_large"
+	// CampaignBatchFailed: a batch failed for good (its message says why).
+	CampaignBatchFailed Reason = "batch_failed"
+	// CampaignWorkflowEnded: the campaign's workflow ended without finishing
+	// the campaign (terminated, timed out, failed), so nothing sends any more.
+	CampaignWorkflowEnded Reason = "workflow_ended"
+)
+
+// ErrTypeCampaignQuota and ErrTypeCampaignAudience fail a campaign's start
+// (CampaignQuotaExceeded, CampaignAudienceTooLarge); neither is retried.
+const (
+	ErrTypeCampaignQuota    = "CampaignQuotaExceeded"
+	ErrTypeCampaignAudience = "CampaignAudienceTooLarge"
+)
+
 // Audience kinds of a campaign.
 const (
 	AudienceUserIDs  = "user_ids" // inline ids, stored as an inline recipient list

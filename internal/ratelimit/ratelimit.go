@@ -240,6 +240,61 @@ func (l *Limiter) QuotaN(ctx context.Context, key string, limit, most int, day t
 	return int(granted32), int(used32), resetAt, nil
 }
 
+// reserveQuotaSQL reserves exactly $4 units of quota $1 (limit $3) for day $2, or
+// none when fewer than $4 are left. Returns (ok, used): used is the day's count,
+// including the reservation when ok.
+const reserveQuotaSQL = `
+WITH counted AS (
+    INSERT INTO rate_limit_quotas AS q (key, day, used, granted)
+    SELECT $1, $2, $4::int, $4::int WHERE $4::int <= $3::int
+    ON CONFLICT (key, day) DO UPDATE
+    SET used = q.used + $4::int, granted = $4::int
+    WHERE q.used + $4::int <= $3::int
+    RETURNING used
+)
+SELECT true, used FROM counted
+UNION ALL
+SELECT false, coalesce((SELECT used FROM rate_limit_quotas WHERE key = $1 AND day = $2 FOR SHARE), 0)
+WHERE NOT EXISTS (SELECT FROM counted)`
+
+// ReserveQuota reserves n units of the daily quota key (limit a day) for the UTC
+// day containing day, all or nothing, in one statement: a campaign's whole
+// audience counts against the quota the single notifications count against
+// (Leases.Quota's reservations are in used, so together they never pass the
+// limit). ok is false, and nothing is counted, when fewer than n are left; used
+// is the day's count. Unlike Quota it commits synchronously: callers run it in
+// a transaction with a record of the reservation (store.MarkCampaignQuota).
+func (l *Limiter) ReserveQuota(ctx context.Context, key string, limit, n int, day time.Time) (ok bool, used int, resetAt time.Time, err error) {
+	if limit < 0 || limit > math.MaxInt32 || n < 0 || n > math.MaxInt32 {
+		return false, 0, time.Time{}, fmt.Errorf("quota %q: limit %d, reserve %d out of range", key, limit, n)
+	}
+	start := utcDay(day)
+	resetAt = start.AddDate(0, 0, 1)
+	var used32 int32
+	err = l.db.QueryRow(ctx, reserveQuotaSQL, key, dateString(start), int32(limit), int32(n)).Scan(&ok, &used32)
+	if err != nil {
+		return false, 0, time.Time{}, fmt.Errorf("quota %q: %w", key, err)
+	}
+	return ok, int(used32), resetAt, nil
+}
+
+// QuotaUsed is the day's count of the daily quota key (reservations included;
+// 0 when nothing was counted that day), for a check before a reservation.
+func (l *Limiter) QuotaUsed(ctx context.Context, key string, day time.Time) (int, error) {
+	var used int32
+	err := l.db.QueryRow(ctx, `SELECT coalesce((SELECT used FROM rate_limit_quotas WHERE key = $1 AND day = $2), 0)`,
+		key, dateString(utcDay(day))).Scan(&used)
+	if err != nil {
+		return 0, fmt.Errorf("quota %q: %w", key, err)
+	}
+	return int(used), nil
+}
+
+// TenantDayQuotaKey is the key of a tenant's daily quota: POST
+// /v1/notifications counts against it (one per accepted request) and so does
+// every campaign's audience (reserved when the campaign starts).
+func TenantDayQuotaKey(tenantID string) string { return "tenant-day:" + tenantID }
+
 // Prune deletes bucket rows untouched for longer than idle and quota rows for days
 // before the UTC day containing before. A pruned bucket comes back full, so idle must
 // be at least the longest refill time in use (burst/rate): a bucket idle that long is

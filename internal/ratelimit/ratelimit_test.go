@@ -498,3 +498,30 @@ func TestWaitNTakesTheBatchAtOnce(t *testing.T) {
 		t.Fatalf("second WaitN of 5 at 10/s returned after %s; want about 500ms", waited)
 	}
 }
+
+// TestReserveQuotaAllOrNothing: ReserveQuota takes exactly n units or none, and
+// shares the count with Quota.
+func TestReserveQuotaAllOrNothing(t *testing.T) {
+	l := newLimiter(t)
+	ctx := context.Background()
+	key := testenv.UniqueName(t, "rq")
+	day := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if ok, used, _, err := l.ReserveQuota(ctx, key, 10, 8, day); err != nil || !ok || used != 8 {
+		t.Fatalf("reserve 8 of 10: %v %d %v", ok, used, err)
+	}
+	if ok, used, _, err := l.ReserveQuota(ctx, key, 10, 3, day); err != nil || ok || used != 8 {
+		t.Fatalf("reserve 3 more of 10: %v %d %v", ok, used, err)
+	}
+	if ok, _, _, err := l.Quota(ctx, key, 10, day); err != nil || !ok {
+		t.Fatalf("one more single: %v %v", ok, err)
+	}
+	if ok, used, _, err := l.ReserveQuota(ctx, key, 10, 1, day); err != nil || !ok || used != 10 {
+		t.Fatalf("reserve the last: %v %d %v", ok, used, err)
+	}
+	if used, err := l.QuotaUsed(ctx, key, day); err != nil || used != 10 {
+		t.Fatalf("used: %d %v", used, err)
+	}
+	if ok, used, _, err := l.ReserveQuota(ctx, key+"-new", 5, 6, day); err != nil || ok || used != 0 {
+		t.Fatalf("reserve over the limit on a new key: %v %d %v", ok, used, err)
+	}
+}

@@ -35,25 +35,55 @@ type Campaign struct {
 	StartedAt     *time.Time
 	FinishedAt    *time.Time
 	UpdatedAt     time.Time
+	// FailureReason and FailureMessage say why a failed campaign failed (nil
+	// otherwise).
+	FailureReason  *herald.Reason
+	FailureMessage *string
 }
 
 const campaignColumns = `tenant_id, id, workflow_id, template_id, template_version, category, channels, data, audience_kind, audience_ref,
-	audience_size, unknown_users, rate_per_second, status, send_at, created_at, started_at, finished_at, updated_at`
+	audience_size, unknown_users, rate_per_second, status, send_at, created_at, started_at, finished_at, updated_at,
+	failure_reason, failure_message`
 
 func scanCampaign(row interface{ Scan(...any) error }) (Campaign, error) {
 	var c Campaign
 	err := row.Scan(&c.TenantID, &c.ID, &c.WorkflowID, &c.TemplateID, &c.TemplateVersion, &c.Category, &c.Channels, &c.Data,
 		&c.AudienceKind, &c.AudienceRef, &c.AudienceSize, &c.UnknownUsers, &c.RatePerSecond, &c.Status, &c.SendAt,
-		&c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.UpdatedAt)
+		&c.CreatedAt, &c.StartedAt, &c.FinishedAt, &c.UpdatedAt, &c.FailureReason, &c.FailureMessage)
 	return c, dbx.NotFound(err)
 }
+
+// ErrTooManyCampaigns: the tenant already has as many unfinished campaigns as
+// its cap allows (CreateCampaign).
+var ErrTooManyCampaigns = errors.New("store: the tenant's concurrent campaign cap is reached")
+
+// activeCampaignStatuses are the statuses a campaign holds a concurrency slot in.
+var activeCampaignStatuses = []string{herald.CampaignScheduled, herald.CampaignRunning, herald.CampaignPaused}
 
 // CreateCampaign records a campaign, and for an inline audience its recipients as
 // an inline recipient list (id = the campaign id), in one transaction. When the
 // tenant already has a campaign with this id nothing is written and the existing
 // one is returned with created=false: the campaign key is the submission dedup.
-func (s *Store) CreateCampaign(ctx context.Context, c Campaign, inlineUserIDs []string) (out Campaign, created bool, err error) {
+// With maxActive > 0, a new campaign is refused with ErrTooManyCampaigns when the
+// tenant has maxActive campaigns scheduled, running or paused; creates of one
+// tenant are serialized on its tenants row so two cannot both take the last slot.
+func (s *Store) CreateCampaign(ctx context.Context, c Campaign, inlineUserIDs []string, maxActive int) (out Campaign, created bool, err error) {
 	err = s.InTx(ctx, func(tx *Store) error {
+		if maxActive > 0 {
+			if existing, err := tx.GetCampaign(ctx, c.TenantID, c.ID); err == nil {
+				out = existing
+				return nil
+			}
+			var active int
+			if err := tx.db.QueryRow(ctx, `
+				SELECT (SELECT count(*) FROM campaigns WHERE tenant_id = t.id AND status = ANY($2))
+				FROM tenants t WHERE t.id = $1 FOR UPDATE`, c.TenantID, activeCampaignStatuses).Scan(&active); err != nil {
+				return dbx.NotFound(err)
+			}
+			if active >= maxActive {
+				return ErrTooManyCampaigns
+			}
+		}
 		out, err = scanCampaign(tx.db.QueryRow(ctx, `
 			INSERT INTO campaigns (tenant_id, id, workflow_id, template_id, template_version, category, channels, data,
 				audience_kind, audience_ref, rate_per_second, status, send_at)
@@ -134,6 +164,43 @@ func (s *Store) SetCampaignStatus(ctx context.Context, tenantID, id, status stri
 	}
 	return err
 }
+
+// FailCampaign ends an unfinished campaign failed with its reason and message;
+// failed reports whether it did (false: the campaign had already finished, and
+// keeps its status).
+func (s *Store) FailCampaign(ctx context.Context, tenantID, id string, reason herald.Reason, message string) (failed bool, err error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE campaigns SET status = $3, failure_reason = $4, failure_message = $5,
+			finished_at = COALESCE(finished_at, now()), updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 AND status = ANY($6)`,
+		tenantID, id, herald.CampaignFailed, reason, message, activeCampaignStatuses)
+	return tag.RowsAffected() == 1, err
+}
+
+// ActiveCampaigns returns the tenant's unfinished campaigns (scheduled,
+// running or paused), at most limit, oldest first.
+func (s *Store) ActiveCampaigns(ctx context.Context, tenantID string, limit int) ([]Campaign, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+campaignColumns+` FROM campaigns WHERE tenant_id = $1 AND status = ANY($2)
+		ORDER BY created_at, id LIMIT $3`, tenantID, activeCampaignStatuses, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Campaign, error) { return scanCampaign(r) })
+}
+
+// MarkCampaignQuota records that the campaign's audience is reserved on the
+// given UTC day's quota; marked is false when it already was (a retried
+// start), and the reservation must not be made again. Run it in the
+// reservation's transaction.
+func (s *Store) MarkCampaignQuota(ctx context.Context, tenantID, id string, day time.Time) (marked bool, err error) {
+	tag, err := s.db.Exec(ctx, `UPDATE campaigns SET quota_day = $3 WHERE tenant_id = $1 AND id = $2 AND quota_day IS NULL`,
+		tenantID, id, day.UTC().Format(time.DateOnly))
+	return tag.RowsAffected() == 1, err
+}
+
+// DB is the store's connection (a transaction inside InTx), for the limiter's
+// statements that must commit with the store's.
+func (s *Store) DB() dbx.DB { return s.db }
 
 // SetCampaignAudience records the audience's size (known users) and how many of
 // its ids name no user.

@@ -78,6 +78,17 @@ type TenantSettings struct {
 	APIBurst         int     `json:"api_burst"`
 	DailyQuota       int     `json:"daily_quota"`
 	AllowCritical    bool    `json:"allow_critical"`
+	// The operator's caps on campaigns and list uploads (TenantLimits; 0: the
+	// server default).
+	MaxAudienceSize        int64 `json:"max_audience_size"`
+	MaxConcurrentCampaigns int   `json:"max_concurrent_campaigns"`
+	MaxListBytes           int64 `json:"max_list_bytes"`
+}
+
+// Limits are the operator's limits among the settings.
+func (ts TenantSettings) Limits() TenantLimits {
+	return TenantLimits{APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota, AllowCritical: ts.AllowCritical,
+		MaxAudienceSize: ts.MaxAudienceSize, MaxConcurrentCampaigns: ts.MaxConcurrentCampaigns, MaxListBytes: ts.MaxListBytes}
 }
 
 // GetTenantSettings returns the tenant's settings (defaults when never set) with
@@ -87,20 +98,23 @@ func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantS
 	var prefs, caps, retries []byte
 	var locale *string
 	var rate *float64
-	var burst, quota *int
+	var burst, quota, concurrent *int
+	var audience, listBytes *int64
 	var allow *bool
 	err := s.db.QueryRow(ctx, `
 		SELECT s.preference_defaults, s.category_caps, s.default_locale, s.retry_policies,
-			l.api_rate_per_second, l.api_burst, l.daily_quota, l.allow_critical
+			l.api_rate_per_second, l.api_burst, l.daily_quota, l.allow_critical,
+			l.max_audience_size, l.max_concurrent_campaigns, l.max_list_bytes
 		FROM (SELECT $1::text AS id) k
 		LEFT JOIN tenant_settings s ON s.tenant_id = k.id
 		LEFT JOIN tenant_limits l ON l.tenant_id = k.id`, tenantID).
-		Scan(&prefs, &caps, &locale, &retries, &rate, &burst, &quota, &allow)
+		Scan(&prefs, &caps, &locale, &retries, &rate, &burst, &quota, &allow, &audience, &concurrent, &listBytes)
 	if err != nil {
 		return ts, err
 	}
 	if rate != nil {
 		ts.APIRatePerSecond, ts.APIBurst, ts.DailyQuota, ts.AllowCritical = *rate, *burst, *quota, *allow
+		ts.MaxAudienceSize, ts.MaxConcurrentCampaigns, ts.MaxListBytes = *audience, *concurrent, *listBytes
 	}
 	if locale == nil { // no tenant_settings row: the defaults
 		return ts, nil

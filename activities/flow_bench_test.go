@@ -1,0 +1,196 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/flows"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/templates"
+	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/workflows"
+)
+
+// benchSink is the floor's workflow: it takes signals and does nothing with
+// them (the bare signal-with-start the digest's accept path is compared with).
+func benchSink(ctx workflow.Context) error {
+	ch := workflow.GetSignalChannel(ctx, "sink")
+	for {
+		var v contract.DigestEvent
+		ok, _ := ch.ReceiveWithTimeout(ctx, 5*time.Second, &v)
+		if !ok {
+			for ch.ReceiveAsync(&v) {
+			}
+			return nil
+		}
+	}
+}
+
+// concurrently runs fn(i) for i < n on workers goroutines and returns how long
+// it took; any error fails the benchmark.
+func concurrently(b *testing.B, n, workers int, fn func(i int) error) time.Duration {
+	b.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	var mu sync.Mutex
+	var first error
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		b.Fatal(first)
+	}
+	return time.Since(start)
+}
+
+// cpuPer runs fn and returns the CPU (ms) the test process, PostgreSQL and
+// Temporal spent per unit (n units).
+func cpuPer(b *testing.B, name string, n int, fn func()) float64 {
+	b.Helper()
+	pgPort, temporalPort := portOf(testenv.DatabaseURL(b)), portOf(testenv.TemporalAddress(b))
+	before := cpuSnapshot(pgPort, temporalPort)
+	start := time.Now()
+	fn()
+	used := cpuSnapshot(pgPort, temporalPort).minus(before)
+	ms := func(j uint64) float64 { return float64(j) * 10 / float64(n) }
+	ours := ms(used["test"] + used["postgres"] + used["temporal"])
+	b.Logf("%s: %d in %s; CPU per unit %.3f ms (test process %.3f, postgres %.3f, temporal %.3f; others on the machine %.3f)",
+		name, n, time.Since(start).Round(time.Millisecond), ours, ms(used["test"]), ms(used["postgres"]), ms(used["temporal"]), ms(used["other"]))
+	return ours
+}
+
+// BenchmarkDigest measures, in one run on the same servers:
+//
+//   - accept: the digest's accept path (DigestAdd: the event's row, then a
+//     signal-with-start of the digest) for 2,000 events of one user and key,
+//     32 at a time, against the floor: 2,000 bare signal-with-starts to one
+//     workflow ID (a sink that drops them), 32 at a time. Goal: ≥ 0.9.
+//   - CPU per event: 600 flow events end to end into one digest (each event's
+//     flow run, the digest, its one in-app send), against 300 single in-app
+//     notifications end to end; CPU of this process, PostgreSQL and Temporal.
+//
+// Run it with: go test -run '^$' -bench BenchmarkDigest -benchtime 1x ./activities/
+func BenchmarkDigest(b *testing.B) {
+	h := apitest.Start(b, apitest.Options{})
+	tenantID, key := h.TenantWith("bench-digest", "alert")
+	h.Template(key, templates.Template{ID: "digest", Category: "comments",
+		InApp: &templates.InAppContent{Title: "Comments", Body: `{{.digest.count}} new comments, first: {{(index .digest.items 0).text}}`}})
+	h.PutUser(key, "ada", map[string]any{})
+	ctx := context.Background()
+	sinkQueue := h.TaskQueue + "-sink"
+	w := sdkworker.New(h.Temporal, sinkQueue, sdkworker.Options{})
+	w.RegisterWorkflow(benchSink)
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	wf := workflows.NewClient(h.Temporal, h.TaskQueue)
+	acts := h.Activities()
+	var def flows.Definition
+	if err := json.Unmarshal([]byte(`{"category":"comments","steps":[{"type":"digest","window":"1h","key":"{{.thread}}"},
+		{"type":"send","template_id":"digest","channels":["in_app"]}]}`), &def); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		const n, workers = 2000, 32
+		suffix := time.Now().Format("150405.000")
+		floorID := "bench-sink-" + suffix
+		floor := concurrently(b, n, workers, func(i int) error {
+			_, err := h.Temporal.SignalWithStartWorkflow(ctx, floorID, "sink", contract.DigestEvent{Seq: int64(i), At: time.Now()},
+				client.StartWorkflowOptions{TaskQueue: sinkQueue}, benchSink)
+			return err
+		})
+		digestIn := contract.DigestInput{TenantID: tenantID, UserID: "ada", FlowID: "bench-accept-" + suffix, FlowVersion: 1, Flow: def, Path: []int{0}}
+		accept := concurrently(b, n, workers, func(i int) error {
+			_, err := acts.DigestAdd(ctx, contract.DigestAddInput{Digest: digestIn, KeyExpr: "{{.thread}}",
+				NotificationID: fmt.Sprintf("n_bench_%s_%06d", suffix, i), At: time.Now(),
+				Data: templates.Data{"thread": "t", "text": fmt.Sprintf("comment %d with some words", i)}, TaskQueue: h.TaskQueue})
+			return err
+		})
+		floorRate, acceptRate := n/floor.Seconds(), n/accept.Seconds()
+		b.ReportMetric(floorRate, "bare-sws/s")
+		b.ReportMetric(acceptRate, "digest-accept/s")
+		b.ReportMetric(acceptRate/floorRate, "accept-ratio")
+		b.Logf("accept: bare signal-with-start %.0f/s, digest accept %.0f/s: ratio %.2f (goal >= 0.9)", floorRate, acceptRate, acceptRate/floorRate)
+		if err := wf.FlushDigest(ctx, tenantID, digestIn.FlowID, "ada", "t"); err != nil {
+			b.Fatal(err)
+		}
+
+		const events, singles = 600, 300
+		pool := testenv.Pool(b)
+		count := func(q string, args ...any) int {
+			var v int
+			if err := pool.QueryRow(ctx, q, args...).Scan(&v); err != nil {
+				b.Fatal(err)
+			}
+			return v
+		}
+		flowID := "bench-cpu-" + suffix
+		digested := cpuPer(b, "digested event (flow run + digest share + send share)", events, func() {
+			concurrently(b, events, workers, func(i int) error {
+				k := ids.IdempotencyKeyHash(fmt.Sprintf("bench-d-%s-%d", suffix, i))
+				_, err := wf.StartFlow(ctx, ids.NotificationWorkflowID(tenantID, k), herald.LaneNormal, workflows.FlowInput{
+					TenantID: tenantID, UserID: "ada", FlowID: flowID, FlowVersion: 1, Flow: def, DedupWindow: time.Second, BodyHash: k[:],
+					Data: templates.Data{"thread": "cpu", "text": fmt.Sprintf("comment %d", i)}})
+				return err
+			})
+			h.Eventually(5*time.Minute, "every event joined", func() bool {
+				return count(`SELECT count(*) FROM digest_events e JOIN flow_runs r USING (tenant_id, notification_id) WHERE e.tenant_id = $1 AND r.flow_id = $2`,
+					tenantID, flowID) == events
+			})
+			if err := wf.FlushDigest(ctx, tenantID, flowID, "ada", "cpu"); err != nil {
+				b.Error(err)
+			}
+			h.Eventually(time.Minute, "the digest sent", func() bool {
+				return count(`SELECT count(*) FROM inbox WHERE tenant_id = $1 AND body LIKE $2`, tenantID, fmt.Sprintf("%d new comments%%", events)) == 1
+			})
+			time.Sleep(2 * time.Second) // the events' runs end their dedup windows
+		})
+		single := cpuPer(b, "single in-app notification", singles, func() {
+			concurrently(b, singles, workers, func(i int) error {
+				k := ids.IdempotencyKeyHash(fmt.Sprintf("bench-n-%s-%d", suffix, i))
+				_, err := wf.StartNotification(ctx, ids.NotificationWorkflowID(tenantID, k), herald.LaneNormal, workflows.NotificationInput{
+					TenantID: tenantID, UserID: "ada", TemplateID: "alert", Channels: []herald.Channel{herald.ChannelInApp}, TemplateVersion: 1,
+					Category: "general", DedupWindow: time.Second, BodyHash: k[:], Data: templates.Data{"title": "t", "body": fmt.Sprintf("n %d", i)}})
+				return err
+			})
+			h.Eventually(5*time.Minute, "every notification delivered", func() bool {
+				return count(`SELECT count(*) FROM inbox WHERE tenant_id = $1 AND body LIKE 'n %'`, tenantID) >= singles*(it+1)
+			})
+			time.Sleep(2 * time.Second)
+		})
+		b.ReportMetric(digested, "cpu-ms/digested-event")
+		b.ReportMetric(single, "cpu-ms/notification")
+		b.ReportMetric(single/digested, "cpu-ratio")
+		b.Logf("CPU: %.3f ms per digested event, %.3f ms per single notification: the digest path is %.2fx cheaper (goal >= 10)",
+			digested, single, single/digested)
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,5 +157,81 @@ func TestLongRetryAfterIsReturned(t *testing.T) {
 	var herr *Error
 	if !errors.As(err, &herr) || herr.RetryAfter != time.Hour || len(*waits) != 0 {
 		t.Fatalf("err %v, waits %v", err, *waits)
+	}
+}
+
+// An upload answered 503 is sent again from the start when its body is a
+// Seeker, and not at all when it is not (a pipe cannot be read twice).
+func TestUploadRetriedOnlyWhenRewindable(t *testing.T) {
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		if len(bodies) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"temporarily_unavailable","message":"later"}}`))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"list_id":"lst_1","name":"x","lines":3,"members":2,"unknown_users":0,"unknown_sample":[],"created_at":"2026-01-01T00:00:00Z"}`))
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "hk_test")
+	recordSleeps(c)
+	const csv = "user_id\na\nb\n"
+	list, err := c.UploadList(context.Background(), CSV, strings.NewReader(csv), nil)
+	if err != nil || list.ListID != "lst_1" || len(bodies) != 2 || bodies[0] != csv || bodies[1] != csv {
+		t.Fatalf("list %+v, err %v, bodies sent %q", list, err, bodies)
+	}
+	bodies = nil
+	pr, pw := io.Pipe()
+	go func() { _, _ = pw.Write([]byte(csv)); pw.Close() }()
+	_, err = c.UploadList(context.Background(), CSV, pr, nil)
+	var herr *Error
+	if !errors.As(err, &herr) || herr.Status != http.StatusServiceUnavailable || len(bodies) != 1 {
+		t.Fatalf("a pipe: err %v after %d sends, want the 503 after one", err, len(bodies))
+	}
+}
+
+// A stream Herald refuses on reconnection (401: the user token expired) closes
+// Events with that error; the events before it were delivered.
+func TestInboxStreamEndsOnRefusal(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	var lastIDs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+		mu.Unlock()
+		if n > 1 {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_user_token","message":"expired","field":"Authorization"}}`))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte(": heartbeat\n\nid: 7\nevent: ready\ndata: {\"id\":7,\"counts\":{\"total\":1,\"unread\":1,\"unseen\":1}}\n\n"))
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "token")
+	recordSleeps(c)
+	s, err := c.StreamInbox(context.Background(), "ada", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []InboxStreamEvent
+	for ev := range s.Events {
+		got = append(got, ev)
+	}
+	var herr *Error
+	if len(got) != 1 || got[0].Type != "ready" || got[0].ID != 7 || got[0].Marker.Counts.Unread != 1 {
+		t.Fatalf("events %+v", got)
+	}
+	if !errors.As(s.Err(), &herr) || herr.Status != http.StatusUnauthorized || herr.Code != "invalid_user_token" {
+		t.Fatalf("Err() = %v, want the 401", s.Err())
+	}
+	if len(lastIDs) != 2 || lastIDs[0] != "" || lastIDs[1] != "7" {
+		t.Fatalf("Last-Event-ID sent: %q, want none then 7", lastIDs)
 	}
 }

@@ -162,8 +162,8 @@ var (
 	exitOnScreen   = regexp.MustCompile(`exit=(\d+)`)
 )
 
-// TestCLIUnderTmux: a list upload and a campaign started with --watch, typed into
-// a shell: the upload's bar ends full with the list's summary, the watch's bar
+// TestCLIUnderTmux: a list upload, a user import and a campaign started with
+// --watch, typed into a shell: the uploads' bars end full with their summaries, the watch's bar
 // moves with the recipients processed, outcomes, Herald's rate and ETA, and ends
 // with the summary and exit status 0; a second campaign cancelled from another
 // command ends its watch with exit status 4.
@@ -180,6 +180,22 @@ func TestCLIUnderTmux(t *testing.T) {
 	listID := m[1]
 	if !regexp.MustCompile(`uploading 302 lines\s+100% │█+│`).MatchString(sc) {
 		t.Fatalf("no full upload bar on the screen:\n%s", sc)
+	}
+
+	// Users imported from NDJSON: one of the existing users changed, two new.
+	people := filepath.Join(c.dir, "people.ndjson")
+	if err := os.WriteFile(people, []byte(`{"user_id":"u00000","name":"Ada","email":"ada@example.com"}
+{"user_id":"newcomer1","email":"n1@example.com","topics":["news"]}
+{"user_id":"newcomer2","locale":"fr-FR"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.run("send-keys", "-t", "cli", "clear", "Enter")
+	s.typeLine(c.bin + " users import " + people + `; echo "exit=$?"`)
+	sc = s.await(exitOnScreen, 30*time.Second)
+	if !strings.Contains(sc, "users imported: 3 users from 3 lines: 2 created, 1 updated, 0 unchanged") ||
+		!regexp.MustCompile(`uploading 3 lines\s+100% │█+│`).MatchString(sc) || !strings.Contains(sc, "exit=0") {
+		t.Fatalf("the import's screen:\n%s", sc)
 	}
 
 	s.run("send-keys", "-t", "cli", "clear", "Enter")
@@ -273,6 +289,18 @@ func TestCLIToAFile(t *testing.T) {
 		"--data", `{"title":"Hello"}`, "--key", "hello-1")
 	if code != 0 || !strings.Contains(out, "notification "+sent[1]+": delivered (duplicate of one accepted ") {
 		t.Fatalf("send again with the key: exit %d:\n%s", code, out)
+	}
+	// An import whose second user (line 3, after the header) is bad stores nothing and names the line.
+	bad := filepath.Join(c.dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("user_id,email\nnew1,n1@example.com\nnew2,not-an-address\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = c.runToFile(t, "users", "import", bad)
+	if code != 1 || !regexp.MustCompile(`400 invalid_line \(line 3\.email\)`).MatchString(out) {
+		t.Fatalf("a bad import: exit %d: %s", code, out)
+	}
+	if _, err := c.api.GetUser(context.Background(), "new1"); err == nil {
+		t.Fatal("a user of a refused import was stored")
 	}
 	// A refusal is exit status 1 with Herald's error.
 	out, code = c.runToFile(t, "send", "--user", "nobody", "--template", "welcome")

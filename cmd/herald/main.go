@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	_ "time/tzdata" // time zones work on minimal images too
 
@@ -77,7 +78,11 @@ func main() {
 			}
 			os.Exit(exit.code)
 		}
-		fmt.Fprintln(os.Stderr, "herald:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "herald") { // the client's errors name Herald already
+			msg = "herald: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

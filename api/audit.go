@@ -18,6 +18,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/webhooks"
 )
 
 // The audit log: every change a tenant makes through the API is recorded by one
@@ -264,6 +265,12 @@ func redact(v any) any {
 				out[k] = "[redacted]"
 			case isSecretKey(k):
 				out[k] = "[redacted]"
+			case strings.EqualFold(k, "url"): // a webhook endpoint's: its path and query may hold a secret
+				if s, ok := e.(string); ok {
+					out[k] = webhooks.RedactURL(s)
+					continue
+				}
+				out[k] = redact(e)
 			default:
 				out[k] = redact(e)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -362,4 +363,86 @@ func TestMetricsAreNotOpenOnTheAPIPort(t *testing.T) {
 	srv := httptest.NewServer(h.HandlerWith(func(c *config.Config) { c.MetricsToken = "" }))
 	t.Cleanup(srv.Close)
 	apitest.WantError(t, h.DoAt(srv.URL, http.MethodGet, "/metrics", h.MetricsToken, nil), http.StatusNotFound, "not_found", "")
+}
+
+// lockedBuffer is a log sink the API, the worker and the test share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestWebhookURLSecretsAreNeverLogged: a webhook URL often carries a secret
+// (a token in its query, a key in its path). A failed attempt's error quoted
+// the whole URL (`Post "http://…/hook?token=…": dial tcp …`) into the worker's
+// log, the activity's failure in Temporal and the attempt list; the audit log
+// kept it too. Now every one of them has scheme and host only.
+func TestWebhookURLSecretsAreNeverLogged(t *testing.T) {
+	logs := &lockedBuffer{}
+	h := apitest.Start(t, apitest.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	_, key := h.TenantWith("hook-secrets", "order")
+	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
+	const pathSecret, querySecret = "pathsecret7f3a", "querysecret9c1e"
+	// Port 1 on loopback (allowed by the harness's HERALD_EGRESS_ALLOW): nothing listens, the attempt fails.
+	ep, _ := createEndpoint(t, h, key, map[string]any{"url": "http://127.0.0.1:1/hooks/" + pathSecret + "?token=" + querySecret,
+		"events": []string{"delivery.delivered"}})
+	h.Accept(key, map[string]any{"user_id": "ada", "template_id": "order", "channels": []string{"in_app"}, "idempotency_key": freshKey("hooksecret")})
+	var attempts apitest.Response
+	h.Eventually(streamWithin, "two failed attempts", func() bool {
+		attempts = h.MustDo(http.StatusOK, http.MethodGet, "/v1/webhook-endpoints/"+ep+"/attempts", key, nil)
+		items, _ := attempts.JSON["items"].([]any)
+		return len(items) >= 2
+	})
+	if !strings.Contains(string(attempts.Body), "127.0.0.1:1") {
+		t.Fatalf("the attempts do not name the host: %s", attempts.Body)
+	}
+	audit := h.MustDo(http.StatusOK, http.MethodGet, "/v1/audit-log?action=webhook_endpoint.create", key, nil)
+	if !strings.Contains(logs.String(), "Activity error") {
+		t.Fatalf("no activity error was logged; the test saw nothing:\n%.2000s", logs.String())
+	}
+	for where, text := range map[string]string{"the attempts": string(attempts.Body), "the audit log": string(audit.Body), "the logs": logs.String()} {
+		for _, secret := range []string{pathSecret, querySecret} {
+			if i := strings.Index(text, secret); i >= 0 {
+				t.Errorf("%s hold the URL's secret %q: …%s…", where, secret, text[max(0, i-120):min(len(text), i+40)])
+			}
+		}
+	}
+}
+
+// TestWebhookEndpointsOnlyOnWebPorts: a tenant could register
+// https://<any public host>:22/ (or :6379, :25) and have Herald's workers
+// knock on that service. Now a webhook URL must use 80 or 443 (or a port the
+// operator adds with HERALD_WEBHOOK_PORTS), unless its destination is one the
+// operator named in HERALD_EGRESS_ALLOW, the providers' allowlist.
+func TestWebhookEndpointsOnlyOnWebPorts(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	_, key := h.Tenant("hook-ports")
+	for _, u := range []string{"https://93.184.216.34:22/x", "http://93.184.216.34:6379/", "https://93.184.216.34:8443/hook"} {
+		r := h.Do(http.MethodPost, "/v1/webhook-endpoints", key, map[string]any{"url": u})
+		apitest.WantError(t, r, http.StatusUnprocessableEntity, "invalid_url", "url")
+		if !strings.Contains(string(r.Body), "port") {
+			t.Errorf("%s: the refusal does not say why: %s", u, r.Body)
+		}
+	}
+	for _, u := range []string{"https://93.184.216.34/x", "http://93.184.216.34:80/x", "https://93.184.216.34:443/x",
+		"http://127.0.0.1:9/hook"} { // 127.0.0.1 is the harness's HERALD_EGRESS_ALLOW: any port
+		createEndpoint(t, h, key, map[string]any{"url": u})
+	}
+	// The operator adds a port.
+	srv := httptest.NewServer(h.HandlerWith(func(c *config.Config) { c.WebhookPorts = []uint16{8443} }))
+	t.Cleanup(srv.Close)
+	if r := h.DoAt(srv.URL, http.MethodPost, "/v1/webhook-endpoints", key, map[string]any{"url": "https://93.184.216.34:8443/hook"}); r.Status != http.StatusCreated {
+		t.Fatalf("with HERALD_WEBHOOK_PORTS=8443: %d %s", r.Status, r.Body)
+	}
 }

@@ -33,7 +33,8 @@ type WebhookConfig struct {
 	Emitter *webhooks.Emitter
 	// Keys seal the endpoints' secrets.
 	Keys *secrets.Keyring
-	// Egress is the policy endpoint URLs are checked against (nil: egress.Default()).
+	// Egress is the policy endpoint URLs are checked against, and the worker's
+	// webhook client connects through (nil: egress.Default() on ports 80 and 443).
 	Egress *egress.Policy
 }
 
@@ -120,7 +121,7 @@ func (h *webhookEndpointsRoom) validateEndpoint(c *gin.Context, req webhookEndpo
 	if req.URL != nil {
 		policy := h.cfg.Egress
 		if policy == nil {
-			policy = egress.Default()
+			policy = egress.Default().WithPorts(80, 443)
 		}
 		if err := webhooks.ValidateURL(c.Request.Context(), policy, *req.URL); err != nil {
 			return &httpError{Status: http.StatusUnprocessableEntity, Code: "invalid_url", Field: "url", Message: err.Error()}

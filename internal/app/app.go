@@ -150,6 +150,8 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	if policy == nil {
 		policy = egress.Default()
 	}
+	// Tenant webhooks: the providers' allowlist, on the web's ports only.
+	policy = policy.WithPorts(append([]uint16{80, 443}, cfg.WebhookPorts...)...)
 	emitter := &webhooks.Emitter{Store: a.Store, Temporal: a.temporal, Log: logger, Settings: webhooks.Settings{
 		TaskQueue: cfg.TaskQueue, Retry: workflows.WebhookRetry{Initial: cfg.WebhookRetryInitial,
 			MaxInterval: cfg.WebhookRetryMaxInterval, For: cfg.WebhookRetryFor}}}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/herald-notify/herald/activities"
@@ -144,6 +145,10 @@ type Config struct {
 	WebhookRetryInitial, WebhookRetryMaxInterval, WebhookRetryFor time.Duration
 	// HERALD_WEBHOOK_TIMEOUT: one webhook request's timeout (default 10s).
 	WebhookTimeout time.Duration
+	// HERALD_WEBHOOK_PORTS: ports tenant webhook URLs may use besides 80 and 443
+	// (comma-separated); a destination HERALD_EGRESS_ALLOW names may use any
+	// port it allows.
+	WebhookPorts []uint16
 	// HERALD_CAMPAIGN_PAGE_SIZE (recipients per campaign batch, default
 	// workflows.DefaultCampaignPageSize, at most 1000) and HERALD_CAMPAIGN_WINDOW
 	// (batches of one campaign in flight, default workflows.DefaultCampaignWindow,
@@ -300,6 +305,13 @@ func FromEnv() (Config, error) {
 	c.CampaignMaxAudience, c.ListMaxBytes = int64(audience), int64(listBytes)
 	if c.Egress, err = egress.Parse(os.Getenv("HERALD_EGRESS_ALLOW")); err != nil {
 		return c, fmt.Errorf("HERALD_EGRESS_ALLOW: %w", err)
+	}
+	for f := range strings.FieldsFuncSeq(os.Getenv("HERALD_WEBHOOK_PORTS"), func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.ParseUint(f, 10, 16)
+		if err != nil || n == 0 {
+			return c, fmt.Errorf("HERALD_WEBHOOK_PORTS: %q is not a port (1-65535)", f)
+		}
+		c.WebhookPorts = append(c.WebhookPorts, uint16(n))
 	}
 	for _, b := range []struct {
 		name string

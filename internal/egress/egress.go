@@ -40,6 +40,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +105,9 @@ type Policy struct {
 	allow    []rule
 	source   string
 	resolver *net.Resolver
+	// ports, when set (WithPorts), are the only ports a destination the
+	// operator did not name in the allowlist may be reached on.
+	ports []uint16
 
 	once      sync.Once
 	transport *http.Transport
@@ -232,7 +236,25 @@ func (p *Policy) String() string { return p.source }
 // WithResolver returns a copy of the policy that resolves names with r (nil:
 // the system's). Tests use it to make a name resolve to a refused address.
 func (p *Policy) WithResolver(r *net.Resolver) *Policy {
-	return &Policy{allow: p.allow, source: p.source, resolver: r}
+	return &Policy{allow: p.allow, source: p.source, resolver: r, ports: p.ports}
+}
+
+// WithPorts returns a copy of the policy (with a transport of its own) that
+// also refuses every port but these, except on destinations the operator
+// named in the allowlist (which allows them on the ports it says). Tenant
+// webhooks use it (80 and 443 unless HERALD_WEBHOOK_PORTS adds more), so a
+// tenant cannot make Herald knock on a public host's other services.
+func (p *Policy) WithPorts(ports ...uint16) *Policy {
+	return &Policy{allow: p.allow, source: p.source, resolver: p.resolver, ports: slices.Clone(ports)}
+}
+
+// portAllowed reports whether port passes WithPorts (always, without it).
+func (p *Policy) portAllowed(port uint16) bool {
+	return p.ports == nil || slices.Contains(p.ports, port)
+}
+
+func (p *Policy) portRefusal(port uint16) string {
+	return fmt.Sprintf("port %d is not allowed (allowed: %v, and the destinations HERALD_EGRESS_ALLOW names)", port, p.ports)
 }
 
 // allowsName reports whether the operator allowed host (as dialled) on port.
@@ -262,6 +284,9 @@ func (p *Policy) Check(ip netip.Addr, port uint16) error {
 	ip = ip.Unmap()
 	if p.allowsAddr(ip, port) {
 		return nil
+	}
+	if !p.portAllowed(port) {
+		return fmt.Errorf("%w: %s", ErrRefused, p.portRefusal(port))
 	}
 	if err := guard.SafeAddr(ip); err != nil {
 		return fmt.Errorf("%w: %s", ErrRefused, strings.TrimPrefix(err.Error(), ssrf.ErrProhibitedIP.Error()+": "))
@@ -391,7 +416,11 @@ func (p *Policy) CheckHost(ctx context.Context, host string, port uint16) error 
 	defer cancel()
 	addrs, err := r.LookupNetIP(rctx, "ip", host)
 	if err != nil {
-		// Not resolvable now (it may be later): the dial-time check decides.
+		// Not resolvable now (it may be later): the dial-time check decides
+		// the address; the port is known now.
+		if !p.portAllowed(port) {
+			return &RefusedError{Host: host, Addr: host, Why: p.portRefusal(port)}
+		}
 		return nil
 	}
 	for _, a := range addrs {

@@ -233,3 +233,38 @@ func TestOrDefault(t *testing.T) {
 		t.Fatalf("a client without a transport reached 127.0.0.1: %v", err)
 	}
 }
+
+// WithPorts (tenant webhooks): a public address only on the ports given; a
+// destination the operator named keeps the ports its rule allows; a name that
+// does not resolve is still refused by its port.
+func TestWithPortsRefusesOtherPorts(t *testing.T) {
+	p := egress.MustParse("127.0.0.1, relay.corp.example:2525").WithPorts(80, 443)
+	public := netip.MustParseAddr("93.184.216.34")
+	for _, port := range []uint16{80, 443} {
+		if err := p.Check(public, port); err != nil {
+			t.Errorf("public :%d refused: %v", port, err)
+		}
+	}
+	for _, port := range []uint16{22, 25, 6379, 8080} {
+		if err := p.Check(public, port); !errors.Is(err, egress.ErrRefused) || !strings.Contains(err.Error(), "port") {
+			t.Errorf("public :%d: %v, want refused for its port", port, err)
+		}
+	}
+	if err := p.Check(netip.MustParseAddr("127.0.0.1"), 8025); err != nil {
+		t.Errorf("the operator's 127.0.0.1 on any port: %v", err)
+	}
+	ctx := context.Background()
+	if err := p.CheckHost(ctx, "relay.corp.example", 2525); err != nil {
+		t.Errorf("the operator's relay on its port: %v", err)
+	}
+	if err := p.CheckHost(ctx, "does-not-resolve.invalid", 22); !errors.Is(err, egress.ErrRefused) {
+		t.Errorf("an unresolvable name on :22: %v, want refused", err)
+	}
+	if err := p.CheckHost(ctx, "93.184.216.34", 6379); !errors.Is(err, egress.ErrRefused) {
+		t.Errorf("a public address on :6379: %v, want refused", err)
+	}
+	// The providers' policy itself is unchanged.
+	if err := egress.MustParse("127.0.0.1").Check(public, 8080); err != nil {
+		t.Errorf("without WithPorts :8080 is refused: %v", err)
+	}
+}

@@ -258,6 +258,36 @@ func ValidateURL(ctx context.Context, policy *egress.Policy, raw string) error {
 	return nil
 }
 
+// RedactURL is how an endpoint URL appears in logs, attempt errors and the
+// audit log: scheme and host (with its port) only. The path, query, user info
+// and fragment often carry a secret (a token in the query, a key in the path,
+// as Slack's and many others' incoming-webhook URLs do), so they are replaced
+// by "…": "https://hooks.example.com/…?…".
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "[url redacted]"
+	}
+	out := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.Opaque != "" {
+		out += "/…"
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		out += "?…"
+	}
+	return out
+}
+
+// redactErr hides the URL an HTTP client error quotes (a *url.Error carries
+// the whole URL: `Post "https://…/hook?token=…": dial tcp …`).
+func redactErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = RedactURL(ue.URL)
+	}
+	return err
+}
+
 func refusal(err error) string {
 	if re, ok := egress.AsRefused(err); ok {
 		return re.Why
@@ -316,7 +346,7 @@ func (s *Sender) Send(ctx context.Context, tenantID, endpointID string, messageI
 	now := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, strings.NewReader(string(msg.Payload)))
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, redactErr(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Herald-Webhooks/1")
@@ -326,7 +356,8 @@ func (s *Sender) Send(ctx context.Context, tenantID, endpointID string, messageI
 	resp, err := s.Client.Do(req)
 	out := Outcome{Took: time.Since(now)}
 	if err != nil {
-		out.Err = err
+		// The error is logged, returned to Temporal and stored: no URL in it.
+		out.Err = redactErr(err)
 		return out, nil //nolint:nilerr // a failed attempt is an outcome to record and retry, not an error of Send
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -1,0 +1,171 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/testenv"
+)
+
+// importBenchRow is the i-th user of the bench: every field personalized.
+func importBenchRow(i int) []any {
+	locales := [...]string{"en-GB", "de-DE", "fr-FR", "es-ES"}
+	zones := [...]string{"Europe/London", "Europe/Berlin", "America/New_York", "Asia/Tokyo"}
+	return []any{fmt.Sprintf("user-%07d", i), fmt.Sprintf("User Number %d", i), fmt.Sprintf("user.%07d@example.com", i),
+		fmt.Sprintf("+1415%07d", i), locales[i%len(locales)], zones[i%len(zones)]}
+}
+
+// writeImportNDJSON streams n bench users as NDJSON (what a tenant uploads).
+func writeImportNDJSON(w io.WriteCloser, n int) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for i := range n {
+		r := importBenchRow(i)
+		fmt.Fprintf(bw, `{"user_id":%q,"name":%q,"email":%q,"phone":%q,"locale":%q,"timezone":%q}`+"\n", r...)
+	}
+	_ = bw.Flush()
+	_ = w.Close()
+}
+
+// rssBytes is this process's resident set size (VmRSS).
+func rssBytes(tb testing.TB) int64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	tb.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// BenchmarkUserImport measures POST /v1/users/import of N users (1,000,000 by
+// default, HERALD_BENCH_IMPORT_USERS) streamed as NDJSON with every profile
+// field set, into a database that already holds another tenant's 100,000
+// users, against its floor measured in the same run: PostgreSQL COPY of the
+// same rows into a bare table (no index, no upsert, no validation). It reports
+// import_users/s, copy_users/s, their ratio (goal ≥ 0.5), a re-import of the
+// same file (every user unchanged) and the API's peak RSS above idle while
+// importing (the bench runs the API in this process, the body generated as it
+// is sent; goal < 128 MB). Run it against the test services:
+//
+//	go test -run '^$' -bench BenchmarkUserImport -benchtime 1x -timeout 30m ./api/
+func BenchmarkUserImport(b *testing.B) {
+	n := 1_000_000
+	if v := os.Getenv("HERALD_BENCH_IMPORT_USERS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	h := apitest.Start(b, apitest.Options{NoWorker: true})
+	otherID, _ := h.Tenant("import-bench-other")
+	campaignUsers(b, h, otherID, "other", 100_000)
+	pool := testenv.Pool(b)
+
+	for i := range b.N {
+		// The floor: COPY of the same rows into a bare table.
+		table := fmt.Sprintf("bench_import_bare_%d_%d", os.Getpid(), i)
+		if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (user_id text, name text, email text, phone text, locale text, timezone text)`); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+		next := 0
+		start := time.Now()
+		copied, err := pool.CopyFrom(ctx, pgx.Identifier{table}, []string{"user_id", "name", "email", "phone", "locale", "timezone"},
+			pgx.CopyFromFunc(func() ([]any, error) {
+				if next == n {
+					return nil, nil
+				}
+				next++
+				return importBenchRow(next - 1), nil
+			}))
+		copyTook := time.Since(start)
+		if err != nil || copied != int64(n) {
+			b.Fatalf("bare COPY: %d rows, %v", copied, err)
+		}
+
+		_, key := h.Tenant(fmt.Sprintf("import-bench-%d", i))
+		post := func() (map[string]any, time.Duration, int64) {
+			pr, pw := io.Pipe()
+			go writeImportNDJSON(pw, n)
+			req, err := http.NewRequest(http.MethodPost, h.URL+"/v1/users/import", pr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			var peak atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if r := rssBytes(b); r > peak.Load() {
+						peak.Store(r)
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+			}()
+			start := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			took := time.Since(start)
+			close(stop)
+			wg.Wait()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("import: %d %s", resp.StatusCode, raw)
+			}
+			var out map[string]any
+			if err := json.Unmarshal(raw, &out); err != nil {
+				b.Fatal(err)
+			}
+			return out, took, peak.Load()
+		}
+		idle := rssBytes(b)
+		first, took, peak := post()
+		if num(first, "created") != n {
+			b.Fatalf("first import: %v", first)
+		}
+		again, againTook, againPeak := post()
+		if num(again, "unchanged") != n {
+			b.Fatalf("re-import: %v", again)
+		}
+		importRate, copyRate := float64(n)/took.Seconds(), float64(n)/copyTook.Seconds()
+		b.ReportMetric(importRate, "import_users/s")
+		b.ReportMetric(copyRate, "copy_users/s")
+		b.ReportMetric(importRate/copyRate, "import/copy")
+		b.ReportMetric(float64(n)/againTook.Seconds(), "reimport_users/s")
+		b.ReportMetric(float64(max(peak, againPeak)-idle)/(1<<20), "rss_above_idle_MB")
+		b.Logf("%d users: import %s (%.0f/s), bare COPY %s (%.0f/s), ratio %.2f; re-import (unchanged) %s; RSS idle %d MB, peak +%d MB",
+			n, took.Round(time.Millisecond), importRate, copyTook.Round(time.Millisecond), copyRate, importRate/copyRate,
+			againTook.Round(time.Millisecond), idle>>20, (max(peak, againPeak)-idle)>>20)
+	}
+}

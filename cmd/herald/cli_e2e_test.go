@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +96,41 @@ func (s *screen) await(re *regexp.Regexp, within time.Duration) string {
 	}
 }
 
+// cliBinary builds the herald binary once for the CLI tests (5 s a build), in a
+// directory TestMain removes.
+func cliBinary(t *testing.T) string {
+	t.Helper()
+	cliBuild.Lock()
+	defer cliBuild.Unlock()
+	if cliBuild.path != "" {
+		return cliBuild.path
+	}
+	dir, err := os.MkdirTemp("", "herald-cli-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliBuild.dir = dir
+	bin := filepath.Join(dir, "herald")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build herald: %v\n%s", err, out)
+	}
+	cliBuild.path = bin
+	return bin
+}
+
+var cliBuild struct {
+	sync.Mutex
+	dir, path string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cliBuild.dir != "" {
+		_ = os.RemoveAll(cliBuild.dir)
+	}
+	os.Exit(code)
+}
+
 // cliSetup is a Herald with a tenant, a template and n users, the herald binary,
 // and a CSV audience of those users and one unknown id.
 type cliSetup struct {
@@ -124,7 +163,7 @@ func newCLISetup(t *testing.T, n int) *cliSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cliSetup{h: h, key: key, bin: buildHerald(t), dir: dir, csv: path, api: api}
+	return &cliSetup{h: h, key: key, bin: cliBinary(t), dir: dir, csv: path, api: api}
 }
 
 func (c *cliSetup) env() []string { return []string{"HERALD_URL=" + c.h.URL, "HERALD_KEY=" + c.key} }
@@ -310,5 +349,50 @@ func TestCLIToAFile(t *testing.T) {
 	out, code = c.runToFile(t, "campaign", "watch", "nope")
 	if code != 1 || !strings.Contains(out, "404 not_found") {
 		t.Fatalf("watching a missing campaign: exit %d: %s", code, out)
+	}
+}
+
+// TestCLIUploadBarMovesOnASlowLink: an upload to a server that reads 4 MB a
+// second shows, part way, the bar with the bytes and lines sent so far, the rate
+// and the ETA, then ends full with the list's summary. (The server stands for a
+// slow link to Herald; the real upload is TestCLIUnderTmux's.)
+func TestCLIUploadBarMovesOnASlowLink(t *testing.T) {
+	tmuxBin(t)
+	var line strings.Builder
+	for i := range 400_000 {
+		fmt.Fprintf(&line, "user%07d,Somebody\n", i)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "big.csv")
+	if err := os.WriteFile(path, []byte("user_id,name\n"+line.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const rate = 4 << 20 // bytes a second
+		buf := make([]byte, 64<<10)
+		lines, total, start := 0, 0, time.Now()
+		for {
+			n, err := r.Body.Read(buf)
+			lines += bytes.Count(buf[:n], []byte{'\n'})
+			total += n
+			if err != nil {
+				break
+			}
+			time.Sleep(time.Until(start.Add(time.Duration(total) * time.Second / rate)))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"list_id":"lst_0123456789abcdef01234567","name":"big.csv","lines":%d,"members":%d,"unknown_users":%d,"unknown_sample":[],"created_at":"2026-12-03T09:00:00Z"}`,
+			lines, lines-1, lines-1)
+	}))
+	defer srv.Close()
+	bin := cliBinary(t)
+	s := newScreen(t, "HERALD_URL="+srv.URL, "HERALD_KEY=hk_test")
+	s.typeLine(bin + " lists upload " + path + `; echo "exit=$?"`)
+	mid := s.await(regexp.MustCompile(`uploading [1-9]\d* lines\s+[1-9]\d?% │█*░+│ \([0-9.]+/[0-9.]+ MB, [0-9.]+ MB/s\) \[\d+s:\d+s\]`), 30*time.Second)
+	end := s.await(exitOnScreen, 60*time.Second)
+	if !strings.Contains(end, "exit=0") || !strings.Contains(end, "list lst_0123456789abcdef01234567 (big.csv): 400001 lines") ||
+		!regexp.MustCompile(`uploading 400001 lines\s+100% │█+│`).MatchString(end) {
+		t.Fatalf("part way:\n%s\nat the end:\n%s", mid, end)
 	}
 }

@@ -242,10 +242,18 @@ func TestClientVerifiesHeraldWebhooks(t *testing.T) {
 		t.Error("an event signed with another secret was accepted")
 		return nil
 	}))
-	if _, err := c.ReplayWebhookMessage(ctx, ep.Endpoint.ID, ev.MessageID); err != nil {
-		t.Fatal(err)
-	}
+	// Replay the message (once Herald has recorded its delivery: a message still
+	// in flight is not replayed) and wait for the receiver's 401.
+	replayed := false
 	h.Eventually(20*time.Second, "the replay refused with 401", func() bool {
+		if !replayed {
+			r, err := c.ReplayWebhookMessage(ctx, ep.Endpoint.ID, ev.MessageID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			replayed = r.Replayed == 1
+			return false
+		}
 		page, err := c.ListWebhookAttempts(ctx, ep.Endpoint.ID, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -58,6 +58,18 @@ func FuzzAccept(f *testing.F) {
 			f.Fatalf("PUT user %s: %d %s", user, r.Status, r.Body)
 		}
 	}
+	// Flows, for events (flow_id): a send and a branch, a throttle, a digest.
+	for id, def := range map[string]string{
+		"f_send": `{"category":"c","steps":[{"type":"send","id":"s","template_id":"order","channels":["in_app"]},
+			{"type":"branch","cases":[{"if":{"field":"data.order.id","op":"exists"},"steps":[{"type":"send","template_id":"simple","channels":["sms"]}]}],
+			"else":[{"type":"delay","duration":"1s"}]}]}`,
+		"f_throttle": `{"category":"c","steps":[{"type":"throttle","limit":1,"window":"1h","key":"{{.order.id}}"},{"type":"send","template_id":"simple","channels":["in_app"]}]}`,
+		"f_digest":   `{"category":"c","steps":[{"type":"digest","window":"1s","key":"{{.name}}"},{"type":"send","template_id":"simple","channels":["in_app"]}]}`,
+	} {
+		if r := h.Do(http.MethodPut, "/v1/flows/"+id, key, def); r.Status != http.StatusCreated {
+			f.Fatalf("PUT flow %s: %d %s", id, r.Status, r.Body)
+		}
+	}
 	if err := h.Store.UpdateTenantSettings(context.Background(), tenantID, func(ts *store.TenantSettings) {
 		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{
 			herald.ChannelEmail: {InitialInterval: herald.Duration{Duration: 10 * time.Minute}}, // over the default maximum of 5m

@@ -84,7 +84,8 @@ func (e hardEnv) final(t *testing.T, id string) apitest.Response {
 func finalStatus(s herald.NotificationStatus) bool {
 	switch s {
 	case herald.NotificationDelivered, herald.NotificationSent, herald.NotificationFailed, herald.NotificationSuppressed,
-		herald.NotificationCancelled, herald.NotificationPartiallyFailed:
+		herald.NotificationCancelled, herald.NotificationPartiallyFailed,
+		herald.NotificationDigested, herald.NotificationThrottled: // a flow event's own ends (its digest sends on)
 		return true
 	}
 	return false

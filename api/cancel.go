@@ -62,7 +62,14 @@ func (h *notificationsRoom) respondNotification(c *gin.Context, status int, tena
 		h.abort(c, err)
 		return
 	}
-	c.JSON(status, viewFromStore(n))
+	v := viewFromStore(n)
+	if n.TemplateID == "" { // an event of a flow: its run, as the status view shows it
+		if v, err = h.withFlowRun(c.Request.Context(), tenantID, v); err != nil {
+			h.abort(c, err)
+			return
+		}
+	}
+	c.JSON(status, v)
 }
 
 // conflict answers 409 with the notification's current state.

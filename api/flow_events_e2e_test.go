@@ -95,7 +95,9 @@ func TestFlowEventsThroughTheAPI(t *testing.T) {
 	}
 
 	// Cancelling an event before its digest closes takes it out.
-	h.MustDo(http.StatusOK, http.MethodDelete, "/v1/notifications/"+gone, key, nil)
+	if r := h.MustDo(http.StatusOK, http.MethodDelete, "/v1/notifications/"+gone, key, nil); flowOf(r)["flow_id"] != "comments" {
+		t.Fatalf("the cancel's answer shows no run: %s", r.Body)
+	}
 	h.Eventually(20*time.Second, "the cancelled event out of the digest", func() bool {
 		d := openDigests(h, key, "ada")
 		return len(d) == 1 && d[0] == "comments/=3"

@@ -241,7 +241,7 @@ func TestCLIUnderTmux(t *testing.T) {
 	s.typeLine(c.bin + " campaign start --id spring --template welcome --channels in_app --list " + listID +
 		` --data '{"title":"Spring"}' --rate 100 --watch --interval 200ms; echo "exit=$?"`)
 	// Part way: the bar, how many of the 300, and outcomes with Herald's rate.
-	mid := s.await(regexp.MustCompile(`\d+% │[█░]+│ \(\d+/300\) .* recipients/s, eta \d+s\n\s+running: delivered \d+, queued \d+`), 30*time.Second)
+	mid := s.await(regexp.MustCompile(`\d+% │[█░]+│ \(\d+/300\) .* recipients/s, eta [0-9hms]+\n\s+running: delivered \d+.*, queued \d+`), 30*time.Second)
 	if !regexp.MustCompile(`campaign spring: (scheduled|running) \(new\)`).MatchString(mid) {
 		t.Fatalf("the watch part way:\n%s", mid)
 	}

@@ -3,7 +3,7 @@
 #   make run                 PostgreSQL :55432 + Temporal dev server :7233 (UI :8233) + bin/herald dev
 #   make test                the whole suite against throwaway services (PostgreSQL :55433, Temporal :7243)
 #   make test ARGS='-run TestX ./api/...'   extra `go test` arguments (packages default to ./...)
-#   make fuzz FUZZTIME=10m   fuzz the accept path for longer (default 2m)
+#   make fuzz FUZZTIME=10m   fuzz the accept path, campaigns and list uploads for longer (default 2m each)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -25,10 +25,14 @@ test: ## Vet, gofmt, workflowcheck and go test against throwaway services (ARGS=
 lint: ## Run golangci-lint with .golangci.yml (the same linters make test runs)
 	@bash -c 'source scripts/lib.sh && ensure_golangci_lint' && bin/golangci-lint run ./...
 
-fuzz: ## Fuzz POST /v1/notifications (FuzzAccept: no 5xx, every 202 final) for FUZZTIME (2m) against throwaway services; new failures land in api/testdata/fuzz/FuzzAccept
+FUZZERS ?= FuzzAccept FuzzCampaign FuzzListUpload
+
+fuzz: ## Fuzz POST /v1/notifications, /v1/campaigns and /v1/lists (FUZZERS: no 5xx, every accepted one final) for FUZZTIME (2m) each against throwaway services; new failures land in api/testdata/fuzz/<Fuzzer>
 	@eval "$$(bash scripts/test-services.sh start)" && \
-	go test -count=1 -run '^$$' -fuzz '^FuzzAccept$$' -fuzztime $(FUZZTIME) ./api/; \
-	rc=$$?; bash scripts/test-services.sh stop; exit $$rc
+	rc=0; for f in $(FUZZERS); do \
+		go test -count=1 -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./api/ || { rc=$$?; break; }; \
+	done; \
+	bash scripts/test-services.sh stop; exit $$rc
 
 build: ## Build bin/herald
 	go build -o bin/herald ./cmd/herald

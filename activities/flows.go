@@ -128,11 +128,22 @@ func (a *Activities) DigestClose(ctx context.Context, in contract.DigestCloseInp
 	}
 	out := contract.DigestCloseResult{Count: res.Count, FirstAt: res.FirstAt, LastAt: res.LastAt, Remaining: res.Remaining,
 		Items: make([]templates.Data, 0, len(res.Items))}
+	size := 0
 	for _, it := range res.Items {
+		// The items travel in the continuation's input: keep them well inside
+		// what Temporal carries (contract.MaxWorkflowInputBytes).
+		if size += contract.PayloadSize(it); size > maxDigestItemsBytes {
+			break
+		}
 		out.Items = append(out.Items, it)
 	}
 	return out, nil
 }
+
+// maxDigestItemsBytes bounds the events' data a digest hands to the steps after
+// it ({{.digest.items}}): the first items that fit, half of the workflow
+// input bound.
+const maxDigestItemsBytes = contract.MaxWorkflowInputBytes / 2
 
 // maxFlowKeyBytes bounds a rendered digest or throttle key.
 const maxFlowKeyBytes = 200

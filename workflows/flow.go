@@ -265,12 +265,17 @@ func (w *flowRun) runStep(ctx workflow.Context, s flows.Step, path string) (hera
 	return herald.NotificationFailed, nil
 }
 
-// beginStep records that a step started.
+// beginStep notes that a step started; the steps that take time (send,
+// delay, wait) record it at once, the others only with their outcome (one
+// statement instead of two).
 func (w *flowRun) beginStep(ctx workflow.Context, s flows.Step, path string) int {
 	w.state.Steps = append(w.state.Steps, FlowStepState{Path: path, StepID: s.ID, Type: s.Type, Outcome: herald.StepRunning,
 		StartedAt: workflow.Now(ctx)})
 	i := len(w.state.Steps) - 1
-	w.recordStep(ctx, i)
+	switch s.Type {
+	case flows.StepSend, flows.StepDelay, flows.StepWait:
+		w.recordStep(ctx, i)
+	}
 	return i
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/apitest"
@@ -142,7 +143,9 @@ func digestFlow(window string, channels ...herald.Channel) flows.Definition {
 func TestFlowDigestThousandConcurrentEventsOneDigest(t *testing.T) {
 	e := newFlowEnv(t, apitest.Options{})
 	e.h.PutUser(e.key, "ada", map[string]any{"email": "ada@example.com"})
-	def := digestFlow("25s", herald.ChannelInApp, herald.ChannelEmail)
+	// A window longer than the test: the flush closes it once every event has
+	// joined, however slowly this machine runs the events' flows.
+	def := digestFlow("10m", herald.ChannelInApp, herald.ChannelEmail)
 	const n = 1000
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -172,8 +175,8 @@ func TestFlowDigestThousandConcurrentEventsOneDigest(t *testing.T) {
 	if err := e.client.FlushDigest(context.Background(), e.tenantID, "comments", "ada", "t1"); err != nil {
 		t.Fatal(err)
 	}
-	e.h.Eventually(30*time.Second, "the digest's in-app item", func() bool { return len(e.inboxBodies("ada")) >= 1 })
-	e.h.Eventually(30*time.Second, "the digest's email", func() bool {
+	e.h.Eventually(120*time.Second, "the digest's in-app item", func() bool { return len(e.inboxBodies("ada")) >= 1 })
+	e.h.Eventually(120*time.Second, "the digest's email", func() bool {
 		return e.count(`SELECT count(*) FROM sandbox_messages WHERE tenant_id = $1 AND channel = 'email'`, e.tenantID) >= 1
 	})
 	time.Sleep(time.Second) // anything sent twice would show by now
@@ -195,6 +198,25 @@ func TestFlowDigestThousandConcurrentEventsOneDigest(t *testing.T) {
 	if open, _ := e.h.Store.OpenDigests(context.Background(), e.tenantID, "ada"); len(open) != 0 {
 		t.Fatalf("digests still open after the flush: %+v", open)
 	}
+	// What the digest cost in Temporal: its history (every run of it).
+	wid := workflows.DigestWorkflowID(e.tenantID, "comments", "ada", "t1")
+	events, runs := 0, 0
+	for runID := e.h.Temporal.GetWorkflow(context.Background(), wid, "").GetRunID(); runID != ""; runs++ {
+		it := e.h.Temporal.GetWorkflowHistory(context.Background(), wid, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var first string
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			events++
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				first = a.GetContinuedExecutionRunId()
+			}
+		}
+		runID = first
+	}
+	t.Logf("the digest of %d events: %d history events over %d run(s)", n, events, runs)
 }
 
 // TestFlowDigestTenKeysNeverMixed: 10 keys × 100 events → exactly 10 digests of
@@ -202,7 +224,7 @@ func TestFlowDigestThousandConcurrentEventsOneDigest(t *testing.T) {
 func TestFlowDigestTenKeysNeverMixed(t *testing.T) {
 	e := newFlowEnv(t, apitest.Options{})
 	e.h.PutUser(e.key, "bob", map[string]any{})
-	def := digestFlow("12s", herald.ChannelInApp)
+	def := digestFlow("10m", herald.ChannelInApp) // flushed once every event has joined
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for k := 0; k < 10; k++ {
@@ -217,6 +239,12 @@ func TestFlowDigestTenKeysNeverMixed(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	e.h.Eventually(120*time.Second, "every event joined", func() bool { return e.joined("bob") == 1000 })
+	for k := 0; k < 10; k++ {
+		if err := e.client.FlushDigest(context.Background(), e.tenantID, "threads", "bob", fmt.Sprintf("k%d", k)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.h.Eventually(60*time.Second, "every event claimed", func() bool {
 		return e.count(`SELECT count(*) FROM digest_events WHERE tenant_id = $1 AND digest_id IS NOT NULL`, e.tenantID) == 1000
 	})

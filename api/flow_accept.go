@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -96,7 +97,7 @@ func (h *notificationsRoom) acceptFlowEvent(c *gin.Context, req createNotificati
 		return
 	}
 	ctx := c.Request.Context()
-	_, exists, err := h.users.userLocale(c, acc.input.TenantID, acc.input.UserID)
+	userLocale, exists, err := h.users.userLocale(c, acc.input.TenantID, acc.input.UserID)
 	if err != nil {
 		h.rejectAccept(c, err)
 		return
@@ -117,6 +118,10 @@ func (h *notificationsRoom) acceptFlowEvent(c *gin.Context, req createNotificati
 		return
 	}
 	if err := checkFlowKeys(rec.Definition, acc.data); err != nil {
+		h.rejectAccept(c, err)
+		return
+	}
+	if err := h.checkFlowContent(ctx, acc.input.TenantID, rec.Definition, userLocale, acc.data); err != nil {
 		h.rejectAccept(c, err)
 		return
 	}
@@ -157,6 +162,45 @@ func checkFlowKeys(def flows.Definition, data map[string]any) error {
 		return nil
 	}
 	return walk(def.Steps, "steps")
+}
+
+// checkFlowContent renders, as the notification accept path does, the send
+// steps that run on the event's own data whatever happens: those at the top
+// level before the flow's digest (a step inside a branch may be the case that
+// data without a field never takes, and the steps after a digest render the
+// digest). Data that lacks a variable such a template needs, or that it cannot
+// render, is a 422 now rather than a failed step later; the message names the
+// step. The send renders again when it runs (the template's latest version, the
+// user's locale then).
+func (h *notificationsRoom) checkFlowContent(ctx context.Context, tenantID string, def flows.Definition, userLocale string, data map[string]any) error {
+	for i, s := range def.Steps {
+		if s.Type == flows.StepDigest {
+			return nil
+		}
+		if s.Type != flows.StepSend {
+			continue
+		}
+		t, err := h.templates.forSend(ctx, tenantID, s.TemplateID)
+		if err == nil {
+			_, err = templateChannels(t, s.Channels)
+		}
+		if err == nil {
+			err = checkContent(ctx, h.settings, tenantID, t, s.Channels, userLocale, data)
+		}
+		var he *httpError
+		if errors.As(err, &he) {
+			named := *he
+			named.Message = fmt.Sprintf("the flow's steps[%d] (template %s): %s", i, s.TemplateID, he.Message)
+			if named.Field == "template_id" || strings.HasPrefix(named.Field, "channels") {
+				named.Field = "flow_id" // the flow's template changed since it was saved
+			}
+			return &named
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startFlowEvent starts the event's run and answers as start does for a

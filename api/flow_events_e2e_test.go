@@ -229,6 +229,24 @@ func TestFlowEventBadRequests(t *testing.T) {
 	}
 	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key,
 		map[string]any{"user_id": "ada", "flow_id": "keyed", "data": map[string]any{"thread": long[1:]}})
+
+	// A send that runs on the event's own data is rendered now, as a
+	// notification is: data it cannot render from is refused naming the step.
+	h.Template(key, templates.Template{ID: "needs_name", Category: "c", InApp: &templates.InAppContent{Title: "t", Body: "Hi {{.name}}"}})
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/flows/greet", key,
+		`{"category":"c","steps":[{"type":"delay","duration":"1s"},{"type":"send","template_id":"needs_name","channels":["in_app"]}]}`)
+	r := h.Do(http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "ada", "flow_id": "greet"})
+	apitest.WantError(t, r, http.StatusUnprocessableEntity, "missing_variables", "data")
+	if !strings.Contains(string(r.Body), "steps[1]") {
+		t.Fatalf("the refusal does not name the step: %s", r.Body)
+	}
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key,
+		map[string]any{"user_id": "ada", "flow_id": "greet", "data": map[string]any{"name": "Ada"}})
+	// ... but not a send inside a branch, whose case the data may never take.
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/flows/maybe", key,
+		`{"category":"c","steps":[{"type":"branch","cases":[{"if":{"field":"data.name","op":"exists"},
+			"steps":[{"type":"send","template_id":"needs_name","channels":["in_app"]}]}]}]}`)
+	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "ada", "flow_id": "maybe"})
 	// Accepted without a worker, the event is visible at once (queued) from its run.
 	id := h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key,
 		map[string]any{"user_id": "ada", "flow_id": "keyed", "data": map[string]any{"thread": "t"}}).Str("notification_id")

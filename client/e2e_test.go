@@ -266,3 +266,212 @@ func TestClientVerifiesHeraldWebhooks(t *testing.T) {
 		return false
 	})
 }
+
+// TestClientCallsAcrossTheAPI calls most operations once through the client
+// against a real Herald, every answer checked against api/openapi.yaml, so a
+// wrong path, method, parameter or answer type in operations.go fails here.
+func TestClientCallsAcrossTheAPI(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.TenantWith("calls", "welcome")
+	c := newClient(t, h, h.URL, key)
+	ctx := context.Background()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	_, err := c.Healthz(ctx)
+	must("Healthz", err)
+	_, err = c.Readyz(ctx)
+	must("Readyz", err)
+	doc, err := c.GetOpenAPIDocument(ctx)
+	must("GetOpenAPIDocument", err)
+	if !strings.HasPrefix(string(doc), "openapi: 3") {
+		t.Fatalf("the document starts %.20q", doc)
+	}
+	js, err := c.InboxComponent(ctx)
+	must("InboxComponent", err)
+	if !strings.Contains(string(js), "herald-inbox") {
+		t.Fatal("the component script does not define herald-inbox")
+	}
+
+	// Users, preferences, push tokens, topics.
+	_, err = c.PutUser(ctx, "ada", client.PutUserRequest{Email: client.Ptr("ada@example.com"), Timezone: client.Ptr("Europe/London")})
+	must("PutUser", err)
+	u, err := c.GetUser(ctx, "ada")
+	must("GetUser", err)
+	if u.Email == nil || *u.Email != "ada@example.com" {
+		t.Fatalf("GetUser: %+v", u)
+	}
+	_, err = c.PutPreferenceDefaults(ctx, client.Preferences{Channels: &client.ChannelSwitches{Sms: client.Ptr(false)}})
+	must("PutPreferenceDefaults", err)
+	_, err = c.GetPreferenceDefaults(ctx)
+	must("GetPreferenceDefaults", err)
+	_, err = c.PutUserPreferences(ctx, "ada", client.Preferences{Channels: &client.ChannelSwitches{Email: client.Ptr(false)}})
+	must("PutUserPreferences", err)
+	up, err := c.GetUserPreferences(ctx, "ada")
+	must("GetUserPreferences", err)
+	_ = up
+	_, err = c.PutPushToken(ctx, "ada", client.PutPushTokenRequest{Token: "fcm-token:APA91b_1", Platform: client.Android})
+	must("PutPushToken", err)
+	var tokens []string
+	for pt, err := range c.AllPushTokens(ctx, "ada", nil) {
+		must("AllPushTokens", err)
+		tokens = append(tokens, pt.Token)
+	}
+	if len(tokens) != 1 || tokens[0] != "fcm-token:APA91b_1" {
+		t.Fatalf("push tokens %q", tokens)
+	}
+	must("DeletePushToken", c.DeletePushToken(ctx, "ada", "fcm-token:APA91b_1")) // a ':' in a path segment
+	added, err := c.AddTopicSubscribers(ctx, "news", []string{"ada", "nobody"})
+	must("AddTopicSubscribers", err)
+	if added.Added != 1 || len(added.UnknownUsers) != 1 {
+		t.Fatalf("AddTopicSubscribers: %+v", added)
+	}
+	subs, err := c.ListTopicSubscribers(ctx, "news", nil)
+	must("ListTopicSubscribers", err)
+	if len(subs.Items) != 1 || subs.Items[0].UserID != "ada" {
+		t.Fatalf("subscribers %+v", subs.Items)
+	}
+	must("RemoveTopicSubscriber", c.RemoveTopicSubscriber(ctx, "news", "ada"))
+
+	// Templates.
+	tpl, err := c.GetTemplate(ctx, "welcome", nil)
+	must("GetTemplate", err)
+	_, err = c.GetTemplate(ctx, "welcome", &client.GetTemplateParams{Version: &tpl.Version})
+	must("GetTemplate version", err)
+	pv, err := c.PreviewTemplate(ctx, "welcome", client.PreviewTemplateRequest{Data: &client.TemplateData{"title": "Hi"}})
+	must("PreviewTemplate", err)
+	if pv.Channels.InApp == nil {
+		t.Fatalf("preview %+v", pv)
+	}
+	_, err = c.PutTemplate(ctx, "scratch", client.PutTemplateRequest{Category: "general", InApp: &client.InAppContent{Title: client.Ptr("x"), Body: client.Ptr("y")}})
+	must("PutTemplate", err)
+	must("DeleteTemplate", c.DeleteTemplate(ctx, "scratch"))
+
+	// The inbox, with the tenant key and with a user token.
+	sent, err := c.CreateNotification(ctx, client.CreateNotificationRequest{UserID: "ada", TemplateID: "welcome",
+		Channels: []client.ChannelName{"in_app"}, IdempotencyKey: client.Ptr("calls-1")})
+	must("CreateNotification", err)
+	h.Eventually(20*time.Second, "the inbox item", func() bool {
+		counts, err := c.GetInboxCounts(ctx, "ada")
+		return err == nil && counts.Counts.Total == 1
+	})
+	tok, err := c.MintUserToken(ctx, "ada", client.MintUserTokenRequest{TTLSeconds: client.Ptr(600)})
+	must("MintUserToken", err)
+	asUser := newClient(t, h, h.URL, tok.Token)
+	page, err := asUser.ListInbox(ctx, "ada", &client.ListInboxParams{Unread: client.Ptr(true)})
+	must("ListInbox (user token)", err)
+	if len(page.Items) != 1 || page.Items[0].NotificationID != sent.NotificationID {
+		t.Fatalf("inbox %+v", page.Items)
+	}
+	item, err := asUser.MarkInboxItem(ctx, "ada", sent.NotificationID, client.InboxRead)
+	must("MarkInboxItem", err)
+	if item.Counts.Unread != 0 {
+		t.Fatalf("after read: %+v", item.Counts)
+	}
+	_, err = c.MarkInboxAllSeen(ctx, "ada")
+	must("MarkInboxAllSeen", err)
+	_, err = c.MarkInboxAllRead(ctx, "ada")
+	must("MarkInboxAllRead", err)
+	must("RevokeUserTokens", c.RevokeUserTokens(ctx, "ada"))
+	_, err = c.GetInboxSettings(ctx)
+	must("GetInboxSettings", err)
+	_, err = c.PutInboxSettings(ctx, client.PutInboxSettingsRequest{AllowedOrigins: []string{"https://shop.example.com"}})
+	must("PutInboxSettings", err)
+	_, err = c.RotateInboxSecret(ctx)
+	must("RotateInboxSecret", err)
+
+	// The support view, a scheduled notification cancelled, dead letters, the audit log.
+	found, err := c.FindNotifications(ctx, &client.FindNotificationsParams{DedupKey: client.Ptr("calls-1")})
+	must("FindNotifications", err)
+	if len(found.Items) != 1 {
+		t.Fatalf("FindNotifications: %+v", found.Items)
+	}
+	_, err = c.ListUserNotifications(ctx, "ada", nil)
+	must("ListUserNotifications", err)
+	later, err := c.CreateNotification(ctx, client.CreateNotificationRequest{UserID: "ada", TemplateID: "welcome",
+		Channels: []client.ChannelName{"in_app"}, SendAt: client.Ptr(time.Now().Add(time.Hour))})
+	must("CreateNotification send_at", err)
+	h.Eventually(20*time.Second, "the scheduled notification cancelled", func() bool {
+		n, err := c.CancelNotification(ctx, later.NotificationID)
+		return err == nil && n.Status == client.NotificationStatusCancelled
+	})
+	_, err = c.ListDeadLetters(ctx, nil)
+	must("ListDeadLetters", err)
+	_, err = c.BulkRedriveDeadLetters(ctx, client.BulkRedriveRequest{})
+	must("BulkRedriveDeadLetters", err)
+	actions := map[string]bool{}
+	for e, err := range c.AllAuditLog(ctx, &client.ListAuditLogParams{Limit: client.Ptr(2)}) {
+		must("AllAuditLog", err)
+		actions[e.Action] = true
+	}
+	if len(actions) < 3 {
+		t.Fatalf("audit actions %v", actions)
+	}
+
+	// Keys, providers, settings, sandbox, webhook endpoints.
+	k, err := c.CreateAPIKey(ctx, client.CreateAPIKeyRequest{Name: client.Ptr("ci")})
+	must("CreateAPIKey", err)
+	keys, err := c.ListAPIKeys(ctx)
+	must("ListAPIKeys", err)
+	if len(keys.Items) != 2 {
+		t.Fatalf("keys %+v", keys.Items)
+	}
+	_, err = c.RevokeAPIKey(ctx, k.ID)
+	must("RevokeAPIKey", err)
+	_, err = c.ListProviders(ctx)
+	must("ListProviders", err)
+	_, err = c.GetSettings(ctx)
+	must("GetSettings", err)
+	_, err = c.PutSettings(ctx, client.PutSettingsRequest{DefaultLocale: client.Ptr("en-GB")})
+	must("PutSettings", err)
+	_, err = c.ListSandboxMessages(ctx, &client.ListSandboxMessagesParams{Limit: client.Ptr(5)})
+	must("ListSandboxMessages", err)
+	ep, err := c.CreateWebhookEndpoint(ctx, client.WebhookEndpointRequest{URL: client.Ptr("http://127.0.0.1:9/hooks")})
+	must("CreateWebhookEndpoint", err)
+	_, err = c.GetWebhookEndpoint(ctx, ep.Endpoint.ID)
+	must("GetWebhookEndpoint", err)
+	_, err = c.UpdateWebhookEndpoint(ctx, ep.Endpoint.ID, client.WebhookEndpointRequest{Description: client.Ptr("renamed")})
+	must("UpdateWebhookEndpoint", err)
+	eps, err := c.ListWebhookEndpoints(ctx)
+	must("ListWebhookEndpoints", err)
+	if len(eps.Items) != 1 || eps.Items[0].Description != "renamed" {
+		t.Fatalf("endpoints %+v", eps.Items)
+	}
+	_, err = c.RotateWebhookSecret(ctx, ep.Endpoint.ID)
+	must("RotateWebhookSecret", err)
+	_, err = c.ReplayWebhookMessages(ctx, ep.Endpoint.ID, client.ReplayWebhookMessagesRequest{Since: time.Now().Add(-time.Hour), Until: time.Now()})
+	must("ReplayWebhookMessages", err)
+	must("DeleteWebhookEndpoint", c.DeleteWebhookEndpoint(ctx, ep.Endpoint.ID))
+
+	// Lists and campaign controls.
+	list, err := c.UploadList(ctx, client.NDJSON, strings.NewReader(`{"user_id":"ada","data":{"title":"A"}}`+"\n"), nil)
+	must("UploadList", err)
+	_, err = c.GetList(ctx, list.ListID)
+	must("GetList", err)
+	acc, err := c.CreateCampaign(ctx, client.CreateCampaignRequest{TemplateID: "welcome", Channels: []client.ChannelName{"in_app"},
+		SendAt: client.Ptr(time.Now().Add(time.Hour)), Audience: client.CreateCampaignRequest_Audience{ListID: &list.ListID}})
+	must("CreateCampaign", err)
+	_, err = c.PauseCampaign(ctx, acc.CampaignID)
+	must("PauseCampaign", err)
+	_, err = c.ResumeCampaign(ctx, acc.CampaignID)
+	must("ResumeCampaign", err)
+	cp, err := c.CancelCampaign(ctx, acc.CampaignID)
+	must("CancelCampaign", err)
+	h.Eventually(20*time.Second, "the campaign cancelled", func() bool {
+		cp, err = c.GetCampaign(ctx, acc.CampaignID)
+		return err == nil && cp.Status == client.CampaignStatusCancelled
+	})
+	must("DeleteList", c.DeleteList(ctx, list.ListID))
+
+	// The operator's API, with the operator key.
+	op := newClient(t, h, h.URL, h.OperatorKey)
+	lim, err := op.GetTenantLimits(ctx, tenantID)
+	must("GetTenantLimits", err)
+	_, err = op.PutTenantLimits(ctx, tenantID, client.TenantLimits{DailyQuota: client.Ptr(1000)})
+	must("PutTenantLimits", err)
+	_ = lim
+}

@@ -88,6 +88,7 @@ var userTokenRoutes = map[string]bool{
 	"/v1/users/:user_id/inbox/read-all":                 true,
 	"/v1/users/:user_id/inbox/seen-all":                 true,
 	"/v1/users/:user_id/inbox/:notification_id/:action": true,
+	preferencesLinkRoute:                                true,
 }
 
 // authenticate resolves "Authorization: Bearer <key>" to a tenant.

@@ -30,12 +30,16 @@ const maxAllowedOrigins = 50
 
 type inboxSettingsRequest struct {
 	AllowedOrigins *[]string `json:"allowed_origins"`
+	// Branding, when given, replaces the hosted pages' branding
+	// (preference_centre.go); absent, it is kept.
+	Branding *store.Branding `json:"branding"`
 }
 
 type inboxSettingsResponse struct {
-	AllowedOrigins []string   `json:"allowed_origins"`
-	HMACSecretSet  bool       `json:"hmac_secret_set"`
-	UpdatedAt      *time.Time `json:"updated_at"`
+	AllowedOrigins []string       `json:"allowed_origins"`
+	HMACSecretSet  bool           `json:"hmac_secret_set"`
+	Branding       store.Branding `json:"branding"`
+	UpdatedAt      *time.Time     `json:"updated_at"`
 }
 
 func (h *inboxRoom) getInboxSettings(c *gin.Context) {
@@ -44,7 +48,19 @@ func (h *inboxRoom) getInboxSettings(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, settingsResponse(st))
+	h.answerSettings(c, st)
+}
+
+// answerSettings answers the settings with the tenant's branding.
+func (h *inboxRoom) answerSettings(c *gin.Context, st store.InboxSettings) {
+	b, err := h.store.GetInboxBranding(c.Request.Context(), tenantOf(c).ID)
+	if err != nil {
+		h.abort(c, err)
+		return
+	}
+	r := settingsResponse(st)
+	r.Branding = b
+	c.JSON(http.StatusOK, r)
 }
 
 func settingsResponse(st store.InboxSettings) inboxSettingsResponse {
@@ -81,10 +97,22 @@ func (h *inboxRoom) putInboxSettings(c *gin.Context) {
 			origins = append(origins, n)
 		}
 	}
+	if req.Branding != nil {
+		if err := validBranding(*req.Branding); err != nil {
+			h.abort(c, err)
+			return
+		}
+	}
 	tenantID := tenantOf(c).ID
 	if err := h.store.PutInboxAllowedOrigins(c.Request.Context(), tenantID, origins); err != nil {
 		h.abort(c, err)
 		return
+	}
+	if req.Branding != nil {
+		if err := h.store.PutInboxBranding(c.Request.Context(), tenantID, *req.Branding); err != nil {
+			h.abort(c, err)
+			return
+		}
 	}
 	h.origins.Remove(tenantID)
 	st, err := h.store.GetInboxSettings(c.Request.Context(), tenantID)
@@ -92,7 +120,7 @@ func (h *inboxRoom) putInboxSettings(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, settingsResponse(st))
+	h.answerSettings(c, st)
 }
 
 // normalizeOrigin returns the origin as browsers send it (lower-case scheme and

@@ -24,6 +24,11 @@ type usersRoom struct {
 	// importMaxBytes and pushTokensPerUser: UserConfig's.
 	importMaxBytes    int64
 	pushTokensPerUser int
+	// baseURL is how browsers reach this API (Config.PublicBaseURL); inboxCORS
+	// answers the inbox's browser origins (the preference link is an inbox
+	// route).
+	baseURL   string
+	inboxCORS gin.HandlerFunc
 }
 
 func (h *usersRoom) register(v1, public gin.IRouter, mw *middleware) {
@@ -35,6 +40,9 @@ func (h *usersRoom) register(v1, public gin.IRouter, mw *middleware) {
 	v1.GET("/users/:user_id/preferences", h.getUserPreferences)
 	v1.PUT("/preferences/defaults", mw.audited(auditPreferenceDefaults, auditFields), h.putPreferenceDefaults)
 	v1.GET("/preferences/defaults", h.getPreferenceDefaults)
+	v1.POST(preferencesLinkRoute[len("/v1"):], h.inboxCORS, h.preferencesLink)
+	public.GET(unsubscribe.PagePath, mw.limitPublic("preferences", maxBodyBytes, false), h.getPreferencePage)
+	public.POST(unsubscribe.PagePath, mw.limitPublic("preferences", maxPageForm, false), h.postPreferencePage)
 	public.GET(unsubscribe.Path, mw.limitPublic("unsubscribe", maxBodyBytes, false), h.getUnsubscribe)
 	public.POST(unsubscribe.Path, mw.limitPublic("unsubscribe", maxBodyBytes, false), h.postUnsubscribe)
 }

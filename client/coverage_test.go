@@ -21,6 +21,8 @@ var notForClients = map[string]string{
 	"sendgridWebhook":      "SendGrid's event webhook, signed by SendGrid",
 	"twilioWebhook":        "Twilio's status callback, signed by Twilio",
 	"twilioInboundWebhook": "Twilio's incoming-message webhook, signed by Twilio",
+	"getPreferenceCentre":  "the hosted preference centre, an HTML page a user's browser opens",
+	"savePreferenceCentre": "the preference centre's HTML form",
 }
 
 // TestClientCoversOpenAPI fails when an operation of api/openapi.yaml has no

@@ -401,6 +401,12 @@ func (c *Client) ListSandboxMessages(ctx context.Context, params *ListSandboxMes
 	return doJSON[SandboxMessageList](ctx, c, get("/v1/sandbox/messages", queryOf(params)))
 }
 
+// CreatePreferencesLink is POST /v1/users/{id}/inbox/preferences-link: the
+// user's signed link to the hosted preference centre (its url).
+func (c *Client) CreatePreferencesLink(ctx context.Context, userID string) (*CreatePreferencesLink200JSONResponseBody, error) {
+	return doJSON[CreatePreferencesLink200JSONResponseBody](ctx, c, idempotent(post(pathOf("v1", "users", userID, "inbox", "preferences-link"), nil)))
+}
+
 // ---- suppressions
 
 // ListSuppressions is GET /v1/suppressions (one page; AllSuppressions walks them all).

@@ -1511,6 +1511,21 @@ type AuditEntry struct {
 	Target string `json:"target"`
 }
 
+// Branding How the hosted preference centre looks (empty: Herald's neutral defaults).
+// Given in `PUT /v1/inbox/settings`, it replaces the stored branding; left out,
+// it is kept. Validated (400 naming `branding.<field>`), and escaped on the page
+// anyway.
+type Branding struct {
+	// Color The accent colour, `#rrggbb` (or empty).
+	Color *string `json:"color,omitempty"`
+
+	// LogoURL An https URL of the logo (or empty); no other scheme, no credentials.
+	LogoURL *string `json:"logo_url,omitempty"`
+
+	// Name The tenant's name as users know it (printable text).
+	Name *string `json:"name,omitempty"`
+}
+
 // BulkRedriveRequest The filter; every field is optional.
 type BulkRedriveRequest struct {
 	// Channel Only this channel (`in_app`, `email`, `sms` or `push`); empty means any.
@@ -2248,6 +2263,12 @@ type InboxPage struct {
 // InboxSettings defines model for InboxSettings.
 type InboxSettings struct {
 	AllowedOrigins []string `json:"allowed_origins"`
+
+	// Branding How the hosted preference centre looks (empty: Herald's neutral defaults).
+	// Given in `PUT /v1/inbox/settings`, it replaces the stored branding; left out,
+	// it is kept. Validated (400 naming `branding.<field>`), and escaped on the page
+	// anyway.
+	Branding Branding `json:"branding"`
 
 	// HmacSecretSet Whether an inbox secret exists (POST /v1/inbox/secret); it is never shown again.
 	HmacSecretSet bool       `json:"hmac_secret_set"`
@@ -3434,6 +3455,22 @@ type WebhookReplayed struct {
 	Replayed int `json:"replayed"`
 }
 
+// GetPreferenceCentreParams defines parameters for GetPreferenceCentre.
+type GetPreferenceCentreParams struct {
+	// Token The signed token of the link (`POST /v1/users/{user_id}/inbox/preferences-link`).
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// SavePreferenceCentreFormdataBody defines parameters for SavePreferenceCentre.
+type SavePreferenceCentreFormdataBody struct {
+}
+
+// SavePreferenceCentreParams defines parameters for SavePreferenceCentre.
+type SavePreferenceCentreParams struct {
+	// Token The signed token of the link (`POST /v1/users/{user_id}/inbox/preferences-link`).
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
 // ListAuditLogParams defines parameters for ListAuditLog.
 type ListAuditLogParams struct {
 	// Action Only this action (one of those above); another value is 400 `invalid_field`.
@@ -3543,6 +3580,12 @@ type InboxSessionJSONBody struct {
 // PutInboxSettingsJSONBody defines parameters for PutInboxSettings.
 type PutInboxSettingsJSONBody struct {
 	AllowedOrigins []string `json:"allowed_origins"`
+
+	// Branding How the hosted preference centre looks (empty: Herald's neutral defaults).
+	// Given in `PUT /v1/inbox/settings`, it replaces the stored branding; left out,
+	// it is kept. Validated (400 naming `branding.<field>`), and escaped on the page
+	// anyway.
+	Branding *Branding `json:"branding,omitempty"`
 }
 
 // UploadListParams defines parameters for UploadList.
@@ -3760,6 +3803,11 @@ type GetInboxCounts200JSONResponseBody struct {
 	Counts InboxCounts `json:"counts"`
 }
 
+// CreatePreferencesLink200JSONResponseBody defines parameters for CreatePreferencesLink.
+type CreatePreferencesLink200JSONResponseBody struct {
+	URL string `json:"url"`
+}
+
 // StreamInboxParams defines parameters for StreamInbox.
 type StreamInboxParams struct {
 	// LastEventID The same, for clients that cannot set headers; the header wins.
@@ -3887,6 +3935,9 @@ type TwilioInboundWebhookParams struct {
 	// XTwilioSignature Base64 HMAC-SHA1 signature (401 when missing).
 	XTwilioSignature *string `json:"X-Twilio-Signature,omitempty"`
 }
+
+// SavePreferenceCentreFormdataRequestBody defines body for SavePreferenceCentre for application/x-www-form-urlencoded ContentType.
+type SavePreferenceCentreFormdataRequestBody SavePreferenceCentreFormdataBody
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest

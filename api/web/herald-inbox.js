@@ -50,7 +50,7 @@ class HeraldInbox extends HTMLElement {
     root.innerHTML = `<style>${css}</style>
       <button class="bell" part="bell" aria-haspopup="true">Inbox<span class="badge" part="badge" data-count="0">0</span></button>
       <div class="panel" part="panel">
-        <header><span class="status" part="status">connecting…</span><button class="read-all" part="read-all">Mark all read</button></header>
+        <header><span class="status" part="status">connecting…</span><button class="read-all" part="read-all">Mark all read</button><button class="preferences" part="preferences">Preferences</button></header>
         <ul part="list"></ul>
       </div>`;
     this.$badge = root.querySelector(".badge");
@@ -62,6 +62,13 @@ class HeraldInbox extends HTMLElement {
       if (!this.$panel.hidden && this.counts.unseen > 0) this.post("/seen-all");
     });
     root.querySelector(".read-all").addEventListener("click", () => this.post("/read-all"));
+    // The hosted preference centre, by a signed link Herald makes for this user.
+    root.querySelector(".preferences").addEventListener("click", async () => {
+      try {
+        const { url } = await this.api("/preferences-link", { method: "POST" });
+        if (/^https?:\/\//.test(url)) window.open(url, "_blank", "noopener");
+      } catch (err) { this.fail(err); }
+    });
     this.$list.addEventListener("click", (e) => {
       const b = e.target.closest("button[data-action]");
       if (b) this.post(`/${encodeURIComponent(b.dataset.id)}/${b.dataset.action}`);

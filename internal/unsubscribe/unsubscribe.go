@@ -28,9 +28,14 @@ type Claims struct {
 var ErrInvalid = errors.New("unsubscribe: invalid token")
 
 // Signer makes tokens with its primary key and accepts tokens of any of its keys.
+// It signs two kinds, each with a key of its own (derived from the same master
+// secret under another label), so neither can stand for the other: one-click
+// unsubscribe links (Token, Verify) and preference-centre links (PageToken,
+// VerifyPage).
 type Signer struct {
 	key  []byte
 	keys [][]byte
+	page *Signer
 }
 
 // NewSigner derives the link-signing key from a master secret (the secrets key), so
@@ -38,12 +43,49 @@ type Signer struct {
 // master secrets keep working after a rotation: unsubscribe links live in inboxes
 // for years.
 func NewSigner(master []byte, previous ...[]byte) *Signer {
-	s := &Signer{key: derive(master)}
+	s := newSigner(unsubscribeLabel, master, previous)
+	s.page = newSigner(pageLabel, master, previous)
+	return s
+}
+
+// The key derivation labels.
+const (
+	unsubscribeLabel = "herald/unsubscribe/v1"
+	pageLabel        = "herald/preference-centre/v1"
+)
+
+func newSigner(label string, master []byte, previous [][]byte) *Signer {
+	s := &Signer{key: derive(label, master)}
 	s.keys = append(s.keys, s.key)
 	for _, p := range previous {
-		s.keys = append(s.keys, derive(p))
+		s.keys = append(s.keys, derive(label, p))
 	}
 	return s
+}
+
+// PagePath is where the preference centre is served.
+const PagePath = "/preferences"
+
+// pageCategory marks page claims (a link to every category of the user).
+const pageCategory = "*"
+
+// PageToken signs a link to a user's preference centre.
+func (s *Signer) PageToken(tenantID, userID string) string {
+	return s.page.Token(Claims{TenantID: tenantID, UserID: userID, Category: pageCategory})
+}
+
+// PageURL is the preference-centre link of a user under publicBaseURL.
+func (s *Signer) PageURL(publicBaseURL, tenantID, userID string) string {
+	return strings.TrimRight(publicBaseURL, "/") + PagePath + "?token=" + url.QueryEscape(s.PageToken(tenantID, userID))
+}
+
+// VerifyPage returns the tenant and user of a preference-centre token.
+func (s *Signer) VerifyPage(token string) (tenantID, userID string, err error) {
+	c, err := s.page.Verify(token)
+	if err != nil || c.Category != pageCategory {
+		return "", "", ErrInvalid
+	}
+	return c.TenantID, c.UserID, nil
 }
 
 // FromEnv builds the signer from HERALD_SECRETS_KEY and HERALD_SECRETS_PREVIOUS_KEYS
@@ -58,9 +100,9 @@ func FromEnv() *Signer {
 	return NewSigner([]byte(strings.TrimSpace(os.Getenv("HERALD_SECRETS_KEY"))), prev...)
 }
 
-func derive(master []byte) []byte {
+func derive(label string, master []byte) []byte {
 	m := hmac.New(sha256.New, master)
-	m.Write([]byte("herald/unsubscribe/v1"))
+	m.Write([]byte(label))
 	return m.Sum(nil)
 }
 

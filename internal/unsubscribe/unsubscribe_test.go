@@ -49,3 +49,29 @@ func TestLinksSurviveAKeyRotation(t *testing.T) {
 		t.Fatal("new links must be signed with the new key")
 	}
 }
+
+// A preference-centre token names its user and is no unsubscribe token, nor
+// the other way round; a tampered one verifies as nothing.
+func TestPageTokensAreTheirOwnKind(t *testing.T) {
+	s := NewSigner([]byte("master"))
+	tok := s.PageToken("t1", "ada")
+	tenant, user, err := s.VerifyPage(tok)
+	if err != nil || tenant != "t1" || user != "ada" {
+		t.Fatalf("VerifyPage: %q %q %v", tenant, user, err)
+	}
+	if _, err := s.Verify(tok); err == nil {
+		t.Fatal("a page token unsubscribes")
+	}
+	if _, _, err := s.VerifyPage(s.Token(Claims{TenantID: "t1", UserID: "ada", Category: "*"})); err == nil {
+		t.Fatal("an unsubscribe token opens the preference centre")
+	}
+	if _, _, err := s.VerifyPage(tok[:len(tok)-2] + "AA"); err == nil {
+		t.Fatal("a tampered page token verifies")
+	}
+	if _, _, err := NewSigner([]byte("other")).VerifyPage(tok); err == nil {
+		t.Fatal("another deployment's page token verifies")
+	}
+	if _, _, err := NewSigner([]byte("new"), []byte("master")).VerifyPage(tok); err != nil {
+		t.Fatalf("a page token of the previous key: %v", err)
+	}
+}

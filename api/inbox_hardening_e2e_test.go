@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/store"
 )
@@ -444,5 +446,120 @@ func TestWebhookEndpointsOnlyOnWebPorts(t *testing.T) {
 	t.Cleanup(srv.Close)
 	if r := h.DoAt(srv.URL, http.MethodPost, "/v1/webhook-endpoints", key, map[string]any{"url": "https://93.184.216.34:8443/hook"}); r.Status != http.StatusCreated {
 		t.Fatalf("with HERALD_WEBHOOK_PORTS=8443: %d %s", r.Status, r.Body)
+	}
+}
+
+// bigItems are n inbox items of about size bytes each for the user, written in
+// one transaction (one wake-up for the whole burst).
+func bigItems(t *testing.T, h *apitest.Harness, tenantID, userID string, n, size int) {
+	t.Helper()
+	items := inboxItemsFor(tenantID, slices.Repeat([]string{userID}, n), "big")
+	for i := range items {
+		items[i].Body = strings.Repeat("b", size)
+	}
+	if _, err := h.Store.InsertInboxItems(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSlowStreamIsDroppedWithARefetch: a stream read 100 events per query
+// whatever their size (items up to 512 KiB each: up to ~50 MB held for a
+// client that reads slowly). Now a page is at most PageBytes of items, and a
+// live stream more than a page behind gets "refetch" (the id to go on from and
+// the counts) and is closed; reconnecting from that id replays nothing. The
+// component reloads its list on refetch and EventSource reconnects by itself.
+func TestSlowStreamIsDroppedWithARefetch(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true, InboxHeartbeat: time.Hour,
+		InboxStreams: inboxlive.Limits{PageBytes: 64 << 10}})
+	tenantID, _, token := inboxUser(t, h, "ada")
+	st := h.OpenStream("", "/v1/users/ada/inbox/stream", token)
+	st.NextOf("ready", streamWithin)
+	slow0 := h.InboxHub().SlowClients()
+
+	bigItems(t, h, tenantID, "ada", 10, 20_000) // 200 KB behind: three pages of 64 KiB
+	ev := st.Next(streamWithin)
+	if total, _, _ := ev.Counts(); ev.Type != herald.InboxRefetch || ev.ID != 10 || total != 10 {
+		t.Fatalf("after a 200 KB burst: %s %d %s; want refetch 10 with total 10", ev.Type, ev.ID, ev.Raw)
+	}
+	if !awaitEnd(st, streamWithin) {
+		t.Fatal("the stream stayed open after its refetch")
+	}
+	if got := h.InboxHub().SlowClients() - slow0; got != 1 {
+		t.Fatalf("slow clients counted: %d, want 1", got)
+	}
+	again := h.OpenStream("", "/v1/users/ada/inbox/stream", token, "Last-Event-ID", "10")
+	again.Quiet(500 * time.Millisecond)
+	// A burst within a page is sent as events, live.
+	bigItems(t, h, tenantID, "ada", 2, 20_000)
+	for want := int64(11); want <= 12; want++ {
+		if ev := again.Next(streamWithin); ev.Type != herald.InboxItemCreated || ev.ID != want {
+			t.Fatalf("small burst: %s %d, want item.created %d", ev.Type, ev.ID, want)
+		}
+	}
+}
+
+// TestStreamsMemoryIsBoundedPerProcess: 40 streams resume at once, each 300 KB
+// behind (the opening replay sends it all, a page at a time). The pages in
+// flight never reserve more than MemoryBytes together (here four 64 KiB
+// pages; before, each stream read its 100 events at once, 12 MB in all), and
+// every stream still gets every event.
+func TestStreamsMemoryIsBoundedPerProcess(t *testing.T) {
+	const streams, perStream, size = 40, 15, 20_000
+	limits := inboxlive.Limits{PageBytes: 64 << 10, MemoryBytes: 256 << 10}
+	h := apitest.Start(t, apitest.Options{NoWorker: true, InboxHeartbeat: time.Hour, InboxStreams: limits})
+	tenantID, key := h.Tenant("memory")
+	users := usersNamed(t, h, tenantID, "m", streams)
+	for _, u := range users {
+		bigItems(t, h, tenantID, u, perStream, size)
+	}
+	var wg sync.WaitGroup
+	got := make([]int, streams)
+	for i, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, h.URL+"/v1/users/"+u+"/inbox/stream", nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Last-Event-ID", "0")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			buf := make([]byte, 32<<10)
+			var line []byte
+			for got[i] < perStream {
+				n, err := resp.Body.Read(buf)
+				for _, b := range buf[:n] {
+					if b != '\n' {
+						if len(line) < 16 {
+							line = append(line, b)
+						}
+						continue
+					}
+					if strings.HasPrefix(string(line), "event: item.cre") {
+						got[i]++
+					}
+					line = line[:0]
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, n := range got {
+		if n != perStream {
+			t.Fatalf("stream %d got %d events, want %d", i, n, perStream)
+		}
+	}
+	peak := h.InboxHub().MemoryPeak()
+	t.Logf("%d streams replaying %d KB each (%d KB in all): page reservations peaked at %d KB (bound %d KB)",
+		streams, perStream*size/1000, streams*perStream*size/1000, peak>>10, limits.MemoryBytes>>10)
+	if peak > int64(limits.MemoryBytes) || peak < int64(limits.PageBytes) {
+		t.Fatalf("page reservations peaked at %d bytes; want one page to %d", peak, limits.MemoryBytes)
 	}
 }

@@ -125,7 +125,7 @@ type inboxStream struct {
 // run writes the stream: the opening (ready, refetch or nothing), what the
 // client missed, then live events on every wake-up and every heartbeat.
 func (st *inboxStream) run(sub *inboxlive.Sub, seq int64, counts store.InboxCounts, life time.Duration) {
-	if st.open(seq, counts) != nil || st.replay() != nil {
+	if st.open(seq, counts) != nil || st.replay(false) != nil {
 		return
 	}
 	beat := time.NewTicker(st.room.heartbeat())
@@ -141,11 +141,11 @@ func (st *inboxStream) run(sub *inboxlive.Sub, seq int64, counts store.InboxCoun
 		case <-end.C:
 			return
 		case <-sub.Wake():
-			if st.replay() != nil {
+			if st.replay(true) != nil {
 				return
 			}
 		case <-beat.C:
-			if st.heartbeat() != nil || st.room.auth.revoked(st.c, st.tenantID, st.userID) || st.replay() != nil {
+			if st.heartbeat() != nil || st.room.auth.revoked(st.c, st.tenantID, st.userID) || st.replay(true) != nil {
 				return
 			}
 		}
@@ -179,44 +179,70 @@ func (st *inboxStream) open(seq int64, counts store.InboxCounts) error {
 	return st.flush()
 }
 
+// errSlowClient ends a live stream that fell more than a page behind.
+var errSlowClient = errors.New("inbox stream: the client fell more than a page behind")
+
 // replay sends every event after last, a page at a time; a gap (pruned
-// history) becomes a refetch.
-func (st *inboxStream) replay() error {
-	s := st.room.store
+// history) becomes a refetch. Each page is at most the hub's PageBytes of
+// items, read only once the process's stream memory has room for it
+// (inboxlive.Hub.ReservePage) and released once written, so a stream holds at
+// most one page and all streams together at most Limits.MemoryBytes. On a live
+// stream (after the opening replay), a backlog larger than one page means the
+// client does not keep up (or a burst outran it): it gets "refetch" (reload
+// the list, go on from that id) and the stream ends (errSlowClient); the
+// client reconnects from the refetch's id with nothing to replay.
+func (st *inboxStream) replay(live bool) error {
+	s, hub := st.room.store, st.room.cfg.Hub
 	for {
-		st.room.cfg.Hub.CountRead()
-		events, err := s.InboxEventsAfter(st.ctx, st.tenantID, st.userID, st.last, inboxStreamPage)
+		release, err := hub.ReservePage(st.ctx)
 		if err != nil {
 			return err
 		}
-		if len(events) > 0 && events[0].Seq != st.last+1 {
-			counts, seq, err := s.GetInboxCounts(st.ctx, st.tenantID, st.userID)
-			if err != nil {
-				return err
-			}
-			if err := st.refetch(seq, counts); err != nil {
-				return err
-			}
-			if err := st.flush(); err != nil {
-				return err
-			}
-			continue
-		}
-		for _, e := range events {
-			if err := st.send(e.Seq, e.Kind, e); err != nil {
-				return err
-			}
-			st.last = e.Seq
-		}
-		if len(events) > 0 {
-			if err := st.flush(); err != nil {
-				return err
-			}
-		}
-		if len(events) < inboxStreamPage {
-			return nil
+		more, err := st.page(s, hub, live)
+		release()
+		if err != nil || !more {
+			return err
 		}
 	}
+}
+
+// page reads and writes one page of replay; more reports that another follows.
+func (st *inboxStream) page(s *store.Store, hub *inboxlive.Hub, live bool) (more bool, err error) {
+	hub.CountRead()
+	events, cut, err := s.InboxEventsAfter(st.ctx, st.tenantID, st.userID, st.last, inboxStreamPage, hub.PageBytes())
+	if err != nil {
+		return false, err
+	}
+	gap := len(events) > 0 && events[0].Seq != st.last+1
+	if gap || live && cut {
+		counts, seq, err := s.GetInboxCounts(st.ctx, st.tenantID, st.userID)
+		if err != nil {
+			return false, err
+		}
+		if err := st.refetch(seq, counts); err != nil {
+			return false, err
+		}
+		if err := st.flush(); err != nil {
+			return false, err
+		}
+		if !gap {
+			hub.CountSlowClient()
+			return false, errSlowClient
+		}
+		return true, nil
+	}
+	for _, e := range events {
+		if err := st.send(e.Seq, e.Kind, e); err != nil {
+			return false, err
+		}
+		st.last = e.Seq
+	}
+	if len(events) > 0 {
+		if err := st.flush(); err != nil {
+			return false, err
+		}
+	}
+	return cut || len(events) == inboxStreamPage, nil
 }
 
 // refetch tells the client to reload its list and go on from seq.

@@ -155,7 +155,8 @@ func Start(t testing.TB, opts Options) *Harness {
 		InboxHeartbeat:      opts.InboxHeartbeat,
 		InboxStreamsPerUser: opts.InboxStreams.PerUser, InboxStreamsPerTenant: opts.InboxStreams.PerTenant,
 		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
-		InboxActionLimit:       config.Bucket{Rate: opts.InboxActions.PerSecond, Burst: opts.InboxActions.Burst},
+		InboxStreamPageBytes:   opts.InboxStreams.PageBytes, InboxStreamsMemoryBytes: opts.InboxStreams.MemoryBytes,
+		InboxActionLimit: config.Bucket{Rate: opts.InboxActions.PerSecond, Burst: opts.InboxActions.Burst},
 	}
 	h.newApp = func(edit func(*config.Config)) (*app.App, error) {
 		cfg := cfg
@@ -208,6 +209,9 @@ func (h *Harness) Handler() http.Handler { return h.app.Handler() }
 
 // InboxStreamsOpen is how many inbox streams the harness's API process holds open.
 func (h *Harness) InboxStreamsOpen() int { return h.app.InboxHub().Open() }
+
+// InboxHub is the harness API process's stream hub (its memory and slow-client counts).
+func (h *Harness) InboxHub() *inboxlive.Hub { return h.app.InboxHub() }
 
 // UserToken mints a user token for userID with the tenant key (POST
 // /v1/users/{user_id}/token, which must answer 201).

@@ -201,10 +201,12 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Campaigns: api.CampaignConfig{PageSize: cfg.CampaignPageSize, Window: cfg.CampaignWindow, InDoubtWait: cfg.CampaignInDoubtWait},
 	}
 	a.hub = inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{PerUser: cfg.InboxStreamsPerUser,
-		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess}, logger)
+		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess,
+		PageBytes: cfg.InboxStreamPageBytes, MemoryBytes: cfg.InboxStreamsMemoryBytes}, logger)
 	apiCfg.Inbox.Hub = a.hub
 	m.RegisterInboxStreamsOpen(a.hub.Open)
 	m.RegisterInboxStreamCounters(a.hub.Wakeups, a.hub.Reads)
+	m.RegisterInboxStreamMemory(a.hub.MemoryReserved, a.hub.SlowClients)
 	if cfg.SandboxAPI {
 		apiCfg.Providers.Sandbox = a.Sandbox
 	}

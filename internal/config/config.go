@@ -113,6 +113,10 @@ type Config struct {
 	// tenant and this API process may hold open at once (defaults
 	// inboxlive.DefaultLimits).
 	InboxStreamsPerUser, InboxStreamsPerTenant, InboxStreamsPerProcess int
+	// HERALD_INBOX_STREAM_PAGE_BYTES, HERALD_INBOX_STREAMS_MEMORY_BYTES: the
+	// items one stream reads and writes at a time, and all streams' pages in
+	// flight in this process (defaults inboxlive.DefaultLimits).
+	InboxStreamPageBytes, InboxStreamsMemoryBytes int
 	// HERALD_INBOX_HEARTBEAT: the inbox streams' heartbeat (default
 	// api.DefaultInboxHeartbeat).
 	InboxHeartbeat time.Duration
@@ -341,6 +345,8 @@ func FromEnv() (Config, error) {
 		{"HERALD_INBOX_STREAMS_PER_USER", inboxlive.DefaultLimits.PerUser, &c.InboxStreamsPerUser},
 		{"HERALD_INBOX_STREAMS_PER_TENANT", inboxlive.DefaultLimits.PerTenant, &c.InboxStreamsPerTenant},
 		{"HERALD_INBOX_STREAMS_PER_PROCESS", inboxlive.DefaultLimits.PerProcess, &c.InboxStreamsPerProcess},
+		{"HERALD_INBOX_STREAM_PAGE_BYTES", inboxlive.DefaultLimits.PageBytes, &c.InboxStreamPageBytes},
+		{"HERALD_INBOX_STREAMS_MEMORY_BYTES", inboxlive.DefaultLimits.MemoryBytes, &c.InboxStreamsMemoryBytes},
 		{"HERALD_PUSH_TOKENS_PER_USER", providers.DefaultPushTokensPerUser, &c.PushTokensPerUser},
 	} {
 		if *n.dst, err = integer(n.name, n.def); err != nil {

@@ -17,19 +17,32 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/herald-notify/herald/internal/store"
 )
 
-// Limits bound the open streams of one process.
+// Limits bound the open streams of one process and the memory they hold.
 type Limits struct {
 	PerUser    int // streams one user may hold open at once
 	PerTenant  int // streams one tenant's users may hold open at once
 	PerProcess int // streams this process serves at once
+	// PageBytes bounds the items of one page a stream reads from its log and
+	// writes before reading the next (one event larger than it is read alone);
+	// a live stream further behind than one page is a slow client, sent
+	// "refetch" and closed.
+	PageBytes int
+	// MemoryBytes bounds the pages of all streams in flight at once: a stream
+	// reserves PageBytes before it reads and waits, holding nothing, while the
+	// process is at its bound.
+	MemoryBytes int
 }
 
-// DefaultLimits are the limits a zero Limits field takes.
-var DefaultLimits = Limits{PerUser: 5, PerTenant: 2000, PerProcess: 10000}
+// DefaultLimits are the limits a zero Limits field takes. A page of 1 MiB
+// holds at least one item of the largest size (title and body of 256 KiB
+// each, escaped); 64 MiB are 64 pages in flight, each written within the
+// stream's write timeout.
+var DefaultLimits = Limits{PerUser: 5, PerTenant: 2000, PerProcess: 10000, PageBytes: 1 << 20, MemoryBytes: 64 << 20}
 
 // ErrTooManyStreams is returned by Subscribe when a limit is reached; Scope says which.
 type ErrTooManyStreams struct{ Scope string }
@@ -72,6 +85,10 @@ type Hub struct {
 	listened atomic.Bool
 	wakeups  atomic.Int64
 	reads    atomic.Int64
+
+	memory         *semaphore.Weighted
+	reserved, peak atomic.Int64
+	slow           atomic.Int64
 }
 
 // New makes a hub that will listen through its own connection made from conn
@@ -87,8 +104,56 @@ func New(conn *pgx.ConnConfig, limits Limits, log *slog.Logger) *Hub {
 	if limits.PerProcess <= 0 {
 		limits.PerProcess = DefaultLimits.PerProcess
 	}
-	return &Hub{conn: conn, limits: limits, log: log, subs: map[string]map[*Sub]struct{}{}, tenants: map[string]int{}}
+	if limits.PageBytes <= 0 {
+		limits.PageBytes = DefaultLimits.PageBytes
+	}
+	if limits.MemoryBytes <= 0 {
+		limits.MemoryBytes = DefaultLimits.MemoryBytes
+	}
+	limits.PageBytes = min(limits.PageBytes, limits.MemoryBytes)
+	return &Hub{conn: conn, limits: limits, log: log, subs: map[string]map[*Sub]struct{}{}, tenants: map[string]int{},
+		memory: semaphore.NewWeighted(int64(limits.MemoryBytes))}
 }
+
+// PageBytes is the byte bound of one stream page (Limits.PageBytes).
+func (h *Hub) PageBytes() int { return h.limits.PageBytes }
+
+// ReservePage reserves one page's bytes of the process's stream memory
+// (Limits.MemoryBytes), waiting while it is all reserved (or until ctx ends);
+// release gives them back once the page is written.
+func (h *Hub) ReservePage(ctx context.Context) (release func(), err error) {
+	n := int64(h.limits.PageBytes)
+	if err := h.memory.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	used := h.reserved.Add(n)
+	for {
+		peak := h.peak.Load()
+		if used <= peak || h.peak.CompareAndSwap(peak, used) {
+			break
+		}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.reserved.Add(-n)
+			h.memory.Release(n)
+		})
+	}, nil
+}
+
+// MemoryReserved is the stream page bytes reserved now; MemoryPeak the most
+// ever reserved at once (never above Limits.MemoryBytes).
+func (h *Hub) MemoryReserved() int64 { return h.reserved.Load() }
+
+// MemoryPeak: see MemoryReserved.
+func (h *Hub) MemoryPeak() int64 { return h.peak.Load() }
+
+// CountSlowClient counts a live stream closed for falling a page behind.
+func (h *Hub) CountSlowClient() { h.slow.Add(1) }
+
+// SlowClients is how many streams CountSlowClient counted.
+func (h *Hub) SlowClients() int64 { return h.slow.Load() }
 
 // Open is how many streams this process holds open (the "inbox streams open" gauge).
 func (h *Hub) Open() int {

@@ -43,6 +43,8 @@ const (
 	InboxStreamsOpen      = "herald_inbox_streams_open"
 	InboxStreamWakeups    = "herald_inbox_stream_wakeups_total"
 	AuthLookups           = "herald_auth_key_lookups_total"
+	InboxStreamMemory     = "herald_inbox_stream_memory_bytes"
+	InboxSlowClients      = "herald_inbox_stream_slow_clients_total"
 	InboxStreamReads      = "herald_inbox_stream_reads_total"
 	Suppressions          = "herald_suppressions_total"
 	RateLimited           = "herald_rate_limited_total"
@@ -103,6 +105,7 @@ type Metrics struct {
 	gaugeOnce          sync.Once
 	streamsOnce        sync.Once
 	streamCountersOnce sync.Once
+	streamMemoryOnce   sync.Once
 	temporalOnce       sync.Once
 	temporal           client.MetricsHandler
 }
@@ -344,6 +347,25 @@ func (m *Metrics) RegisterInboxStreamsOpen(open func() int) {
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: InboxStreamsOpen,
 			Help: "Inbox streams (GET /v1/users/{user_id}/inbox/stream) this API process holds open."},
 			func() float64 { return float64(open()) }))
+	})
+}
+
+// RegisterInboxStreamMemory registers the gauge of the stream page bytes
+// reserved now (bounded by HERALD_INBOX_STREAMS_MEMORY_BYTES) and the counter
+// of live streams closed as slow clients (only the first call per Metrics
+// registers).
+func (m *Metrics) RegisterInboxStreamMemory(reserved, slow func() int64) {
+	if m == nil {
+		return
+	}
+	m.streamMemoryOnce.Do(func() {
+		m.Registry.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: InboxStreamMemory,
+				Help: "Bytes of inbox stream pages reserved now in this API process (at most HERALD_INBOX_STREAMS_MEMORY_BYTES)."},
+				func() float64 { return float64(reserved()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: InboxSlowClients,
+				Help: "Live inbox streams closed with a refetch for falling more than a page behind."},
+				func() float64 { return float64(slow()) }))
 	})
 }
 

@@ -629,33 +629,45 @@ func (s *Store) MarkAllInbox(ctx context.Context, tenantID, userID string, read 
 	return counts, changed, err
 }
 
-// InboxEventsAfter returns up to limit of a user's events with seq > after,
-// oldest first. The log keeps the last InboxEventRetention: when the first one
+// InboxEventsAfter returns a page of a user's events with seq > after, oldest
+// first: at most limit events and, past the first (always returned, whatever
+// its size), at most maxBytes of items (their JSON) in all, measured in
+// PostgreSQL so no more than that is ever sent to the process. cut reports
+// that events were left out for the byte budget (the caller is a page or more
+// behind). The log keeps the last InboxEventRetention: when the first one
 // returned is not after+1, the ones between were pruned.
-func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, after int64, limit int) ([]InboxEvent, error) {
+func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, after int64, limit, maxBytes int) (events []InboxEvent, cut bool, err error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at FROM inbox_events
-		WHERE tenant_id = $1 AND user_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, tenantID, userID, after, limit)
+		WITH page AS (
+			SELECT seq, kind, notification_id, item, total, unread, unseen, created_at,
+			       COALESCE(octet_length(item::text), 0) AS size
+			FROM inbox_events WHERE tenant_id = $1 AND user_id = $2 AND seq > $3 ORDER BY seq LIMIT $4
+		), sized AS (
+			SELECT *, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n, count(*) OVER () AS rows
+			FROM page
+		)
+		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, rows FROM sized
+		WHERE n = 1 OR running <= $5 ORDER BY seq`, tenantID, userID, after, limit, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
-	var out []InboxEvent
+	var inPage int64
 	for rows.Next() {
 		var e InboxEvent
 		var item []byte
-		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt); err != nil {
-			return nil, err
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt, &inPage); err != nil {
+			return nil, false, err
 		}
 		if item != nil {
 			e.Item = &InboxItem{}
 			if err := json.Unmarshal(item, e.Item); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
-		out = append(out, e)
+		events = append(events, e)
 	}
-	return out, rows.Err()
+	return events, int64(len(events)) < inPage, rows.Err()
 }
 
 // CountInboxForTemplate counts a tenant's inbox rows of one template (load tests).

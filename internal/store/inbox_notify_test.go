@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-notify/herald/internal/store"
 )
@@ -54,5 +55,52 @@ func TestInboxNotifyPayloadsNameExactlyTheUsers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A stream's page of the event log is bounded in bytes as well as in events,
+// measured in PostgreSQL: a prefix of the events after `after` whose items fit
+// maxBytes (the first always), and cut says more were left out for the budget.
+func TestInboxEventsPageIsBoundedInBytes(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	if err := st.InsertUsers(ctx, tn.ID, []store.User{{UserID: "u1"}}); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("x", 10_000) // each item's JSON is a little over 10 KB
+	var items []store.NewInboxItem
+	for i := range 10 {
+		items = append(items, store.NewInboxItem{TenantID: tn.ID, UserID: "u1", NotificationID: fmt.Sprintf("n%d", i), Title: "t", Body: body, CreatedAt: time.Now()})
+	}
+	if _, err := st.InsertInboxItems(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		after           int64
+		limit, maxBytes int
+		want            []int64
+		cut             bool
+	}{
+		{0, 100, 35_000, []int64{1, 2, 3}, true},       // three fit, the fourth would not
+		{3, 100, 35_000, []int64{4, 5, 6}, true},       // the next page
+		{0, 100, 5_000, []int64{1}, true},              // one larger than the budget still comes, alone
+		{0, 2, 1 << 20, []int64{1, 2}, false},          // the event count bounds it; nothing left out for bytes
+		{6, 100, 1 << 20, []int64{7, 8, 9, 10}, false}, // the rest
+		{10, 100, 1 << 20, nil, false},
+	} {
+		events, cut, err := st.InboxEventsAfter(ctx, tn.ID, "u1", tc.after, tc.limit, tc.maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, e := range events {
+			got = append(got, e.Seq)
+			if e.Item == nil || len(e.Item.Body) != len(body) {
+				t.Fatalf("event %d lost its item", e.Seq)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || cut != tc.cut {
+			t.Errorf("after %d, %d events, %d bytes: %v cut %v; want %v cut %v", tc.after, tc.limit, tc.maxBytes, got, cut, tc.want, tc.cut)
+		}
 	}
 }

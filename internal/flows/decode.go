@@ -70,40 +70,60 @@ type decoder struct {
 // object calls field for each member of the JSON object raw at path, in
 // document order; a member named twice is refused.
 func (d *decoder) object(raw json.RawMessage, path string, field func(key string, v json.RawMessage, path string) error) error {
+	ms, err := d.members(raw, path)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if err := field(m.key, m.raw, m.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// member is one member of a JSON object: its key, value and path.
+type member struct {
+	key, path string
+	raw       json.RawMessage
+}
+
+// members reads the members of the JSON object raw at path, in document order,
+// refusing a key named twice and one that is not a plain name.
+func (d *decoder) members(raw json.RawMessage, path string) ([]member, error) {
 	if !jsondecode.IsObject(raw) {
-		return jsondecode.Field(path, "invalid_type", "%s must be an object", path)
+		return nil, jsondecode.Field(path, "invalid_type", "%s must be an object", path)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if _, err := dec.Token(); err != nil { // {
-		return jsondecode.Field(path, "invalid_type", "%s must be an object", path)
+		return nil, jsondecode.Field(path, "invalid_type", "%s must be an object", path)
 	}
-	seen := map[string]bool{}
+	var out []member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return jsondecode.Field(path, "malformed_json", "malformed JSON in %s", orFlow(path))
+			return nil, jsondecode.Field(path, "malformed_json", "malformed JSON in %s", orFlow(path))
 		}
 		key, _ := tok.(string)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return jsondecode.Field(path, "malformed_json", "malformed JSON in %s", orFlow(path))
+			return nil, jsondecode.Field(path, "malformed_json", "malformed JSON in %s", orFlow(path))
 		}
 		at := join(path, key)
 		if !plainName.MatchString(key) {
 			// Not a name any object here has: refused naming the object it is in,
 			// so a key such as "steps[0]" or "a.b" cannot pose as another path.
-			return jsondecode.Field(path, "unknown_field", "unknown field %q in %s", key, orFlow(path))
+			return nil, jsondecode.Field(path, "unknown_field", "unknown field %q in %s", key, orFlow(path))
 		}
-		if seen[key] {
-			return jsondecode.Field(at, "invalid_field", "%s is given twice", at)
+		for _, m := range out {
+			if m.key == key {
+				return nil, jsondecode.Field(at, "invalid_field", "%s is given twice", at)
+			}
 		}
-		seen[key] = true
-		if err := field(key, v, at); err != nil {
-			return err
-		}
+		out = append(out, member{key: key, path: at, raw: v})
 	}
-	return nil
+	return out, nil
 }
 
 // array calls elem for each element of the JSON array raw at path.
@@ -139,24 +159,31 @@ func (d *decoder) steps(raw json.RawMessage, path string) ([]Step, error) {
 // the fields that type has.
 func (d *decoder) step(raw json.RawMessage, path string) (Step, error) {
 	var s Step
-	var head struct {
-		Type *json.RawMessage `json:"type"`
-	}
-	if !jsondecode.IsObject(raw) || json.Unmarshal(raw, &head) != nil {
+	if !jsondecode.IsObject(raw) {
 		return s, jsondecode.Field(path, "invalid_type", "%s must be an object such as {\"type\":\"send\",...}", path)
 	}
+	ms, err := d.members(raw, path)
+	if err != nil {
+		return s, err
+	}
+	var typeRaw json.RawMessage
+	for _, m := range ms {
+		if m.key == "type" {
+			typeRaw = m.raw
+		}
+	}
 	typePath := path + ".type"
-	if head.Type == nil || isNull(*head.Type) {
+	if typeRaw == nil || isNull(typeRaw) {
 		return s, jsondecode.Field(typePath, "missing_field", "%s is required: one of %s", typePath, stepTypeList())
 	}
-	if err := d.value(*head.Type, typePath, &s.Type); err != nil {
+	if err := d.value(typeRaw, typePath, &s.Type); err != nil {
 		return s, err
 	}
 	fields, ok := stepFields[s.Type]
 	if !ok {
 		return s, jsondecode.Field(typePath, "invalid_field", "unknown step type %q; a step is one of %s", s.Type, stepTypeList())
 	}
-	err := d.object(raw, path, func(key string, v json.RawMessage, at string) error {
+	field := func(key string, v json.RawMessage, at string) error {
 		if key == "type" {
 			return nil
 		}
@@ -215,8 +242,13 @@ func (d *decoder) step(raw json.RawMessage, path string) (Step, error) {
 			return err
 		}
 		return notOfType(at, key, s.Type) // unreachable while stepFields and this switch agree
-	})
-	return s, err
+	}
+	for _, m := range ms {
+		if err := field(m.key, m.raw, m.path); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
 }
 
 func (d *decoder) schedule(raw json.RawMessage, path string, sc *Schedule) error {

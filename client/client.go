@@ -103,8 +103,6 @@ type call struct {
 	idempotent bool
 	// noTimeout: the call lasts as long as its context (streams, uploads).
 	noTimeout bool
-	// ok lists the success statuses (default: any 2xx).
-	ok []int
 }
 
 // do runs c with retries and decodes a 2xx JSON answer into out (nil: discard).
@@ -200,7 +198,7 @@ func (c *Client) attempt(ctx context.Context, cl call, payload []byte) (*http.Re
 		cancel()
 		return nil, &netError{err: err}
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 || (len(cl.ok) > 0 && !contains(cl.ok, resp.StatusCode)) {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel()
 		defer resp.Body.Close()
 		return nil, errorFrom(cl.method, cl.path, resp)
@@ -277,15 +275,6 @@ func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
-}
-
-func contains(list []int, v int) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // pathOf joins path segments, each escaped, so an id holding '/' or '?' stays one

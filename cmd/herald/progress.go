@@ -191,6 +191,17 @@ func (p *progress) showLine(s progressState) {
 	}
 }
 
+// note shows a passing problem: under the bar on a terminal, as a line otherwise.
+func (p *progress) note(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		_ = p.bar.AddDetail("  " + msg)
+		return
+	}
+	fmt.Fprintln(p.out, msg)
+}
+
 // campaignRate is Herald's rate and ETA for the campaign.
 func campaignRate(cp *client.Campaign) string {
 	s := fmt.Sprintf("%.0f recipients/s", cp.CurrentRate)

@@ -343,9 +343,7 @@ func (r *remote) watch(ctx context.Context, id string, interval time.Duration) e
 			p.finish(false)
 			return err
 		default: // the client's retries ran out: say so, and go on reading
-			if !r.terminal {
-				fmt.Fprintf(r.out, "campaign %s: reading it failed, retrying: %v\n", id, err)
-			}
+			p.note(fmt.Sprintf("reading the campaign failed, still trying: %v", err))
 		}
 	}
 	p.finish(cp.Status == client.CampaignStatusCompleted)

@@ -74,6 +74,20 @@ func (s *screen) typeLine(line string) {
 	s.run("send-keys", "-t", "cli", "Enter")
 }
 
+// clear clears the screen and waits until it is clear, so the next await sees
+// only what the next command prints.
+func (s *screen) clear() {
+	s.t.Helper()
+	s.typeLine("clear")
+	deadline := time.Now().Add(10 * time.Second)
+	for exitOnScreen.MatchString(s.capture()) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the screen did not clear:\n%s", s.capture())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // capture is what the pane shows now.
 func (s *screen) capture() string {
 	s.t.Helper()
@@ -229,7 +243,7 @@ func TestCLIUnderTmux(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.run("send-keys", "-t", "cli", "clear", "Enter")
+	s.clear()
 	s.typeLine(c.bin + " users import " + people + `; echo "exit=$?"`)
 	sc = s.await(exitOnScreen, 30*time.Second)
 	if !strings.Contains(sc, "users imported: 3 users from 3 lines: 2 created, 1 updated, 0 unchanged") ||
@@ -237,7 +251,7 @@ func TestCLIUnderTmux(t *testing.T) {
 		t.Fatalf("the import's screen:\n%s", sc)
 	}
 
-	s.run("send-keys", "-t", "cli", "clear", "Enter")
+	s.clear()
 	s.typeLine(c.bin + " campaign start --id spring --template welcome --channels in_app --list " + listID +
 		` --data '{"title":"Spring"}' --rate 100 --watch --interval 200ms; echo "exit=$?"`)
 	// Part way: the bar, how many of the 300, and outcomes with Herald's rate.
@@ -256,7 +270,7 @@ func TestCLIUnderTmux(t *testing.T) {
 	}
 
 	// A slow campaign watched on the screen, cancelled by another command.
-	s.run("send-keys", "-t", "cli", "clear", "Enter")
+	s.clear()
 	if out, code := c.runToFile(t, "campaign", "start", "--id", "slow", "--template", "welcome", "--channels", "in_app", "--list", listID, "--rate", "5"); code != 0 {
 		t.Fatalf("campaign start: exit %d: %s", code, out)
 	}

@@ -123,8 +123,8 @@ type CostLimits struct {
 	// BulkRedrive: POST /v1/dead-letters/redrive (up to maxBulkRedrive workflows
 	// per request).
 	BulkRedrive Bucket
-	// UserImport: POST /v1/users/import (validates and writes up to
-	// UserConfig.ImportMaxBytes in one transaction).
+	// UserImport: POST /v1/users/import (spools up to the tenant's
+	// MaxListBytes, then writes it in one transaction).
 	UserImport Bucket
 	// CampaignCreate: POST /v1/campaigns (counts the audience, checks the
 	// template, starts a workflow that may send to millions).

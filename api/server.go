@@ -88,9 +88,6 @@ type LimitConfig struct {
 
 // UserConfig bounds the user endpoints.
 type UserConfig struct {
-	// ImportMaxBytes is the largest POST /v1/users/import body (0:
-	// DefaultUserImportMaxBytes).
-	ImportMaxBytes int64
 	// PushTokensPerUser is how many device tokens a user keeps (0:
 	// providers.DefaultPushTokensPerUser), through PUT
 	// /v1/users/{id}/push-tokens and imports alike.
@@ -170,13 +167,14 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	mw := newMiddleware(r, st, auth, settings, cfg)
 	inbox := newInboxRoom(r, st, users, auth, cfg.Inbox, cfg.PublicBaseURL)
 	inbox.workflows = wf
+	campaigns := newCampaignsRoom(r, st, wf, templates, settings, cfg)
 	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, metricsToken: cfg.MetricsToken, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
 			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},
-		newCampaignsRoom(r, st, wf, templates, settings, cfg),
+		campaigns,
 		inbox,
 		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe,
-			importMaxBytes: cfg.Users.ImportMaxBytes, pushTokensPerUser: cfg.Users.PushTokensPerUser,
+			limitsFor: campaigns.limitsFor, uploads: &campaigns.uploads, pushTokensPerUser: cfg.Users.PushTokensPerUser,
 			baseURL: cfg.PublicBaseURL, inboxCORS: inbox.inboxCORS},
 		&templatesRoom{responder: r, store: st, templates: templates},
 		&flowsRoom{responder: r, store: st, flows: flowDefs, users: users, engine: engine},

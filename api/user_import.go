@@ -30,12 +30,10 @@ import (
 // memory stays bounded by one line whatever the file's size, and a slow client
 // holds a file, never a database connection. The first bad line answers 400
 // naming it (line number and field) before the database is touched; a body over
-// the limit answers 413. Then store.ImportUsers applies the whole file in one
+// the tenant's MaxListBytes (HERALD_LIST_MAX_BYTES, or the operator's
+// max_list_bytes for it) answers 413. An import takes one of the tenant's
+// upload slots, shared with list uploads (the disk they spool to is shared). Then store.ImportUsers applies the whole file in one
 // transaction: nothing is stored unless every line is.
-
-// DefaultUserImportMaxBytes is HERALD_USER_IMPORT_MAX_BYTES's default: 1 GiB,
-// several million users with their profiles.
-const DefaultUserImportMaxBytes = 1 << 30
 
 // Bounds of one import line.
 const (
@@ -381,16 +379,26 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 			Message: "import users as application/x-ndjson (one {\"user_id\": ...} per line) or text/csv (a header with user_id)"})
 		return
 	}
-	maxBytes := h.importMaxBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultUserImportMaxBytes
+	tenantID := tenantOf(c).ID
+	limits, err := h.limitsFor(c.Request.Context(), tenantID)
+	if err != nil {
+		h.abort(c, err)
+		return
 	}
+	maxBytes := limits.MaxListBytes
 	tooBig := &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-		Message: fmt.Sprintf("an import is at most %d bytes; split the file", maxBytes)}
+		Message: fmt.Sprintf("an import is at most %d bytes (%d MiB) for this tenant, as a list upload; split the file, or ask the operator", maxBytes, maxBytes>>20)}
 	if c.Request.ContentLength > maxBytes {
 		h.abort(c, tooBig)
 		return
 	}
+	if !h.uploads.take(tenantID) {
+		c.Header("Retry-After", "5")
+		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
+			Message: fmt.Sprintf("%d uploads (lists and imports) of this tenant are in progress; retry when one has finished", maxUploadsPerTenant)})
+		return
+	}
+	defer h.uploads.give(tenantID)
 	spool, err := os.CreateTemp("", "herald-user-import-*")
 	if err != nil {
 		h.abort(c, err)
@@ -438,7 +446,7 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	res, err := h.store.ImportUsers(c.Request.Context(), tenantOf(c).ID, bufio.NewReaderSize(spool, 256<<10), w.Sections(), maxTokens)
+	res, err := h.store.ImportUsers(c.Request.Context(), tenantID, bufio.NewReaderSize(spool, 256<<10), w.Sections(), maxTokens)
 	if err != nil {
 		h.abort(c, err)
 		return

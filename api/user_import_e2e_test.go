@@ -29,7 +29,7 @@ func wantCounts(t *testing.T, r apitest.Response, users, created, updated, uncha
 // alike; imports are audited; a user's devices are capped.
 func TestUserImport(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
-	_, key := h.TenantWith("importer", "promo")
+	tenantID, key := h.TenantWith("importer", "promo")
 	_, otherKey := h.Tenant("importer-other")
 
 	file := strings.Join([]string{
@@ -109,6 +109,17 @@ func TestUserImport(t *testing.T) {
 	if items := audit.JSON["items"].([]any); len(items) < 3 || strings.Contains(string(audit.Body), "ada@example.com") {
 		t.Fatalf("audit: %s", audit.Body)
 	}
+
+	// The body is bounded like a list upload's: the operator's max_list_bytes
+	// for the tenant; past it 413 and nothing stored.
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/operator/tenants/"+tenantID+"/limits", h.OperatorKey, map[string]any{"max_list_bytes": 1000})
+	var big strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&big, "{\"user_id\":\"big%02d\",\"email\":\"big%02d@example.com\"}\n", i, i)
+	}
+	apitest.WantError(t, importUsers(h, key, "application/x-ndjson", big.String()), http.StatusRequestEntityTooLarge, "body_too_large", "")
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/big00", key, nil)
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/operator/tenants/"+tenantID+"/limits", h.OperatorKey, map[string]any{"max_list_bytes": 0})
 
 	// Devices are capped (HERALD_PUSH_TOKENS_PER_USER, 10 by default): an import
 	// line with more is refused, and registering an 11th removes the oldest.

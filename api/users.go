@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -21,8 +22,11 @@ type usersRoom struct {
 	store       *store.Store
 	users       *userDirectory
 	unsubscribe *unsubscribe.Signer
-	// importMaxBytes and pushTokensPerUser: UserConfig's.
-	importMaxBytes    int64
+	// limitsFor and uploads are the campaigns room's: an import is bounded by
+	// the tenant's MaxListBytes and takes one of its upload slots, as a list
+	// upload does. pushTokensPerUser is UserConfig's.
+	limitsFor         func(context.Context, string) (TenantLimits, error)
+	uploads           *uploadSlots
 	pushTokensPerUser int
 	// baseURL is how browsers reach this API (Config.PublicBaseURL); inboxCORS
 	// answers the inbox's browser origins (the preference link is an inbox

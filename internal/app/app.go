@@ -193,7 +193,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 				Redrive: bucket(cfg.RedriveLimit), BulkRedrive: bucket(cfg.BulkRedriveLimit), UserImport: bucket(cfg.UserImportLimit),
 				CampaignCreate: bucket(cfg.CampaignCreateLimit), ListUpload: bucket(cfg.ListUploadLimit)},
 			AuthFailures: api.Rate{PerSecond: cfg.AuthFailureLimit.Rate, Burst: cfg.AuthFailureLimit.Burst}},
-		Users:     api.UserConfig{ImportMaxBytes: cfg.UserImportMaxBytes, PushTokensPerUser: cfg.PushTokensPerUser},
+		Users:     api.UserConfig{PushTokensPerUser: cfg.PushTokensPerUser},
 		Providers: api.ProviderConfig{Store: a.Providers, Registry: reg, WebhookTolerance: cfg.WebhookTolerance},
 		Inbox: api.InboxConfig{UserTokenKey: tokenKey, Secrets: keys, Heartbeat: cfg.InboxHeartbeat,
 			ActionRate: api.Rate{PerSecond: cfg.InboxActionLimit.Rate, Burst: cfg.InboxActionLimit.Burst}},

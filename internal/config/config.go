@@ -95,9 +95,6 @@ type Config struct {
 	//   HERALD_LIST_UPLOAD_RATE, HERALD_LIST_UPLOAD_BURST: POST /v1/lists
 	PreviewLimit, TemplateSaveLimit, RedriveLimit, BulkRedriveLimit, UserImportLimit Bucket
 	CampaignCreateLimit, ListUploadLimit                                             Bucket
-	// HERALD_USER_IMPORT_MAX_BYTES: the largest POST /v1/users/import body
-	// (default api.DefaultUserImportMaxBytes).
-	UserImportMaxBytes int64
 	// HERALD_PUSH_TOKENS_PER_USER: how many device tokens one user keeps; past
 	// it the least recently registered are removed (default
 	// providers.DefaultPushTokensPerUser).
@@ -185,7 +182,7 @@ var (
 	DefaultTemplateSaveLimit = Bucket{Rate: 2, Burst: 30}
 	DefaultRedriveLimit      = Bucket{Rate: 10, Burst: 50}
 	DefaultBulkRedriveLimit  = Bucket{Rate: 0.2, Burst: 3}
-	// An import of users writes up to HERALD_USER_IMPORT_MAX_BYTES in one
+	// An import of users writes up to HERALD_LIST_MAX_BYTES in one
 	// transaction: one a minute, 3 in a row.
 	DefaultUserImportLimit = Bucket{Rate: 1.0 / 60, Burst: 3}
 	// A campaign counts its audience, checks its template and starts a workflow
@@ -353,11 +350,6 @@ func FromEnv() (Config, error) {
 			return c, err
 		}
 	}
-	importMax, err := integer("HERALD_USER_IMPORT_MAX_BYTES", api.DefaultUserImportMaxBytes)
-	if err != nil {
-		return c, err
-	}
-	c.UserImportMaxBytes = int64(importMax)
 	if c.InboxHeartbeat, err = duration("HERALD_INBOX_HEARTBEAT", api.DefaultInboxHeartbeat); err != nil {
 		return c, err
 	}

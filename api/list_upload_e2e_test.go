@@ -13,6 +13,7 @@ import (
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
 )
 
 // p99 is the 99th percentile of ds.
@@ -57,14 +58,23 @@ func slowUpload(h *apitest.Harness, key string, d time.Duration) int {
 // TestSlowListUploadsHoldNoConnection: 20 list uploads sent slowly (about
 // 4 KB/s each, from 5 tenants) do not slow another tenant's reads: the p99 of
 // its GET /v1/lists/{id} while they run stays within 2x of the p99 measured
-// idle, in the same test. Before, an upload streamed into COPY inside a
-// transaction as the client sent it, holding one of the API pool's 16
-// connections for the whole upload: 16 slow uploads took them all and every
-// other request waited for an upload to end (seconds).
+// idle (before and after them, in the same round), and no upload holds a
+// database connection while its client is still sending. Before, an upload
+// streamed into COPY inside a transaction as the client sent it, holding one
+// of the API pool's 16 connections for the whole upload: 16 slow uploads took
+// them all and every other request waited for an upload to end (7 s: 2077x
+// idle). A 2-core machine shared with other work jitters a p99 of a few
+// milliseconds by more than 2x now and then, so the ratio must hold in one of
+// up to three rounds (the code before the fix misses it by three orders of
+// magnitude in every round).
 func TestSlowListUploadsHoldNoConnection(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{NoWorker: true})
 	_, reader := h.TenantWith("reader")
 	list := h.MustDo(http.StatusCreated, http.MethodPost, "/v1/lists", reader, "user_id\nr1\n", "Content-Type", "text/csv").Str("list_id")
+	keys := make([]string, 5) // 4 uploads of a tenant in progress at most
+	for i := range keys {
+		_, keys[i] = h.TenantWith(fmt.Sprintf("uploader%d", i))
+	}
 	get := func() time.Duration {
 		start := time.Now()
 		h.MustDo(http.StatusOK, http.MethodGet, "/v1/lists/"+list, reader, nil)
@@ -72,19 +82,36 @@ func TestSlowListUploadsHoldNoConnection(t *testing.T) {
 	}
 	measure := func(d time.Duration) []time.Duration {
 		var out []time.Duration
-		for end := time.Now().Add(d); time.Now().Before(end); {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 			out = append(out, get())
 		}
 		return out
 	}
 	measure(500 * time.Millisecond) // warm the caches and connections
-	idle := measure(3 * time.Second)
-
-	const uploads, uploadFor = 20, 8 * time.Second
-	keys := make([]string, uploads/4) // 4 uploads in progress per tenant at most
-	for i := range keys {
-		_, keys[i] = h.TenantWith(fmt.Sprintf("uploader%d", i))
+	var ratio float64
+	for round := 1; round <= 3; round++ {
+		var copies int
+		var idleP99, loadedP99 time.Duration
+		ratio, copies, idleP99, loadedP99 = slowUploadRound(t, h, keys, measure)
+		t.Logf("round %d: GET p99 idle %s, during 20 slow uploads %s: %.2fx; COPYs holding a connection while the clients sent: at most %d",
+			round, idleP99, loadedP99, ratio, copies)
+		if copies > 0 {
+			t.Fatalf("%d uploads held a database connection (COPY) while their clients were still sending", copies)
+		}
+		if ratio <= 2 {
+			return
+		}
 	}
+	t.Fatalf("another tenant's GET p99 during 20 slow uploads was %.1fx its idle p99 (want <= 2x) in three rounds", ratio)
+}
+
+// slowUploadRound measures one round of TestSlowListUploadsHoldNoConnection:
+// idle, 20 slow uploads (4 per tenant of keys) with the reads measured while
+// they run, idle again.
+func slowUploadRound(t *testing.T, h *apitest.Harness, keys []string, measure func(time.Duration) []time.Duration) (
+	ratio float64, copies int, idleP99, loadedP99 time.Duration) {
+	const uploads, uploadFor = 20, 8 * time.Second
+	idle := measure(2 * time.Second)
 	statuses := make([]int, uploads)
 	var wg sync.WaitGroup
 	for i := range uploads {
@@ -95,19 +122,30 @@ func TestSlowListUploadsHoldNoConnection(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Second) // every upload is sending
+	// How many uploads hold a database connection (a COPY in progress) while
+	// their clients are still sending, sampled on a pool of the test's own.
+	copying := make(chan int, 1)
+	go func() {
+		db, most := testenv.Pool(t), 0
+		for end := time.Now().Add(uploadFor - 4*time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			var n int
+			if err := db.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'copy%list_upload%' AND state <> 'idle'`).Scan(&n); err == nil {
+				most = max(most, n)
+			}
+		}
+		copying <- most
+	}()
 	loaded := measure(uploadFor - 3*time.Second)
+	copies = <-copying
 	wg.Wait()
 	for i, st := range statuses {
 		if st != http.StatusCreated {
 			t.Fatalf("slow upload %d answered %d", i, st)
 		}
 	}
-	idleP99, loadedP99 := p99(idle), p99(loaded)
-	ratio := float64(loadedP99) / float64(idleP99)
-	t.Logf("GET p99 idle %s (n=%d), during %d slow uploads %s (n=%d): %.2fx", idleP99, len(idle), uploads, loadedP99, len(loaded), ratio)
-	if ratio > 2 {
-		t.Fatalf("another tenant's GET p99 went from %s idle to %s during %d slow uploads (%.1fx, want <= 2x)", idleP99, loadedP99, uploads, ratio)
-	}
+	idle = append(idle, measure(2*time.Second)...)
+	idleP99, loadedP99 = p99(idle), p99(loaded)
+	return float64(loadedP99) / float64(idleP99), copies, idleP99, loadedP99
 }
 
 // TestListUploadBounds: a list upload over the tenant's max_list_bytes is a 413

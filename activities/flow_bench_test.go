@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -17,6 +21,7 @@ import (
 	"github.com/herald-notify/herald/internal/flows"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/workflows"
@@ -192,5 +197,143 @@ func BenchmarkDigest(b *testing.B) {
 		b.ReportMetric(single/digested, "cpu-ratio")
 		b.Logf("CPU: %.3f ms per digested event, %.3f ms per single notification: the digest path is %.2fx cheaper (goal >= 10)",
 			digested, single, single/digested)
+	}
+}
+
+// rssKB is this process's peak resident set (VmHWM), in KiB.
+func rssKB() int {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
+}
+
+// historyActions counts a run chain's history events and, of them, the ones
+// Temporal bills as actions (starts, signals, timers, activities and local
+// activity markers, child starts, search attribute upserts, continue-as-new).
+func historyActions(b *testing.B, c client.Client, workflowID string) (events, actions int) {
+	b.Helper()
+	ctx := context.Background()
+	for runID := c.GetWorkflow(ctx, workflowID, "").GetRunID(); runID != ""; {
+		it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		next := ""
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			events++
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+				enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, enumspb.EVENT_TYPE_MARKER_RECORDED,
+				enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED, enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+				actions++
+			}
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				next = a.GetContinuedExecutionRunId()
+			}
+		}
+		runID = next
+	}
+	return events, actions
+}
+
+// BenchmarkDailyDigests: users × events each into scheduled daily digests
+// (HERALD_BENCH_DIGEST_USERS, default 500; HERALD_BENCH_DIGEST_EVENTS, default
+// 4; the issue's full size is 10,000 × 20), then every digest flushed. It
+// reports this process's peak RSS (API and worker in one process), Temporal
+// actions and history events per event (the events' runs, the digests and
+// their sends, from their histories) and the largest digest's history.
+//
+// Run it with: go test -run '^$' -bench BenchmarkDailyDigests -benchtime 1x ./activities/
+func BenchmarkDailyDigests(b *testing.B) {
+	users, perUser := envInt("HERALD_BENCH_DIGEST_USERS", 500), envInt("HERALD_BENCH_DIGEST_EVENTS", 4)
+	h := apitest.Start(b, apitest.Options{})
+	tenantID, key := h.Tenant("bench-daily")
+	h.Template(key, templates.Template{ID: "daily", Category: "activity",
+		InApp: &templates.InAppContent{Title: "Today", Body: `{{.digest.count}} things happened, first: {{(index .digest.items 0).what}}`}})
+	rows := make([]store.User, users)
+	for i := range rows {
+		tz := []string{"America/New_York", "Europe/Paris", "Asia/Tokyo", "UTC"}[i%4]
+		rows[i] = store.User{UserID: fmt.Sprintf("d%05d", i), Timezone: &tz}
+	}
+	ctx := context.Background()
+	if err := h.Store.InsertUsers(ctx, tenantID, rows); err != nil {
+		b.Fatal(err)
+	}
+	var def flows.Definition
+	if err := json.Unmarshal([]byte(`{"category":"activity","steps":[{"type":"digest","mode":"scheduled","schedule":{"every":"day","at":"09:00"}},
+		{"type":"send","template_id":"daily","channels":["in_app"]}]}`), &def); err != nil {
+		b.Fatal(err)
+	}
+	wf := workflows.NewClient(h.Temporal, h.TaskQueue)
+	pool := testenv.Pool(b)
+	count := func(q string, args ...any) int {
+		var v int
+		if err := pool.QueryRow(ctx, q, args...).Scan(&v); err != nil {
+			b.Fatal(err)
+		}
+		return v
+	}
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		suffix := time.Now().Format("150405.000")
+		flowID := "daily-" + suffix
+		n := users * perUser
+		eventIDs := make([]string, n)
+		took := concurrently(b, n, 32, func(i int) error {
+			u := fmt.Sprintf("d%05d", i%users)
+			k := ids.IdempotencyKeyHash(fmt.Sprintf("daily-%s-%d", suffix, i))
+			_, err := wf.StartFlow(ctx, ids.NotificationWorkflowID(tenantID, k), herald.LaneNormal, workflows.FlowInput{
+				TenantID: tenantID, UserID: u, FlowID: flowID, FlowVersion: 1, Flow: def, DedupWindow: time.Second, BodyHash: k[:],
+				Data: templates.Data{"what": fmt.Sprintf("event %d for %s", i, u)}})
+			if err == nil {
+				eventIDs[i] = ids.NotificationWorkflowID(tenantID, k)
+			}
+			return err
+		})
+		h.Eventually(30*time.Minute, "every event joined", func() bool {
+			return count(`SELECT count(*) FROM digest_events e JOIN flow_runs r USING (tenant_id, notification_id) WHERE e.tenant_id = $1 AND r.flow_id = $2`,
+				tenantID, flowID) == n
+		})
+		joined := took
+		open := count(`SELECT count(*) FROM digests WHERE tenant_id = $1 AND flow_id = $2 AND status = 'open'`, tenantID, flowID)
+		for u := 0; u < users; u++ {
+			if err := wf.FlushDigest(ctx, tenantID, flowID, fmt.Sprintf("d%05d", u), ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+		h.Eventually(30*time.Minute, "every digest sent", func() bool {
+			return count(`SELECT count(*) FROM inbox WHERE tenant_id = $1 AND body LIKE '% things happened%'`, tenantID) >= users*(it+1)
+		})
+		time.Sleep(2 * time.Second)
+		// Temporal's share: a sample of the events' runs, every digest.
+		sample := min(50, n)
+		evEvents, evActions := 0, 0
+		for i := 0; i < sample; i++ {
+			e, a := historyActions(b, h.Temporal, eventIDs[i*n/sample])
+			evEvents, evActions = evEvents+e, evActions+a
+		}
+		dgEvents, dgActions, largest := 0, 0, 0
+		for u := 0; u < users; u++ {
+			e, a := historyActions(b, h.Temporal, workflows.DigestWorkflowID(tenantID, flowID, fmt.Sprintf("d%05d", u), ""))
+			dgEvents, dgActions, largest = dgEvents+e, dgActions+a, max(largest, e)
+		}
+		perEventActions := float64(evActions)/float64(sample) + float64(dgActions)/float64(n)
+		b.ReportMetric(float64(rssKB())/1024, "peak-rss-MB")
+		b.ReportMetric(perEventActions, "actions/event")
+		b.ReportMetric(float64(largest), "largest-digest-history")
+		b.Logf("%d users x %d events into daily digests (%d open before the flush): accepted in %s; peak RSS of API+worker %d MB (goal < 256); "+
+			"per event: %.1f Temporal actions (%.1f in its own run, %.2f in its digest; sends not counted), %.1f history events; largest digest history %d events",
+			users, perUser, open, joined.Round(time.Millisecond), rssKB()/1024, perEventActions, float64(evActions)/float64(sample),
+			float64(dgActions)/float64(n), float64(evEvents)/float64(sample)+float64(dgEvents)/float64(n), largest)
 	}
 }

@@ -36,7 +36,12 @@ func (h *notificationsRoom) cancelNotification(c *gin.Context) {
 		h.conflict(c, tenantID, id, workflowID, runID, err.Error())
 	case errors.Is(err, workflows.ErrRunNotFound):
 		// No open run: either no such notification, or its run has closed (sent and
-		// past its dedup window) and nothing is left to cancel.
+		// past its dedup window) and nothing is left to cancel — unless it is a flow
+		// event waiting in a digest that has not closed (its run ends with its dedup
+		// window, the digest may stay open longer): the row leaves the digest.
+		if handled := h.cancelDigestedEvent(c, tenantID, id, workflowID, runID); handled {
+			return
+		}
 		if _, gerr := h.store.GetNotification(c.Request.Context(), tenantID, id); gerr == nil {
 			h.conflict(c, tenantID, id, workflowID, runID, "the notification has completed")
 			return
@@ -84,4 +89,28 @@ func (h *notificationsRoom) conflict(c *gin.Context, tenantID, id, workflowID, r
 		body["notification"] = viewFromStore(n)
 	}
 	c.AbortWithStatusJSON(http.StatusConflict, body)
+}
+
+// cancelDigestedEvent cancels a flow event whose run has closed while its
+// digest is still open: it takes the event's row out of the digest (under the
+// row lock the digest's close takes too, so the two never both win). It
+// reports whether the event was a digested one (and so answered).
+func (h *notificationsRoom) cancelDigestedEvent(c *gin.Context, tenantID, id, workflowID, runID string) bool {
+	ctx := c.Request.Context()
+	removed, digestID, err := h.store.RemoveDigestEvent(ctx, tenantID, id)
+	switch {
+	case errors.Is(err, herald.ErrNotFound):
+		return false
+	case err != nil:
+		h.abort(c, err)
+	case !removed:
+		h.conflict(c, tenantID, id, workflowID, runID, "the digest the event joined has closed ("+digestID+")")
+	default:
+		if err := h.store.SetNotificationStatus(ctx, tenantID, id, herald.NotificationCancelled); err != nil {
+			h.abort(c, err)
+			return true
+		}
+		h.respondNotification(c, http.StatusOK, tenantID, id, workflowID, runID)
+	}
+	return true
 }

@@ -447,3 +447,33 @@ func TestFlowCancelBeforeClose(t *testing.T) {
 		return run.Digest != nil && run.Digest.NotificationID != ""
 	})
 }
+
+// TestFlowCancelDigestedEventAfterItsRunClosed: an event's run ends with its
+// dedup window, its digest may stay open longer; DELETE still takes it out.
+func TestFlowCancelDigestedEventAfterItsRunClosed(t *testing.T) {
+	e := newFlowEnv(t, apitest.Options{})
+	e.dedup = time.Second
+	e.h.PutUser(e.key, "gus", map[string]any{})
+	def := digestFlow("10m", herald.ChannelInApp)
+	first := e.trigger("late", def, "gus", map[string]any{"thread_id": "t", "text": "x"})
+	e.trigger("late", def, "gus", map[string]any{"thread_id": "t", "text": "y"})
+	e.h.Eventually(20*time.Second, "two events joined", func() bool { return e.joined("gus") == 2 })
+	k, runID, err := ids.ParseNotificationID(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.Temporal.GetWorkflow(context.Background(), ids.NotificationWorkflowID(e.tenantID, k), runID).Get(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	r := e.h.MustDo(200, "DELETE", "/v1/notifications/"+first, e.key, nil)
+	if r.Str("status") != string(herald.NotificationCancelled) {
+		t.Fatalf("cancel answered %s", r.Body)
+	}
+	if err := e.client.FlushDigest(context.Background(), e.tenantID, "late", "gus", "t"); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Eventually(30*time.Second, "the digest sent", func() bool { return len(e.inboxBodies("gus")) == 1 })
+	if b := e.inboxBodies("gus"); b[0] != "1 new comments" {
+		t.Fatalf("digest %q, want the one event left", b[0])
+	}
+}

@@ -71,6 +71,20 @@ func (e *flowEnv) trigger(flowID string, def flows.Definition, user string, data
 	return ids.NotificationID(k, run.RunID)
 }
 
+// putFlow saves a flow through the API (PUT /v1/flows/{flow_id}).
+func (e *flowEnv) putFlow(flowID string, def flows.Definition) {
+	e.t.Helper()
+	e.h.MustDo(201, "PUT", "/v1/flows/"+flowID, e.key, def)
+}
+
+// triggerAPI sends one event through the API (POST /v1/notifications with a
+// flow_id) and returns its notification id.
+func (e *flowEnv) triggerAPI(flowID, user string, data map[string]any) string {
+	e.t.Helper()
+	return e.h.MustDo(202, "POST", "/v1/notifications", e.key, map[string]any{"user_id": user, "flow_id": flowID, "data": data,
+		"idempotency_key": fmt.Sprintf("%s-%s-%d", flowID, user, time.Now().UnixNano()), "dedup_ttl_sec": 15}).Str("notification_id")
+}
+
 func (e *flowEnv) count(query string, args ...any) int {
 	e.t.Helper()
 	var n int
@@ -306,19 +320,19 @@ func TestFlowDigestEventsAcrossTheClose(t *testing.T) {
 	e.h.Eventually(30*time.Second, "one inbox item per digest", func() bool { return len(e.inboxBodies("cy")) == len(got) })
 }
 
-// TestFlowThrottle: 20 triggers, limit 5 per hour → 5 sent, 15 throttled,
-// visible in each event's status and steps.
+// TestFlowThrottle: 20 triggers through the API, limit 5 per hour → 5 sent,
+// 15 throttled, visible in each event's status and steps.
 func TestFlowThrottle(t *testing.T) {
 	e := newFlowEnv(t, apitest.Options{})
 	e.h.PutUser(e.key, "dee", map[string]any{})
-	def := throttleFlow(t, 5)
+	e.putFlow("alerts", throttleFlow(t, 5))
 	var wg sync.WaitGroup
 	idsCh := make(chan string, 20)
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			idsCh <- e.trigger("alerts", def, "dee", map[string]any{"title": "t", "body": "b"})
+			idsCh <- e.triggerAPI("alerts", "dee", map[string]any{"title": "t", "body": fmt.Sprintf("b%d", i)})
 		}()
 	}
 	wg.Wait()
@@ -369,15 +383,16 @@ func escalationFlow(t *testing.T) flows.Definition {
 	return def
 }
 
-// TestFlowEscalation: in-app now; marking it seen within the wait (through
-// the inbox API, whose mark path wakes the run) → no email; not seen → an
-// email after the timeout.
+// TestFlowEscalation, through the API (PUT /v1/flows, POST /v1/notifications
+// with flow_id): in-app now; marking it seen within the wait (through the
+// inbox API, whose mark path wakes the run) → no email; not seen → an email
+// after the timeout.
 func TestFlowEscalation(t *testing.T) {
 	e := newFlowEnv(t, apitest.Options{})
 	e.h.PutUser(e.key, "eve", map[string]any{"email": "eve@example.com"})
-	def := escalationFlow(t)
+	e.putFlow("escalate", escalationFlow(t))
 
-	seenID := e.trigger("escalate", def, "eve", map[string]any{"title": "t", "body": "b"})
+	seenID := e.triggerAPI("escalate", "eve", map[string]any{"title": "t", "body": "b"})
 	var item string
 	e.h.Eventually(20*time.Second, "the in-app item", func() bool {
 		run, err := e.h.Store.FlowRunOf(context.Background(), e.tenantID, seenID)
@@ -397,7 +412,7 @@ func TestFlowEscalation(t *testing.T) {
 		t.Fatalf("the seen mark woke the run after %s; the timeout is 3s", time.Since(start))
 	}
 
-	unseenID := e.trigger("escalate", def, "eve", map[string]any{"title": "t2", "body": "b2"})
+	unseenID := e.triggerAPI("escalate", "eve", map[string]any{"title": "t2", "body": "b2"})
 	e.h.Eventually(30*time.Second, "the escalation email", func() bool {
 		run, _ := e.h.Store.FlowRunOf(context.Background(), e.tenantID, unseenID)
 		return len(run.Steps) == 3 && run.Steps[1].Outcome == herald.StepTimedOut && run.Steps[2].NotificationID != "" &&

@@ -14,7 +14,7 @@
 // rather than a module of its own, so that the client and the API document change
 // in the same commit and are tested together: TestClientCoversOpenAPI fails when an
 // operation in api/openapi.yaml has no method here, TestGeneratedTypesAreCurrent
-// when types.gen.go lags the document, and the end-to-end tests run every call
+// when types.gen.go lags the document, and the end-to-end tests run the calls
 // against a real Herald (internal/apitest) in the same `go test ./...`. The cost to
 // an application is small: the package imports only the standard library and the
 // Standard Webhooks verifier, and Go builds only the packages an import reaches

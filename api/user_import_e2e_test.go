@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -102,6 +103,21 @@ func TestUserImport(t *testing.T) {
 	}
 	if subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/deals/subscribers", key, nil); !strings.Contains(string(subs.Body), `"csv1"`) {
 		t.Fatalf("deals subscribers: %s", subs.Body)
+	}
+
+	// Whatever a field holds reaches PostgreSQL intact through the COPY spool:
+	// tabs, newlines and backslashes in a name; quotes, backslashes, commas and
+	// braces in topic names (an array literal inside COPY text).
+	weird := `{"user_id":"weird","name":"tab\there\nnewline \\N back\\slash","topics":["q\"uote","back\\slash","{br,ace}","NULL"]}`
+	wantCounts(t, importUsers(h, key, "application/x-ndjson", weird), 1, 1, 0, 0)
+	if u := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/weird", key, nil); u.Str("name") != "tab\there\nnewline \\N back\\slash" {
+		t.Fatalf("weird name: %q", u.Str("name"))
+	}
+	for _, topic := range []string{`q"uote`, `back\slash`, "{br,ace}", "NULL"} {
+		subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/"+url.PathEscape(topic)+"/subscribers", key, nil)
+		if !strings.Contains(string(subs.Body), `"weird"`) {
+			t.Fatalf("topic %q: %s", topic, subs.Body)
+		}
 	}
 
 	// Audited by size, never by content.

@@ -1,0 +1,92 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// TestCloseDigestClaimsEachEventOnce: a close claims the key's unclaimed
+// events up to its seq (and never another key's), a retried close with the
+// same digest id returns what the first claimed, the next close takes the
+// rest, and an event claimed can no longer be cancelled out of its digest.
+func TestCloseDigestClaimsEachEventOnce(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	at := time.Date(2026, 3, 7, 15, 0, 0, 0, time.UTC)
+	var seqs []int64
+	for i := 0; i < 5; i++ {
+		seq, err := st.AddDigestEvent(ctx, store.DigestEvent{TenantID: tn.ID, DigestKey: "digest/a", NotificationID: "n_a" + string(rune('0'+i)),
+			At: at.Add(time.Duration(i) * time.Second), Data: map[string]any{"i": i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	again, err := st.AddDigestEvent(ctx, store.DigestEvent{TenantID: tn.ID, DigestKey: "digest/a", NotificationID: "n_a0", At: at, Data: map[string]any{}})
+	if err != nil || again != seqs[0] {
+		t.Fatalf("adding an event again: seq %d, %v; want %d", again, err, seqs[0])
+	}
+	if _, err := st.AddDigestEvent(ctx, store.DigestEvent{TenantID: tn.ID, DigestKey: "digest/b", NotificationID: "n_b0", At: at, Data: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	closeAs := func(id string, maxSeq int64) store.ClosedDigest {
+		t.Helper()
+		d, err := st.CloseDigest(ctx, store.CloseDigestParams{TenantID: tn.ID, DigestKey: "digest/a", DigestID: id, FlowID: "f", UserID: "u",
+			MaxSeq: maxSeq, Items: 2, ClosedAt: at.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := closeAs("dg_1", seqs[3])
+	if first.Count != 4 || first.Remaining != 0 || len(first.Items) != 2 || !first.FirstAt.Equal(at) || !first.LastAt.Equal(at.Add(3*time.Second)) {
+		t.Fatalf("first close: %+v", first)
+	}
+	if retry := closeAs("dg_1", seqs[4]); retry.Count != 4 {
+		t.Fatalf("a retried close claimed more: %+v", retry)
+	}
+	if removed, digestID, err := st.RemoveDigestEvent(ctx, tn.ID, "n_a1"); err != nil || removed || digestID != "dg_1" {
+		t.Fatalf("cancelling a claimed event: removed %v digest %q %v", removed, digestID, err)
+	}
+	if removed, _, err := st.RemoveDigestEvent(ctx, tn.ID, "n_a4"); err != nil || !removed {
+		t.Fatalf("cancelling an open event: removed %v %v", removed, err)
+	}
+	if next := closeAs("dg_2", seqs[4]); next.Count != 0 {
+		t.Fatalf("the cancelled event was claimed: %+v", next)
+	}
+	b, err := st.CloseDigest(ctx, store.CloseDigestParams{TenantID: tn.ID, DigestKey: "digest/b", DigestID: "dg_3", MaxSeq: seqs[4] + 100, ClosedAt: at})
+	if err != nil || b.Count != 1 {
+		t.Fatalf("the other key's close: %+v %v", b, err)
+	}
+}
+
+// TestClaimThrottleAdmitsTheLimit: a bucket admits its limit and no more; a
+// claim repeated for the same event and step returns its first answer.
+func TestClaimThrottleAdmitsTheLimit(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	admitted := 0
+	for i := 0; i < 7; i++ {
+		ok, err := st.ClaimThrottle(ctx, tn.ID, "bucket", "n_"+string(rune('a'+i)), "0", 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Fatalf("admitted %d of 7, want 5", admitted)
+	}
+	if ok, err := st.ClaimThrottle(ctx, tn.ID, "bucket", "n_a", "0", 5); err != nil || !ok {
+		t.Fatalf("a repeated admitted claim: %v %v", ok, err)
+	}
+	if ok, err := st.ClaimThrottle(ctx, tn.ID, "bucket", "n_g", "0", 5); err != nil || ok {
+		t.Fatalf("a repeated refused claim: %v %v", ok, err)
+	}
+	if ok, err := st.ClaimThrottle(ctx, tn.ID, "other-bucket", "n_h", "0", 5); err != nil || !ok {
+		t.Fatalf("another bucket: %v %v", ok, err)
+	}
+}

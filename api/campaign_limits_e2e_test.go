@@ -168,7 +168,8 @@ func terminateCampaign(t *testing.T, h *apitest.Harness, tenantID, id string) {
 
 // TestTerminatedCampaignShowsFailed: a campaign whose workflow was terminated
 // (by an operator, or by Temporal when its history grew past the limits) shows
-// failed with the reason workflow_ended, not running for ever; it is never
+// failed with the reason workflow_ended, in the list and on its own, not
+// running for ever; it is never
 // started again by its key, and takes no control.
 func TestTerminatedCampaignShowsFailed(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
@@ -178,6 +179,11 @@ func TestTerminatedCampaignShowsFailed(t *testing.T) {
 		"channels": []string{"in_app"}, "rate_per_second": 1, "audience": map[string]any{"user_ids": users}})
 	awaitCampaign(h, key, "slow", herald.CampaignRunning, 30*time.Second)
 	terminateCampaign(t, h, tenantID, "slow")
+	// The list shows it failed too (within the reconcile interval).
+	h.Eventually(30*time.Second, "the list shows the campaign failed", func() bool {
+		items, _ := h.MustDo(http.StatusOK, http.MethodGet, "/v1/campaigns", key, nil).JSON["items"].([]any)
+		return len(items) == 1 && items[0].(map[string]any)["status"] == herald.CampaignFailed
+	})
 	got := awaitCampaign(h, key, "slow", herald.CampaignFailed, 30*time.Second)
 	f, _ := got.JSON["failure"].(map[string]any)
 	if campaignFailure(got) != string(herald.CampaignWorkflowEnded) || !strings.Contains(f["message"].(string), "terminated") || got.JSON["finished_at"] == nil {

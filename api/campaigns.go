@@ -673,7 +673,9 @@ func (h *campaignsRoom) getCampaign(c *gin.Context) {
 }
 
 // listCampaigns pages the tenant's campaigns, newest first (no counts: GET one
-// campaign for those).
+// campaign for those). The unfinished ones are reconciled as GET one is (a
+// describe each at most every reconcileEvery; the operator's cap on unfinished
+// campaigns bounds how many a page has).
 func (h *campaignsRoom) listCampaigns(c *gin.Context) {
 	limit, verr := pageLimit(c)
 	var cur pageCursor
@@ -696,7 +698,7 @@ func (h *campaignsRoom) listCampaigns(c *gin.Context) {
 	}
 	items := make([]campaignView, 0, len(cps))
 	for _, cp := range cps {
-		items = append(items, viewCampaign(cp))
+		items = append(items, viewCampaign(h.reconcile(c.Request.Context(), cp, false)))
 	}
 	var next *string
 	if more {

@@ -169,7 +169,6 @@ type fakeDigestRows struct {
 	rows    []int64
 	claimed map[int64]string
 	closes  []contract.DigestCloseInput
-	at      []time.Time
 }
 
 func (f *fakeDigestRows) close(_ context.Context, in contract.DigestCloseInput) (contract.DigestCloseResult, error) {

@@ -17,7 +17,8 @@ func TestCostlyEndpointsAreRateLimited(t *testing.T) {
 	t.Parallel()
 	slow := func(burst int) api.Bucket { return api.Bucket{RatePerSecond: 0.001, Burst: burst} } // no refill during the test
 	h := apitest.Start(t, apitest.Options{NoWorker: true, CostLimits: api.CostLimits{
-		Preview: slow(5), TemplateSave: slow(4), Redrive: slow(3), BulkRedrive: slow(2)}})
+		Preview: slow(5), TemplateSave: slow(4), Redrive: slow(3), BulkRedrive: slow(2),
+		CampaignCreate: slow(3), UserImport: slow(2)}})
 	_, key := h.Tenant("flood")
 	_, other := h.Tenant("flood-other")
 	h.Template(key, apitest.SimpleTemplate("t"))
@@ -36,6 +37,15 @@ func TestCostlyEndpointsAreRateLimited(t *testing.T) {
 	bulk := func(k string) apitest.Response {
 		return h.Do(http.MethodPost, "/v1/dead-letters/redrive", k, map[string]any{})
 	}
+	// A campaign the tenant may not send (an unknown template) still costs the
+	// checks before the refusal, so it takes a token as an accepted one would.
+	campaign := func(k string) apitest.Response {
+		return h.Do(http.MethodPost, "/v1/campaigns", k, map[string]any{
+			"template_id": "missing", "audience": map[string]any{"all_users": true}})
+	}
+	userImport := func(k string) apitest.Response {
+		return h.Do(http.MethodPost, "/v1/users/import", k, `{"user_id":"imported","email":"imp@example.com"}`+"\n", "Content-Type", "application/x-ndjson")
+	}
 
 	for _, c := range []struct {
 		name  string
@@ -47,6 +57,8 @@ func TestCostlyEndpointsAreRateLimited(t *testing.T) {
 		{"template save", 4, http.StatusCreated, func(i int) apitest.Response { return save(key, i) }},
 		{"redrive", 3, http.StatusNotFound, func(int) apitest.Response { return redrive(key) }}, // an unknown dead letter still costs the lookup
 		{"bulk redrive", 2, http.StatusAccepted, func(int) apitest.Response { return bulk(key) }},
+		{"campaign create", 3, http.StatusUnprocessableEntity, func(int) apitest.Response { return campaign(key) }},
+		{"user import", 2, http.StatusOK, func(int) apitest.Response { return userImport(key) }},
 	} {
 		for i := range c.burst + 3 {
 			r := c.do(i)
@@ -74,6 +86,9 @@ func TestCostlyEndpointsAreRateLimited(t *testing.T) {
 	}
 	if r := bulk(other); r.Status != http.StatusAccepted {
 		t.Fatalf("other tenant's bulk redrive: %d %s", r.Status, r.Body)
+	}
+	if r := userImport(other); r.Status != http.StatusOK {
+		t.Fatalf("other tenant's user import: %d %s", r.Status, r.Body)
 	}
 	// The flooded tenant's other endpoints still answer: reading, and sending.
 	opMust(t, h, http.StatusOK, http.MethodGet, "/v1/templates/t", key, nil)

@@ -144,7 +144,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		CampaignMaxAudience: opts.TenantLimits.MaxAudienceSize, CampaignMaxConcurrent: opts.TenantLimits.MaxConcurrentCampaigns,
 		ListMaxBytes: opts.TenantLimits.MaxListBytes,
 		OperatorKey:  h.OperatorKey, MetricsToken: h.MetricsToken, PreviewLimit: bucketOf(opts.CostLimits.Preview), TemplateSaveLimit: bucketOf(opts.CostLimits.TemplateSave),
-		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive),
+		RedriveLimit: bucketOf(opts.CostLimits.Redrive), BulkRedriveLimit: bucketOf(opts.CostLimits.BulkRedrive), UserImportLimit: bucketOf(opts.CostLimits.UserImport),
 		CampaignCreateLimit: bucketOf(opts.CostLimits.CampaignCreate), ListUploadLimit: bucketOf(opts.CostLimits.ListUpload),
 		// Workers stop at once when a test ends (a fake may still hold a request).
 		WorkerStopTimeout:       0,

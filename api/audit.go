@@ -83,6 +83,10 @@ const (
 // auditOperatorKeyID stands for the operator key in api_key_id.
 const auditOperatorKeyID = "operator"
 
+// auditPreferenceCentreKeyID stands in api_key_id for a user saving their own
+// preferences on the hosted preference centre (a signed link, no API key).
+const auditPreferenceCentreKeyID = "preference-centre"
+
 // The operator CLI (cmd/herald) records its changes in the same log, under
 // AuditOperatorCLIKeyID, with these actions.
 const (

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -188,8 +190,19 @@ func (h *usersRoom) verifyPage(c *gin.Context) (tenantID string, user store.User
 		h.abort(c, notFound("route"))
 		return "", user, false
 	}
-	tenantID, userID, err := h.unsubscribe.VerifyPage(c.Query("token"))
+	tenantID, userID, issued, err := h.unsubscribe.VerifyPage(c.Query("token"), time.Now())
 	if err != nil {
+		fail()
+		return "", user, false
+	}
+	// DELETE /v1/users/{id}/tokens ends the user's links as it ends their tokens:
+	// a link minted with a user token must not outlive that token's revocation.
+	notBefore, err := h.store.UserTokensNotBefore(c.Request.Context(), tenantID, userID)
+	if err != nil {
+		h.abort(c, err)
+		return "", user, false
+	}
+	if issued.Before(notBefore) {
 		fail()
 		return "", user, false
 	}
@@ -346,7 +359,7 @@ func (h *usersRoom) postPreferencePage(c *gin.Context) {
 		h.renderPreferencePage(c, http.StatusBadRequest, d)
 		return
 	}
-	if err := h.store.PutPreferences(c.Request.Context(), tenantID, user.UserID, p); err != nil {
+	if err := h.savePagePreferences(c, tenantID, user.UserID, p); err != nil {
 		h.abort(c, err)
 		return
 	}
@@ -357,6 +370,29 @@ func (h *usersRoom) postPreferencePage(c *gin.Context) {
 	}
 	d.Saved = true
 	h.renderPreferencePage(c, http.StatusOK, d)
+}
+
+// savePagePreferences stores what the page's form chose, audited like PUT
+// /v1/users/{id}/preferences (action preferences.put) under
+// auditPreferenceCentreKeyID, with the field names only (the tenant's log holds
+// no user's choices verbatim).
+func (h *usersRoom) savePagePreferences(c *gin.Context, tenantID, userID string, p preferences.Preferences) error {
+	ctx := c.Request.Context()
+	details, _ := json.Marshal(map[string]any{"fields": []string{"channels", "categories", "quiet_hours"}})
+	id, err := h.store.BeginAudit(ctx, tenantID, store.AuditEntry{APIKeyID: auditPreferenceCentreKeyID,
+		Action: auditPreferencesPut, Target: userID, Details: details})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	err = h.store.PutPreferences(ctx, tenantID, userID, p)
+	if err != nil {
+		status = http.StatusInternalServerError
+	}
+	if ferr := h.store.FinishAudit(ctx, tenantID, id, status, err == nil); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // preferencesLink is POST /v1/users/{id}/inbox/preferences-link: the user's
@@ -371,7 +407,7 @@ func (h *usersRoom) preferencesLink(c *gin.Context) {
 		h.abort(c, notFound("route"))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"url": h.unsubscribe.PageURL(h.publicBaseURL(c), tenantID, userID)})
+	c.JSON(http.StatusOK, gin.H{"url": h.unsubscribe.PageURL(h.publicBaseURL(c), tenantID, userID, time.Now())})
 }
 
 // publicBaseURL is how browsers reach this API (Config.PublicBaseURL, else the

@@ -160,4 +160,38 @@ func TestPreferenceCentreInChromium(t *testing.T) {
 	if again := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/preferences", key, nil); strings.Contains(string(again.Body), "Mars") {
 		t.Fatalf("invalid input was saved: %s", again.Body)
 	}
+	// Valid quiet hours are saved (and the shipping category kept on).
+	form = url.Values{"channel.in_app": {"on"}, "category.shipping": {"on"}, "category.shipping.in_app": {"on"},
+		"quiet_start": {"22:00"}, "quiet_end": {"07:00"}, "quiet_timezone": {"Europe/Berlin"}}
+	if r := h.Do(http.MethodPost, u.RequestURI(), "", form.Encode(), "Content-Type", "application/x-www-form-urlencoded"); r.Status != http.StatusOK {
+		t.Fatalf("valid quiet hours: %d %s", r.Status, r.Body)
+	}
+	saved := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/preferences", key, nil)
+	quiet, _ := saved.JSON["preferences"].(map[string]any)["quiet_hours"].(map[string]any)
+	if quiet["start"] != "22:00" || quiet["end"] != "07:00" || quiet["timezone"] != "Europe/Berlin" {
+		t.Fatalf("quiet hours after the page: %s", saved.Body)
+	}
+	// Every save on the page is in the tenant's audit log, by the page, not by a key.
+	audit := supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/audit-log?action=preferences.put", key, nil))
+	if len(audit) < 2 {
+		t.Fatalf("page saves audited: %d entries", len(audit))
+	}
+	for _, e := range audit {
+		if e["api_key_id"] != "preference-centre" || e["target"] != "ada" || e["status"] != float64(http.StatusOK) {
+			t.Fatalf("audit entry of a page save: %v", e)
+		}
+	}
+	// Revoking the user's tokens ends the links minted before, as it ends the tokens.
+	h.MustDo(http.StatusNoContent, http.MethodDelete, "/v1/users/ada/tokens", key, nil)
+	if r := h.Do(http.MethodGet, u.RequestURI(), "", nil); r.Status != http.StatusBadRequest || strings.Contains(string(r.Body), "marketing") {
+		t.Fatalf("a link minted before DELETE /v1/users/ada/tokens: %d %s", r.Status, r.Body)
+	}
+	fresh := h.MustDo(http.StatusOK, http.MethodPost, "/v1/users/ada/inbox/preferences-link", key, nil)
+	fu, err := url.Parse(fresh.JSON["url"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := h.Do(http.MethodGet, fu.RequestURI(), "", nil); r.Status != http.StatusOK {
+		t.Fatalf("a link minted after the revocation: %d %s", r.Status, r.Body)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 )
 
 // Path is where the one-click endpoint is served.
@@ -22,10 +23,17 @@ type Claims struct {
 	TenantID string `json:"t"`
 	UserID   string `json:"u"`
 	Category string `json:"c"`
+	// IssuedAt (Unix milliseconds) is set on preference-centre links only, which
+	// expire (PageLinkTTL) and die with the user's token revocation; one-click
+	// unsubscribe links must keep working for as long as the message is kept.
+	IssuedAt int64 `json:"iat,omitempty"`
 }
 
 // ErrInvalid: the token is malformed, tampered with or signed with another key.
 var ErrInvalid = errors.New("unsubscribe: invalid token")
+
+// ErrExpired: a preference-centre token older than PageLinkTTL.
+var ErrExpired = errors.New("unsubscribe: expired preference-centre link")
 
 // Signer makes tokens with its primary key and accepts tokens of any of its keys.
 // It signs two kinds, each with a key of its own (derived from the same master
@@ -69,23 +77,34 @@ const PagePath = "/preferences"
 // pageCategory marks page claims (a link to every category of the user).
 const pageCategory = "*"
 
-// PageToken signs a link to a user's preference centre.
-func (s *Signer) PageToken(tenantID, userID string) string {
-	return s.page.Token(Claims{TenantID: tenantID, UserID: userID, Category: pageCategory})
+// PageLinkTTL is how long a preference-centre link opens the page: the link
+// changes preferences without any other credential, so unlike a one-click
+// unsubscribe link it does not live forever in old messages.
+const PageLinkTTL = 30 * 24 * time.Hour
+
+// PageToken signs a link to a user's preference centre, issued at issued.
+func (s *Signer) PageToken(tenantID, userID string, issued time.Time) string {
+	return s.page.Token(Claims{TenantID: tenantID, UserID: userID, Category: pageCategory, IssuedAt: issued.UnixMilli()})
 }
 
 // PageURL is the preference-centre link of a user under publicBaseURL.
-func (s *Signer) PageURL(publicBaseURL, tenantID, userID string) string {
-	return strings.TrimRight(publicBaseURL, "/") + PagePath + "?token=" + url.QueryEscape(s.PageToken(tenantID, userID))
+func (s *Signer) PageURL(publicBaseURL, tenantID, userID string, issued time.Time) string {
+	return strings.TrimRight(publicBaseURL, "/") + PagePath + "?token=" + url.QueryEscape(s.PageToken(tenantID, userID, issued))
 }
 
-// VerifyPage returns the tenant and user of a preference-centre token.
-func (s *Signer) VerifyPage(token string) (tenantID, userID string, err error) {
+// VerifyPage returns the tenant and user of a preference-centre token and when
+// it was issued; a token older than PageLinkTTL at now is ErrExpired. Whether
+// the user's tokens were revoked since is the caller's to check.
+func (s *Signer) VerifyPage(token string, now time.Time) (tenantID, userID string, issued time.Time, err error) {
 	c, err := s.page.Verify(token)
-	if err != nil || c.Category != pageCategory {
-		return "", "", ErrInvalid
+	if err != nil || c.Category != pageCategory || c.IssuedAt <= 0 {
+		return "", "", time.Time{}, ErrInvalid
 	}
-	return c.TenantID, c.UserID, nil
+	issued = time.UnixMilli(c.IssuedAt)
+	if now.Sub(issued) > PageLinkTTL {
+		return "", "", time.Time{}, ErrExpired
+	}
+	return c.TenantID, c.UserID, issued, nil
 }
 
 // FromEnv builds the signer from HERALD_SECRETS_KEY and HERALD_SECRETS_PREVIOUS_KEYS

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTokenRoundTripAndTampering(t *testing.T) {
@@ -54,24 +55,32 @@ func TestLinksSurviveAKeyRotation(t *testing.T) {
 // the other way round; a tampered one verifies as nothing.
 func TestPageTokensAreTheirOwnKind(t *testing.T) {
 	s := NewSigner([]byte("master"))
-	tok := s.PageToken("t1", "ada")
-	tenant, user, err := s.VerifyPage(tok)
+	now := time.Now()
+	tok := s.PageToken("t1", "ada", now)
+	tenant, user, _, err := s.VerifyPage(tok, now)
 	if err != nil || tenant != "t1" || user != "ada" {
 		t.Fatalf("VerifyPage: %q %q %v", tenant, user, err)
 	}
 	if _, err := s.Verify(tok); err == nil {
 		t.Fatal("a page token unsubscribes")
 	}
-	if _, _, err := s.VerifyPage(s.Token(Claims{TenantID: "t1", UserID: "ada", Category: "*"})); err == nil {
+	if _, _, _, err := s.VerifyPage(s.Token(Claims{TenantID: "t1", UserID: "ada", Category: "*", IssuedAt: now.UnixMilli()}), now); err == nil {
 		t.Fatal("an unsubscribe token opens the preference centre")
 	}
-	if _, _, err := s.VerifyPage(tok[:len(tok)-2] + "AA"); err == nil {
+	if _, _, _, err := s.VerifyPage(tok[:len(tok)-2]+"AA", now); err == nil {
 		t.Fatal("a tampered page token verifies")
 	}
-	if _, _, err := NewSigner([]byte("other")).VerifyPage(tok); err == nil {
+	if _, _, _, err := NewSigner([]byte("other")).VerifyPage(tok, now); err == nil {
 		t.Fatal("another deployment's page token verifies")
 	}
-	if _, _, err := NewSigner([]byte("new"), []byte("master")).VerifyPage(tok); err != nil {
+	if _, _, _, err := NewSigner([]byte("new"), []byte("master")).VerifyPage(tok, now); err != nil {
 		t.Fatalf("a page token of the previous key: %v", err)
+	}
+	// A page link expires; one without an issue time never opened anything.
+	if _, _, _, err := s.VerifyPage(tok, now.Add(PageLinkTTL+time.Second)); !errors.Is(err, ErrExpired) {
+		t.Fatalf("a page token past PageLinkTTL: %v", err)
+	}
+	if _, _, _, err := s.VerifyPage(s.page.Token(Claims{TenantID: "t1", UserID: "ada", Category: "*"}), now); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a page token without an issue time: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/flows"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -61,7 +62,11 @@ func (a *Activities) FlowThrottle(ctx context.Context, in contract.FlowThrottleI
 		window = time.Hour
 	}
 	start := in.At.UTC().Truncate(window)
-	who := sha256.Sum256([]byte(in.FlowID + "\x00" + in.UserID + "\x00" + RenderFlowKey(in.KeyExpr, in.Data)))
+	key, err := RenderFlowKey(in.KeyExpr, in.Data)
+	if err != nil {
+		return false, err
+	}
+	who := sha256.Sum256([]byte(in.FlowID + "\x00" + in.UserID + "\x00" + key))
 	bucket := strings.Join([]string{hex.EncodeToString(who[:16]), strconv.FormatInt(start.UnixMilli(), 10),
 		strconv.FormatInt(window.Milliseconds(), 10)}, "/")
 	return a.Store.ClaimThrottle(ctx, in.TenantID, bucket, in.NotificationID, in.Path, in.Limit)
@@ -89,7 +94,11 @@ func (a *Activities) FlowWaitDone(ctx context.Context, in contract.FlowWaitInput
 // window early; the claim decides membership, once).
 func (a *Activities) DigestAdd(ctx context.Context, in contract.DigestAddInput) (contract.DigestAddResult, error) {
 	d := in.Digest
-	d.Key = RenderFlowKey(in.KeyExpr, in.Data)
+	key, err := RenderFlowKey(in.KeyExpr, in.Data)
+	if err != nil {
+		return contract.DigestAddResult{}, err
+	}
+	d.Key = key
 	out := contract.DigestAddResult{Key: d.Key, DigestKey: contract.DigestWorkflowID(d.TenantID, d.FlowID, d.UserID, d.Key)}
 	seq, err := a.Store.AddDigestEvent(ctx, store.DigestEvent{TenantID: d.TenantID, DigestKey: out.DigestKey,
 		NotificationID: in.NotificationID, At: in.At, Data: in.Data})
@@ -145,24 +154,17 @@ func (a *Activities) DigestClose(ctx context.Context, in contract.DigestCloseInp
 // input bound.
 const maxDigestItemsBytes = contract.MaxWorkflowInputBytes / 2
 
-// maxFlowKeyBytes bounds a rendered digest or throttle key.
-const maxFlowKeyBytes = 200
-
 // RenderFlowKey renders a digest or throttle key expression ("{{.thread_id}}")
-// over the event data with the templates package's budgeted renderer. An empty
-// expression, a field the data lacks or a render error is the empty key (the
-// user's one digest or bucket); a key is cut at maxFlowKeyBytes.
-func RenderFlowKey(expr string, data map[string]any) string {
-	if expr == "" {
-		return ""
+// over the event data by the one rule the API checks it with at acceptance
+// (flows.RenderKey: a string as it is, a number as written, an object as its
+// canonical JSON, null or absent as ""), so the key the API accepted is the
+// key the engine uses. A key that cannot be rendered (only a definition the
+// API never validated can have one) fails for good (RenderFailed) rather than
+// falling into another key's digest or bucket.
+func RenderFlowKey(expr string, data map[string]any) (string, error) {
+	key, err := flows.RenderKey(expr, data)
+	if err != nil {
+		return "", contract.RenderFailed.New("the flow key "+expr+" cannot be rendered: "+err.Error(), err)
 	}
-	r, err := templates.Render(templates.Template{ID: "key", InApp: &templates.InAppContent{Body: expr}}, herald.ChannelInApp, "", data)
-	if err != nil || r.InApp == nil {
-		return ""
-	}
-	key := r.InApp.Body
-	if len(key) > maxFlowKeyBytes {
-		key = key[:maxFlowKeyBytes]
-	}
-	return key
+	return key, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/flows"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -25,8 +26,9 @@ type flowEngine interface {
 	// FlowRun is the run of a flow event (herald.ErrNotFound when the
 	// notification is not one).
 	FlowRun(ctx context.Context, tenantID, notificationID string) (flowRunView, error)
-	// OpenDigests are a user's open digests.
-	OpenDigests(ctx context.Context, tenantID, userID string) ([]openDigestView, error)
+	// OpenDigests is a page of a user's open digests (by flow, then key) after
+	// the given position (nil: the first page), at most limit, and whether more follow.
+	OpenDigests(ctx context.Context, tenantID, userID string, after *store.OpenDigestsAfter, limit int) ([]openDigestView, bool, error)
 }
 
 // flowEvent is one accepted event of a flow, as the API hands it to the engine.
@@ -86,9 +88,12 @@ type digestJoinedView struct {
 
 // openDigestView is one open digest of a user (GET /v1/users/{user_id}/digests).
 type openDigestView struct {
-	FlowID   string    `json:"flow_id"`
-	Key      string    `json:"key"`
-	Count    int       `json:"count"`
-	OpenedAt time.Time `json:"opened_at"`
-	ClosesAt time.Time `json:"closes_at"`
+	FlowID string `json:"flow_id"`
+	Key    string `json:"key"`
+	// Count is counted up to store.MaxCountedDigestEvents; CountCapped says it
+	// holds more.
+	Count       int       `json:"count"`
+	CountCapped bool      `json:"count_capped"`
+	OpenedAt    time.Time `json:"opened_at"`
+	ClosesAt    time.Time `json:"closes_at"`
 }

@@ -45,16 +45,17 @@ func (e engineFlows) FlowRun(ctx context.Context, tenantID, notificationID strin
 	return v, nil
 }
 
-func (e engineFlows) OpenDigests(ctx context.Context, tenantID, userID string) ([]openDigestView, error) {
-	open, err := e.store.OpenDigests(ctx, tenantID, userID)
+func (e engineFlows) OpenDigests(ctx context.Context, tenantID, userID string, after *store.OpenDigestsAfter, limit int) ([]openDigestView, bool, error) {
+	open, more, err := e.store.OpenDigests(ctx, tenantID, userID, after, limit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]openDigestView, 0, len(open))
 	for _, d := range open {
-		out = append(out, openDigestView{FlowID: d.FlowID, Key: d.Key, Count: d.Count, OpenedAt: d.OpenedAt.UTC(), ClosesAt: d.ClosesAt.UTC()})
+		out = append(out, openDigestView{FlowID: d.FlowID, Key: d.Key, Count: d.Count, CountCapped: d.CountCapped,
+			OpenedAt: d.OpenedAt.UTC(), ClosesAt: d.ClosesAt.UTC()})
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // stepPath writes the engine's step path ("1.case0.2", "1.else.0") as the API

@@ -27,6 +27,9 @@ func digestOf(r apitest.Response) map[string]any {
 // openDigests answers GET /v1/users/{user}/digests as "flow/key=count" strings.
 func openDigests(h *apitest.Harness, key, user string) []string {
 	r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/"+user+"/digests", key, nil)
+	if r.JSON["next_cursor"] != nil {
+		h.T.Fatalf("a user's few open digests came in more than one page: %s", r.Body)
+	}
 	var out []string
 	for _, it := range r.JSON["items"].([]any) {
 		m := it.(map[string]any)
@@ -254,6 +257,8 @@ func TestFlowEventBadRequests(t *testing.T) {
 		t.Fatalf("an event not yet run: %s", r.Body)
 	}
 	apitest.WantError(t, h.Do(http.MethodGet, "/v1/users/nobody/digests", key, nil), http.StatusNotFound, "not_found", "")
+	apitest.WantError(t, h.Do(http.MethodGet, "/v1/users/ada/digests?limit=0", key, nil), http.StatusBadRequest, "invalid_field", "limit")
+	apitest.WantError(t, h.Do(http.MethodGet, "/v1/users/ada/digests?cursor=bm9wZQ", key, nil), http.StatusBadRequest, "invalid_field", "cursor")
 	apitest.WantError(t, h.Do(http.MethodPost, "/v1/users/ada/digests/keyed/flush", key, `{"key":"`+long+`"}`), http.StatusBadRequest, "invalid_field", "key")
 	apitest.WantError(t, h.Do(http.MethodPost, "/v1/users/ada/digests/keyed/flush", key, `{"keys":"t"}`), http.StatusBadRequest, "unknown_field", "keys")
 }

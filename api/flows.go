@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -317,13 +318,30 @@ func (h *flowsRoom) flushDigest(c *gin.Context) {
 	}
 }
 
-// listDigests answers a user's open digests: flow, key, how many events each
-// holds and when it closes (a sliding digest's close moves with each event).
+// listDigests answers a page of a user's open digests: flow, key, how many
+// events each holds and when it closes (a sliding digest's close moves with
+// each event). Keyset pages by (flow, key), as the other lists (?limit=,
+// ?cursor=).
 func (h *flowsRoom) listDigests(c *gin.Context) {
 	userID := c.Param("user_id")
 	if err := validID("user_id", userID); err != nil {
 		h.abort(c, err)
 		return
+	}
+	limit, verr := pageLimit(c)
+	var cur pageCursor
+	var paged bool
+	if verr == nil {
+		cur, paged, verr = readPageCursor(c, "digests")
+	}
+	if verr != nil {
+		h.abort(c, verr)
+		return
+	}
+	var after *store.OpenDigestsAfter
+	if paged {
+		flowID, key, _ := strings.Cut(cur.Key, "\x00") // flow ids hold no NUL (validFlowID)
+		after = &store.OpenDigestsAfter{FlowID: flowID, Key: key}
 	}
 	tenantID := tenantOf(c).ID
 	_, exists, err := h.users.userLocale(c, tenantID, userID)
@@ -335,7 +353,7 @@ func (h *flowsRoom) listDigests(c *gin.Context) {
 		h.abort(c, notFound("user"))
 		return
 	}
-	items, err := h.engine.OpenDigests(c.Request.Context(), tenantID, userID)
+	items, more, err := h.engine.OpenDigests(c.Request.Context(), tenantID, userID, after, limit)
 	if err != nil {
 		h.abort(c, err)
 		return
@@ -343,5 +361,10 @@ func (h *flowsRoom) listDigests(c *gin.Context) {
 	if items == nil {
 		items = []openDigestView{}
 	}
-	c.JSON(http.StatusOK, gin.H{"items": items})
+	var next *string
+	if more {
+		last := items[len(items)-1]
+		next = encodePageCursor(pageCursor{List: "digests", Key: last.FlowID + "\x00" + last.Key})
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next})
 }

@@ -182,7 +182,7 @@ func TestFlowDigestThousandConcurrentEventsOneDigest(t *testing.T) {
 		t.Fatalf("accepted %d of %d", accepted.Load(), n)
 	}
 	e.h.Eventually(60*time.Second, "every event in the digest", func() bool { return e.joined("ada") == n })
-	open, err := e.h.Store.OpenDigests(context.Background(), e.tenantID, "ada")
+	open, _, err := e.h.Store.OpenDigests(context.Background(), e.tenantID, "ada", nil, 50)
 	if err != nil || len(open) != 1 || open[0].Count != n || open[0].Key != "t1" || open[0].FlowID != "comments" {
 		t.Fatalf("open digests = %+v, %v; want one of %d", open, err, n)
 	}
@@ -209,7 +209,7 @@ func TestFlowDigestThousandConcurrentEventsOneDigest(t *testing.T) {
 	if c := e.count(`SELECT COALESCE(sum(calls), 0)::int FROM sandbox_messages WHERE tenant_id = $1 AND channel = 'email'`, e.tenantID); c != 1 {
 		t.Fatalf("email sent %d times, want 1", c)
 	}
-	if open, _ := e.h.Store.OpenDigests(context.Background(), e.tenantID, "ada"); len(open) != 0 {
+	if open, _, _ := e.h.Store.OpenDigests(context.Background(), e.tenantID, "ada", nil, 50); len(open) != 0 {
 		t.Fatalf("digests still open after the flush: %+v", open)
 	}
 	// What the digest cost in Temporal: its history (every run of it).

@@ -21,8 +21,8 @@ import (
 
 // MaxRenderedKeyBytes caps a rendered key: the API refuses an event whose key
 // renders longer (422), so no key is ever cut, and two keys that differ only
-// past the cap can never share a digest or a throttle bucket. It equals the
-// engine's own bound (activities.maxFlowKeyBytes).
+// past the cap can never share a digest or a throttle bucket. The engine
+// renders keys with RenderKey too (activities.RenderFlowKey).
 const MaxRenderedKeyBytes = 200
 
 // ParseKey checks a key expression: at most MaxKeyBytes of text and

@@ -47,37 +47,73 @@ func (s *Store) OpenDigestWindow(ctx context.Context, w DigestWindow) error {
 
 // OpenDigest is one open digest of a user (GET /v1/users/{user_id}/digests).
 type OpenDigest struct {
-	FlowID   string    `json:"flow_id"`
-	Key      string    `json:"key"`
-	Count    int       `json:"count"`
-	OpenedAt time.Time `json:"opened_at"`
-	ClosesAt time.Time `json:"closes_at"`
+	FlowID string `json:"flow_id"`
+	Key    string `json:"key"`
+	// Count is the events it holds so far, counted up to MaxCountedDigestEvents
+	// (CountCapped when there are more).
+	Count       int       `json:"count"`
+	CountCapped bool      `json:"count_capped"`
+	OpenedAt    time.Time `json:"opened_at"`
+	ClosesAt    time.Time `json:"closes_at"`
 }
 
-// OpenDigests lists a user's open digests, by flow and key, with the events
-// they hold so far and when they close (a sliding window's close moves with
-// each event). A window whose events all left (cancelled) still shows, count 0.
-func (s *Store) OpenDigests(ctx context.Context, tenantID, userID string) ([]OpenDigest, error) {
+// MaxCountedDigestEvents bounds what listing a user's open digests counts per
+// digest: the count walks the key's open index entries, so it stops here
+// rather than reading a 100,000-event digest for every page.
+const MaxCountedDigestEvents = 10000
+
+// OpenDigestsAfter is the keyset position of a page of open digests: the
+// (flow, key) of the last digest of the page before.
+type OpenDigestsAfter struct {
+	FlowID string
+	Key    string
+}
+
+// OpenDigests lists a page of a user's open digests, by flow and key, after
+// the given position (nil: from the start), at most limit of them, and
+// whether more follow. Each carries the events it holds so far (counted up to
+// MaxCountedDigestEvents, on the open-events index) and when it closes (a
+// sliding window's close moves with its latest event, read as the newest open
+// row). A window whose events all left (cancelled) still shows, count 0.
+func (s *Store) OpenDigests(ctx context.Context, tenantID, userID string, after *OpenDigestsAfter, limit int) ([]OpenDigest, bool, error) {
+	var afterFlow, afterKey *string
+	if after != nil {
+		afterFlow, afterKey = &after.FlowID, &after.Key
+	}
 	rows, err := s.db.Query(ctx, `
 		SELECT d.flow_id, d.key, d.opened_at,
-			COALESCE(d.closes_at, least(COALESCE(ev.last_at, d.opened_at) + d.window_ms * interval '1 millisecond',
+			COALESCE(d.closes_at, least(COALESCE(last.at, d.opened_at) + d.window_ms * interval '1 millisecond',
 				d.opened_at + d.max_wait_ms * interval '1 millisecond')),
-			COALESCE(ev.n, 0)
+			(SELECT count(*) FROM (
+				SELECT 1 FROM digest_events e
+				WHERE e.digest_key = d.digest_key AND e.digest_id IS NULL AND NOT e.cancelled AND e.tenant_id = d.tenant_id
+				LIMIT $6) capped)
 		FROM digests d
 		LEFT JOIN LATERAL (
-			SELECT count(*) AS n, max(e.at) AS last_at FROM digest_events e
+			SELECT e.at FROM digest_events e
 			WHERE e.digest_key = d.digest_key AND e.digest_id IS NULL AND NOT e.cancelled AND e.tenant_id = d.tenant_id
-		) ev ON true
+				AND d.closes_at IS NULL
+			ORDER BY e.seq DESC LIMIT 1
+		) last ON true
 		WHERE d.tenant_id = $1 AND d.user_id = $2 AND d.status = $3
-		ORDER BY d.flow_id, d.key`, tenantID, userID, herald.DigestOpen)
+			AND ($4::text IS NULL OR (d.flow_id, d.key) > ($4, $5))
+		ORDER BY d.flow_id, d.key
+		LIMIT $7`, tenantID, userID, herald.DigestOpen, afterFlow, afterKey, MaxCountedDigestEvents+1, limit+1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OpenDigest, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OpenDigest, error) {
 		var d OpenDigest
 		err := row.Scan(&d.FlowID, &d.Key, &d.OpenedAt, &d.ClosesAt, &d.Count)
+		if d.Count > MaxCountedDigestEvents {
+			d.Count, d.CountCapped = MaxCountedDigestEvents, true
+		}
 		return d, err
 	})
+	if err != nil || len(out) <= limit {
+		return out, false, err
+	}
+	return out[:limit], true, nil
 }
 
 // CloseDigestParams closes a window for DigestID: the digest key's unclaimed,

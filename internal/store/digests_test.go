@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,66 @@ func TestClaimThrottleAdmitsTheLimit(t *testing.T) {
 	}
 	if ok, err := st.ClaimThrottle(ctx, tn.ID, "other-bucket", "n_h", "0", 5); err != nil || !ok {
 		t.Fatalf("another bucket: %v %v", ok, err)
+	}
+}
+
+// TestOpenDigestsPagesAndCapsTheCount: a user's open digests come in keyset
+// pages by (flow, key), with no digest twice or left out across pages, another
+// user's never in them, and each count stopping at MaxCountedDigestEvents.
+func TestOpenDigestsPagesAndCapsTheCount(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	at := time.Date(2026, 3, 7, 15, 0, 0, 0, time.UTC)
+	open := func(user, flow, key string) string {
+		t.Helper()
+		dk := "digest/" + tn.ID + "/" + flow + "/" + user + "/" + key
+		if err := st.OpenDigestWindow(ctx, store.DigestWindow{TenantID: tn.ID, DigestKey: dk, FlowID: flow, UserID: user, Key: key,
+			OpenedAt: at, ClosesAt: at.Add(time.Hour), Window: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		return dk
+	}
+	var want []string
+	for _, flow := range []string{"b", "a"} {
+		for _, key := range []string{"k2", "", "k1"} {
+			open("ada", flow, key)
+			want = append(want, flow+"/"+key)
+		}
+	}
+	open("bob", "a", "zz")
+	full := open("ada", "c", "")
+	want = append(want, "c/")
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO digest_events (tenant_id, digest_key, notification_id, at, data)
+		SELECT $1, $2, 'n_' || i, $3, '{}' FROM generate_series(1, $4::int) i`, tn.ID, full, at, store.MaxCountedDigestEvents+5); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var after *store.OpenDigestsAfter
+	pages := 0
+	for {
+		page, more, err := st.OpenDigests(ctx, tn.ID, "ada", after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, d := range page {
+			got = append(got, d.FlowID+"/"+d.Key)
+			if d.FlowID == "c" && (d.Count != store.MaxCountedDigestEvents || !d.CountCapped) {
+				t.Errorf("the full digest: count %d capped %v, want %d capped", d.Count, d.CountCapped, store.MaxCountedDigestEvents)
+			}
+			if d.FlowID != "c" && (d.Count != 0 || d.CountCapped) {
+				t.Errorf("%s/%s: count %d capped %v, want 0", d.FlowID, d.Key, d.Count, d.CountCapped)
+			}
+		}
+		if !more {
+			break
+		}
+		last := page[len(page)-1]
+		after = &store.OpenDigestsAfter{FlowID: last.FlowID, Key: last.Key}
+	}
+	sortedWant := []string{"a/", "a/k1", "a/k2", "b/", "b/k1", "b/k2", "c/"}
+	if len(got) != len(want) || strings.Join(got, ",") != strings.Join(sortedWant, ",") || pages != 3 {
+		t.Fatalf("pages %d: %v, want %v", pages, got, sortedWant)
 	}
 }

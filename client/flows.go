@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"iter"
 	"net/http"
 	"time"
 )
@@ -41,9 +42,23 @@ func (c *Client) CreateFlowEvent(ctx context.Context, req FlowEventRequest) (*No
 		IdempotencyKey: *req.IdempotencyKey}, nil
 }
 
-// ListUserDigests is GET /v1/users/{id}/digests: the user's open digests.
-func (c *Client) ListUserDigests(ctx context.Context, userID string) (*OpenDigests, error) {
-	return doJSON[OpenDigests](ctx, c, get(pathOf("v1", "users", userID, "digests"), nil))
+// ListUserDigests is GET /v1/users/{id}/digests: a page of the user's open
+// digests (AllUserDigests walks them all).
+func (c *Client) ListUserDigests(ctx context.Context, userID string, params *ListUserDigestsParams) (*OpenDigests, error) {
+	return doJSON[OpenDigests](ctx, c, get(pathOf("v1", "users", userID, "digests"), queryOf(params)))
+}
+
+// AllUserDigests walks ListUserDigests.
+func (c *Client) AllUserDigests(ctx context.Context, userID string, params *ListUserDigestsParams) iter.Seq2[OpenDigestList_Items, error] {
+	p := withCursor(params)
+	return paginate(ctx, p.Cursor, func(cursor *string) ([]OpenDigestList_Items, *string, error) {
+		p.Cursor = cursor
+		page, err := c.ListUserDigests(ctx, userID, &p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return page.Items, page.NextCursor, nil
+	})
 }
 
 // FlushDigest is POST /v1/users/{id}/digests/{flow_id}/flush: the open digest

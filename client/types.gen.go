@@ -2474,6 +2474,9 @@ type NotificationStatus string
 type OpenDigestList struct {
 	// Items By flow, then key.
 	Items []OpenDigestList_Items `json:"items"`
+
+	// NextCursor Pass as `cursor` for the next page; null on the last page.
+	NextCursor *NextCursor `json:"next_cursor"`
 }
 
 // OpenDigestList_Items defines model for OpenDigestList.Items.
@@ -2481,9 +2484,12 @@ type OpenDigestList_Items struct {
 	// ClosesAt When it closes (a sliding digest's close moves with each event; max_items may close it earlier).
 	ClosesAt time.Time `json:"closes_at"`
 
-	// Count Events in the digest so far (cancelled ones left).
-	Count  int    `json:"count"`
-	FlowID string `json:"flow_id"`
+	// Count Events in the digest so far (cancelled ones left), counted up to 10,000.
+	Count int `json:"count"`
+
+	// CountCapped The digest holds more than 10,000 events (count stops there).
+	CountCapped bool   `json:"count_capped"`
+	FlowID      string `json:"flow_id"`
 
 	// Key The digest's rendered key ("" for a flow whose digest has none).
 	Key      string    `json:"key"`
@@ -3755,6 +3761,16 @@ type OneClickUnsubscribeParams struct {
 
 // OneClickUnsubscribeFormdataBodyListUnsubscribe defines parameters for OneClickUnsubscribe.
 type OneClickUnsubscribeFormdataBodyListUnsubscribe string
+
+// ListUserDigestsParams defines parameters for ListUserDigests.
+type ListUserDigestsParams struct {
+	// Limit Page size, 1 to 200; another value is 400 `invalid_field` naming `limit`.
+	Limit *PageLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The opaque `next_cursor` of the previous page of the same list, unchanged. A
+	// value this list did not return is 400 `invalid_field` naming `cursor`.
+	Cursor *PageCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
 
 // FlushDigestJSONBody defines parameters for FlushDigest.
 type FlushDigestJSONBody struct {

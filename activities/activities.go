@@ -47,6 +47,8 @@ type Activities struct {
 // no run is open (workflows.Client).
 type DigestSignaler interface {
 	SignalDigest(ctx context.Context, workflowID, taskQueue string, in contract.DigestInput, ev contract.DigestEvent) error
+	// SignalDigestEvent signals on lane's task queue (the sweeper's signals).
+	SignalDigestEvent(ctx context.Context, lane herald.Lane, in contract.DigestInput, ev contract.DigestEvent) error
 }
 
 // ProviderInbox is the provider label of in-app deliveries (the inbox table).

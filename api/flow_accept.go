@@ -133,7 +133,50 @@ func (h *notificationsRoom) acceptFlowEvent(c *gin.Context, req createNotificati
 				n, contract.MaxWorkflowInputBytes, contract.MaxWorkflowInputBytes>>10)})
 		return
 	}
+	if len(rec.Definition.Steps) > 0 && rec.Definition.Steps[0].Type == flows.StepDigest {
+		h.acceptDigestEvent(c, acc, ev, seenAt)
+		return
+	}
 	h.startFlowEvent(c, acc, ev, seenAt)
+}
+
+// acceptDigestEvent accepts an event of a flow whose first step is a digest
+// without a run of its own (docs/digests.md, "Accepting a digest event"): the
+// event's rows commit in one transaction whose first statement takes the
+// Layer-1 key (a key inside its window answers as any duplicate, with the
+// original's id), then its digest is signalled; 202 only once the signal
+// succeeded. A signal that failed is 503 (retry with the same key: the retry
+// answers the same id) and the sweeper signals the digest later, so the event
+// ends in a digest whether or not the client retries.
+func (h *notificationsRoom) acceptDigestEvent(c *gin.Context, acc acceptedFlowEvent, ev flowEvent, seenAt time.Time) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
+	defer cancel()
+	res, err := h.engine.AcceptDigestEvent(ctx, acc.key, acc.lane, ev)
+	workflowID := ids.NotificationWorkflowID(ev.TenantID, acc.key)
+	switch {
+	case err == nil && res.Duplicate:
+		_, runID, perr := ids.ParseNotificationID(res.NotificationID)
+		if perr != nil {
+			h.abort(c, perr)
+			return
+		}
+		h.duplicate(c, acc.acceptedNotification, workflowID, runID, seenAt)
+	case err != nil || res.SignalErr != nil:
+		if err == nil {
+			err = res.SignalErr
+		}
+		h.log.Error("accepting a digest event failed", "workflow_id", workflowID, "notification_id", res.NotificationID, "error", err)
+		c.Header("Retry-After", "1")
+		h.answerAccept(c, acceptUnavailable, http.StatusServiceUnavailable, &httpError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+			Message: "the event was not accepted; retry with the same idempotency_key"})
+	default:
+		c.Set(acceptLaneKey, acc.lane)
+		h.answerAccept(c, acceptNew, http.StatusAccepted, gin.H{
+			"notification_id": res.NotificationID,
+			"status":          herald.NotificationQueued,
+			"dedup":           "new",
+		})
+	}
 }
 
 // checkFlowKeys renders the event's digest and throttle keys now, so an event

@@ -6,6 +6,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/flows"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
 	"github.com/herald-notify/herald/workflows"
@@ -20,6 +21,12 @@ type flowEngine interface {
 	// StartFlow starts an event's run; a run already open with workflowID is
 	// reported as Existing (a duplicate inside its dedup window).
 	StartFlow(ctx context.Context, workflowID string, lane herald.Lane, ev flowEvent) (workflows.StartedRun, error)
+	// AcceptDigestEvent accepts an event of a flow whose first step is a
+	// digest without a run of its own: its rows (Layer 1 by the key's row),
+	// then the digest's signal. A key inside its window answers Duplicate with
+	// the original's id; an error after the rows committed is Signal (the
+	// sweeper signals the digest later).
+	AcceptDigestEvent(ctx context.Context, key ids.KeyHash, lane herald.Lane, ev flowEvent) (digestAccept, error)
 	// FlushDigest closes the open digest of a flow for a user and key now;
 	// workflows.ErrRunNotFound when none is open.
 	FlushDigest(ctx context.Context, tenantID, flowID, userID, key string) error
@@ -41,6 +48,14 @@ type flowEvent struct {
 	Data        templates.Data
 	DedupWindow time.Duration
 	BodyHash    []byte
+}
+
+// digestAccept is what accepting a digest event did.
+type digestAccept struct {
+	NotificationID string
+	Duplicate      bool
+	// SignalErr: the event's rows committed but its digest was not signalled.
+	SignalErr error
 }
 
 // flowRunView is the run of a flow event in the status view (the "flow"

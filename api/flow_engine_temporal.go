@@ -5,8 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/herald-notify/herald/internal/flows"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -16,6 +19,8 @@ import (
 type engineFlows struct {
 	workflows *workflows.Client
 	store     *store.Store
+	// signals coalesces concurrent digest events' signals (digest_signals.go).
+	signals *digestSignals
 }
 
 func (e engineFlows) StartFlow(ctx context.Context, workflowID string, lane herald.Lane, ev flowEvent) (workflows.StartedRun, error) {
@@ -23,6 +28,41 @@ func (e engineFlows) StartFlow(ctx context.Context, workflowID string, lane hera
 		TenantID: ev.TenantID, UserID: ev.UserID, FlowID: ev.FlowID, FlowVersion: ev.FlowVersion, Flow: ev.Flow,
 		Data: ev.Data, DedupWindow: ev.DedupWindow, BodyHash: ev.BodyHash,
 	})
+}
+
+// AcceptDigestEvent writes the event's rows in one transaction
+// (store.AcceptDigestEvent), then signals its digest with the row's seq
+// (coalesced with the key's concurrent events: digestSignals). Its notification id has the form of every
+// notification's: ids.NotificationID(key, a new UUID in the run id's place).
+func (e engineFlows) AcceptDigestEvent(ctx context.Context, key ids.KeyHash, lane herald.Lane, ev flowEvent) (digestAccept, error) {
+	step := ev.Flow.Steps[0]
+	digestKey, err := flows.RenderKey(step.Key, ev.Data)
+	if err != nil {
+		return digestAccept{}, err // checkFlowKeys refused it already
+	}
+	runID, err := uuid.NewRandom()
+	if err != nil {
+		return digestAccept{}, err
+	}
+	in := workflows.DigestInput{TenantID: ev.TenantID, UserID: ev.UserID, FlowID: ev.FlowID, FlowVersion: ev.FlowVersion,
+		Flow: ev.Flow, Path: []int{0}, Key: digestKey}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id := ids.NotificationID(key, runID.String())
+	acc, err := e.store.AcceptDigestEvent(ctx, store.AcceptDigestEventParams{
+		TenantID: ev.TenantID, UserID: ev.UserID, FlowID: ev.FlowID, FlowVersion: ev.FlowVersion, Category: ev.Flow.Category,
+		KeyHash: key.String(), NotificationID: id, WorkflowID: ids.NotificationWorkflowID(ev.TenantID, key), RunID: runID.String(),
+		DigestKey: workflows.DigestWorkflowID(ev.TenantID, ev.FlowID, ev.UserID, digestKey), Key: digestKey, StepPath: "0",
+		Data: ev.Data, AcceptedAt: now, BodyHash: ev.BodyHash, DedupUntil: now.Add(ev.DedupWindow),
+	})
+	if err != nil {
+		return digestAccept{}, err
+	}
+	out := digestAccept{NotificationID: acc.NotificationID, Duplicate: acc.Duplicate}
+	if acc.Duplicate {
+		return out, nil
+	}
+	out.SignalErr = e.signals.signal(ctx, lane, in, acc.Seq, now)
+	return out, nil
 }
 
 func (e engineFlows) FlushDigest(ctx context.Context, tenantID, flowID, userID, key string) error {

@@ -243,17 +243,22 @@ func TestFlowEventBadRequests(t *testing.T) {
 	if !strings.Contains(string(r.Body), "steps[1]") {
 		t.Fatalf("the refusal does not name the step: %s", r.Body)
 	}
-	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key,
-		map[string]any{"user_id": "ada", "flow_id": "greet", "data": map[string]any{"name": "Ada"}})
+	greeted := h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key,
+		map[string]any{"user_id": "ada", "flow_id": "greet", "data": map[string]any{"name": "Ada"}}).Str("notification_id")
 	// ... but not a send inside a branch, whose case the data may never take.
 	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/flows/maybe", key,
 		`{"category":"c","steps":[{"type":"branch","cases":[{"if":{"field":"data.name","op":"exists"},
 			"steps":[{"type":"send","template_id":"needs_name","channels":["in_app"]}]}]}]}`)
 	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key, map[string]any{"user_id": "ada", "flow_id": "maybe"})
-	// Accepted without a worker, the event is visible at once (queued) from its run.
+	// Accepted without a worker, an event of a flow that starts with a delay is
+	// visible at once (queued) from its run; one of a flow that starts with a
+	// digest has no run of its own: it is digested on acceptance, its digest open.
+	if r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+greeted, key, nil); r.Str("status") != "queued" {
+		t.Fatalf("an event not yet run: %s", r.Body)
+	}
 	id := h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/notifications", key,
 		map[string]any{"user_id": "ada", "flow_id": "keyed", "data": map[string]any{"thread": "t"}}).Str("notification_id")
-	if r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil); r.Str("status") != "queued" {
+	if r := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil); r.Str("status") != "digested" || digestOf(r)["status"] != "open" {
 		t.Fatalf("an event not yet run: %s", r.Body)
 	}
 	apitest.WantError(t, h.Do(http.MethodGet, "/v1/users/nobody/digests", key, nil), http.StatusNotFound, "not_found", "")

@@ -98,13 +98,17 @@ func (h *providersRoom) listPushTokens(c *gin.Context) {
 	if !ok {
 		return
 	}
+	limit, verr := pageLimit(c)
+	var cur pageCursor
 	var after *providers.PushTokenCursor
-	limit, cur, paged, verr := pageRequest(c, "push-tokens")
+	if verr == nil {
+		cur, ok, verr = readPageCursor(c, "push-tokens")
+	}
 	if verr != nil {
 		h.abort(c, verr)
 		return
 	}
-	if paged {
+	if ok {
 		after = &providers.PushTokenCursor{CreatedAt: time.UnixMicro(cur.At), Token: cur.Key}
 	}
 	tokens, err := h.cfg.Store.PushTokenPage(c.Request.Context(), tenantID, userID, after, limit+1)

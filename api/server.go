@@ -163,7 +163,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	users := newUserDirectory(r, st, cfg.AuthCacheTTL)
 	templates := newTemplateCache(st)
 	flowDefs := newFlowCache(st)
-	engine := engineFlows{workflows: wf, store: st}
+	engine := engineFlows{workflows: wf, store: st, signals: newDigestSignals(wf.SignalDigestEvent)}
 	mw := newMiddleware(r, st, auth, settings, cfg)
 	inbox := newInboxRoom(r, st, users, auth, cfg.Inbox, cfg.PublicBaseURL)
 	inbox.workflows = wf

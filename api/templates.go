@@ -216,7 +216,11 @@ func (h *templatesRoom) getTemplate(c *gin.Context) {
 // (defaultPageLimit, at most maxPageLimit) and ?cursor= (next_cursor of the page
 // before; null on the last page).
 func (h *templatesRoom) listTemplates(c *gin.Context) {
-	limit, cur, _, verr := pageRequest(c, "templates")
+	limit, verr := pageLimit(c)
+	var cur pageCursor
+	if verr == nil {
+		cur, _, verr = readPageCursor(c, "templates")
+	}
 	if verr != nil {
 		h.abort(c, verr)
 		return

@@ -386,13 +386,16 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 		return
 	}
 	maxBytes := limits.MaxListBytes
-	tooBig := uploadTooLarge("an import", maxBytes)
+	tooBig := &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+		Message: fmt.Sprintf("an import is at most %d bytes (%d MiB) for this tenant, as a list upload; split the file, or ask the operator", maxBytes, maxBytes>>20)}
 	if c.Request.ContentLength > maxBytes {
 		h.abort(c, tooBig)
 		return
 	}
 	if !h.uploads.take(tenantID) {
-		h.abort(c, tooManyUploads(c))
+		c.Header("Retry-After", "5")
+		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
+			Message: fmt.Sprintf("%d uploads (lists and imports) of this tenant are in progress; retry when one has finished", maxUploadsPerTenant)})
 		return
 	}
 	defer h.uploads.give(tenantID)

@@ -155,10 +155,11 @@ func (d *digest) open(ctx workflow.Context, ev contract.DigestEvent) error {
 	return nil
 }
 
-// absorb counts one event into the open window.
+// absorb counts a signal's events (one, or a coalesced batch) into the open window.
 func (d *digest) absorb(ctx workflow.Context, ev contract.DigestEvent) {
-	d.st.Known++
-	d.runEvents++
+	n := max(1, ev.Count)
+	d.st.Known += n
+	d.runEvents += n
 	d.st.MaxSeq = max(d.st.MaxSeq, ev.Seq)
 	d.st.LastAt = workflow.Now(ctx)
 }

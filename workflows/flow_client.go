@@ -91,3 +91,13 @@ func (c *Client) SignalDigest(ctx context.Context, workflowID, taskQueue string,
 	_, err := c.temporal.SignalWithStartWorkflow(ctx, workflowID, SignalDigestEvent, ev, DigestStartOptions(workflowID, taskQueue, in), DigestWorkflow, in)
 	return err
 }
+
+// SignalDigestEvent signals an event's digest as SignalDigest does, on lane's
+// task queue of this client's base queue (the API's accept path and the
+// sweeper, which have no workflow whose queue to reuse). The digest's input
+// is built from the event: the flow version, its digest step at path, the
+// user and the rendered key.
+func (c *Client) SignalDigestEvent(ctx context.Context, lane herald.Lane, in DigestInput, ev contract.DigestEvent) error {
+	id := DigestWorkflowID(in.TenantID, in.FlowID, in.UserID, in.Key)
+	return c.SignalDigest(ctx, id, LaneTaskQueue(c.taskQueue, lane), in, ev)
+}

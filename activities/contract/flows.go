@@ -75,10 +75,14 @@ type DigestState struct {
 	Flush bool
 }
 
-// DigestEvent is one event for a digest: its row's seq and time.
+// DigestEvent is one event for a digest: its row's seq and time. A signal
+// the API coalesced for concurrent events of the key carries the highest of
+// their seqs and, in Count, how many they are (0 means 1: an event's own run
+// signals one).
 type DigestEvent struct {
-	Seq int64
-	At  time.Time
+	Seq   int64
+	At    time.Time
+	Count int `json:",omitempty"`
 }
 
 // InboxSignal tells a waiting flow run that an inbox item was seen or read.

@@ -370,6 +370,12 @@ func (a *App) Run(ctx context.Context, s Services) error {
 			a.log.Info("worker stopped")
 			return nil
 		})
+		// Digest events the API accepted but could not signal (a crash, a
+		// Temporal error) reach their digest from here (docs/digests.md).
+		g.Go(func() error {
+			activities.SweepDigestEventsEvery(ctx, a.Activities, activities.DigestSweepInterval, a.log)
+			return nil
+		})
 	}
 	if ln != nil {
 		a.log.Info("API listening", "addr", "http://"+ln.Addr().String())

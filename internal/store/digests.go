@@ -277,3 +277,137 @@ func decodeData(raw []byte) (map[string]any, error) {
 	}
 	return m, nil
 }
+
+// AcceptDigestEventParams is an event of a flow whose first step is a digest,
+// as the API accepts it without a workflow of its own.
+type AcceptDigestEventParams struct {
+	TenantID    string
+	UserID      string
+	FlowID      string
+	FlowVersion int
+	Category    string
+	// KeyHash is the event's Layer-1 dedup key; NotificationID the id it gets
+	// when the key is free (ids.NotificationID of the key and a new run id), and
+	// WorkflowID/RunID what that id parses to.
+	KeyHash        string
+	NotificationID string
+	WorkflowID     string
+	RunID          string
+	// DigestKey is the digest's workflow ID, Key the rendered key, StepPath
+	// the digest step's path ("0").
+	DigestKey  string
+	Key        string
+	StepPath   string
+	Data       map[string]any
+	AcceptedAt time.Time
+	BodyHash   []byte
+	DedupUntil time.Time
+}
+
+// AcceptedDigestEvent is what accepting an event did: a new event (its row's
+// Seq), or a duplicate of the key's event inside its window (NotificationID
+// is then that event's).
+type AcceptedDigestEvent struct {
+	NotificationID string
+	Duplicate      bool
+	Seq            int64
+}
+
+// AcceptDigestEvent accepts an event of a digest-first flow in one statement
+// (so one round trip and one commit, which is most of what accepting costs):
+// it takes the dedup key (digest_event_keys: a key whose window is open
+// belongs to its event, so a second event with it is a duplicate, concurrent
+// ones included: the second waits on the first's row lock and then sees it),
+// and only when it took the key writes the event's notifications and dedup
+// ledger rows, its flow_runs row, its digest step (digested) and its
+// digest_events row (with what the sweeper needs to signal its digest again:
+// OverdueDigests). A duplicate is answered with the key's event.
+func (s *Store) AcceptDigestEvent(ctx context.Context, p AcceptDigestEventParams) (AcceptedDigestEvent, error) {
+	data, err := json.Marshal(p.Data)
+	if err != nil {
+		return AcceptedDigestEvent{}, err
+	}
+	var out AcceptedDigestEvent
+	var id *string
+	var seq *int64
+	err = s.db.QueryRow(ctx, `
+		WITH k AS (
+			INSERT INTO digest_event_keys AS k (tenant_id, key_hash, notification_id, dedup_until) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (tenant_id, key_hash) DO UPDATE SET notification_id = EXCLUDED.notification_id, dedup_until = EXCLUDED.dedup_until
+			WHERE k.dedup_until <= $5
+			RETURNING notification_id
+		), n AS (
+			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, category)
+			SELECT $1, $3, $6, '', '{}', $7, $8, $2, $9, $5, NULLIF($10, '') FROM k
+		), l AS (
+			INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
+			SELECT $1, $3, $2, $11, $5, $5, 0, $4 FROM k
+		), r AS (
+			INSERT INTO flow_runs (tenant_id, notification_id, flow_id, flow_version, user_id, created_at)
+			SELECT $1, $3, $12, $13, $6, $5 FROM k
+		), st AS (
+			INSERT INTO flow_steps (tenant_id, notification_id, path, type, outcome, ref_notification_id, started_at, finished_at)
+			SELECT $1, $3, $14, 'digest', $15, $16, $5, $5 FROM k
+		), e AS (
+			INSERT INTO digest_events (tenant_id, digest_key, notification_id, at, data, flow_id, flow_version, user_id, key)
+			SELECT $1, $16, $3, $5, $17, $12, $13, $6, $18 FROM k
+			RETURNING seq
+		)
+		SELECT (SELECT notification_id FROM k), (SELECT seq FROM e)`,
+		p.TenantID, p.KeyHash, p.NotificationID, p.DedupUntil, p.AcceptedAt, p.UserID, p.WorkflowID, p.RunID,
+		herald.NotificationDigested, p.Category, p.BodyHash, p.FlowID, p.FlowVersion, p.StepPath, herald.StepDigested,
+		p.DigestKey, data, p.Key).Scan(&id, &seq)
+	if err != nil {
+		return out, err
+	}
+	if id != nil && seq != nil {
+		return AcceptedDigestEvent{NotificationID: *id, Seq: *seq}, nil
+	}
+	out.Duplicate = true
+	err = s.db.QueryRow(ctx, `SELECT notification_id FROM digest_event_keys WHERE tenant_id = $1 AND key_hash = $2`,
+		p.TenantID, p.KeyHash).Scan(&out.NotificationID)
+	return out, err
+}
+
+// OverdueDigest is a digest key whose accepted events no digest knows of: its
+// newest such event (a signal carries its seq, and the digest's close claims
+// every unclaimed row up to it).
+type OverdueDigest struct {
+	TenantID    string
+	DigestKey   string
+	FlowID      string
+	FlowVersion int
+	UserID      string
+	Key         string
+	Seq         int64
+	At          time.Time
+}
+
+// OverdueDigests lists up to limit digest keys with events accepted without
+// a run of their own before olderThan, still unclaimed and not cancelled, and
+// no window open for the key that could still claim them (none, or a fixed or
+// scheduled one past its close since olderThan). A signal reaching its digest
+// opens a window at once, and a close claims its events, so such rows are the
+// ones whose signal was lost: a crash, or a Temporal error, between the
+// accept's commit and its signal. The scan walks the waiting rows' index
+// (digest_events_open_idx) in key order.
+func (s *Store) OverdueDigests(ctx context.Context, olderThan time.Time, limit int) ([]OverdueDigest, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT DISTINCT ON (e.digest_key) e.tenant_id, e.digest_key, e.flow_id, e.flow_version, e.user_id, COALESCE(e.key, ''), e.seq, e.at
+		FROM digest_events e
+		WHERE e.digest_id IS NULL AND NOT e.cancelled AND e.flow_id IS NOT NULL AND e.at < $1
+			AND NOT EXISTS (
+				SELECT 1 FROM digests d
+				WHERE d.tenant_id = e.tenant_id AND d.id = e.digest_key AND d.status = $3
+					AND (d.closes_at IS NULL OR d.closes_at > $1))
+		ORDER BY e.digest_key, e.seq DESC
+		LIMIT $2`, olderThan, limit, herald.DigestOpen)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OverdueDigest, error) {
+		var d OverdueDigest
+		err := row.Scan(&d.TenantID, &d.DigestKey, &d.FlowID, &d.FlowVersion, &d.UserID, &d.Key, &d.Seq, &d.At)
+		return d, err
+	})
+}

@@ -492,3 +492,79 @@ func TestFlowCancelDigestedEventAfterItsRunClosed(t *testing.T) {
 		t.Fatalf("digest %q, want the one event left", b[0])
 	}
 }
+
+// TestFlowDigestFastPathThroughTheAPI: the issue's digest races through the
+// API, where a digest-first flow's events have no run of their own (a row, then
+// a signal coalesced with the key's concurrent events): 1,000 concurrent events
+// of one key → one digest of 1,000, one inbox item; then 16 clients in a tight
+// loop across 1-second windows → every accepted id in exactly one digest.
+func TestFlowDigestFastPathThroughTheAPI(t *testing.T) {
+	e := newFlowEnv(t, apitest.Options{})
+	e.h.PutUser(e.key, "fay", map[string]any{})
+	e.putFlow("burst", digestFlow("1h", herald.ChannelInApp))
+	const n = 1000
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			e.triggerAPI("burst", "fay", map[string]any{"thread_id": "b", "text": fmt.Sprintf("c%d", i)})
+		}()
+	}
+	wg.Wait()
+	if got := e.joined("fay"); got != n {
+		t.Fatalf("%d events in digest rows after %d 202s; want every one (a 202 comes after its row)", got, n)
+	}
+	if err := e.client.FlushDigest(context.Background(), e.tenantID, "burst", "fay", "b"); err != nil {
+		t.Fatal(err)
+	}
+	e.h.Eventually(60*time.Second, "the burst's digest sent", func() bool { return len(e.inboxBodies("fay")) == 1 })
+	if got := e.sentDigests(); len(got) != 1 {
+		t.Fatalf("digests sent: %v, want one", got)
+	}
+	for _, c := range e.sentDigests() {
+		if c != n {
+			t.Fatalf("the burst's digest holds %d, want %d", c, n)
+		}
+	}
+
+	e.putFlow("loop", digestFlow("1s", herald.ChannelInApp))
+	var mu sync.Mutex
+	var accepted []string
+	deadline := time.Now().Add(3500 * time.Millisecond)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				id := e.triggerAPI("loop", "fay", map[string]any{"thread_id": "l", "text": "x"})
+				mu.Lock()
+				accepted = append(accepted, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	inLoop := func() int {
+		return e.count(`SELECT count(*) FROM digest_events WHERE tenant_id = $1 AND digest_id IS NOT NULL AND notification_id = ANY($2)`,
+			e.tenantID, accepted)
+	}
+	e.h.Eventually(60*time.Second, "every looped event claimed", func() bool { return inLoop() == len(accepted) })
+	distinct := e.count(`SELECT count(DISTINCT notification_id) FROM digest_events WHERE tenant_id = $1 AND digest_id IS NOT NULL
+		AND notification_id = ANY($2)`, e.tenantID, accepted)
+	got := e.sentDigests()
+	sum := 0
+	for _, c := range got {
+		sum += c
+	}
+	t.Logf("%d looped events in %d digests (with the burst's): %v", len(accepted), len(got)-1, got)
+	if distinct != len(accepted) || sum != len(accepted)+n {
+		t.Fatalf("accepted %d, claimed %d distinct, digests add up to %d (the burst's %d included)", len(accepted), distinct, sum, n)
+	}
+	if len(got) < 3 {
+		t.Fatalf("the loop spanned %d window(s); want at least two closes", len(got)-1)
+	}
+}

@@ -27,7 +27,8 @@ const DigestSweepGrace = 30 * time.Second
 // DigestSweepInterval is how often a worker process sweeps.
 const DigestSweepInterval = 15 * time.Second
 
-// digestSweepBatch bounds one sweep's digests (the next sweep takes the rest).
+// digestSweepBatch bounds one sweep's digests, and the expired dedup keys it
+// deletes (the next sweep takes the rest).
 const digestSweepBatch = 500
 
 // SweepDigestEvents signals the digest of every key with events accepted
@@ -63,8 +64,9 @@ func SweepDigestEvents(ctx context.Context, a *Activities, olderThan time.Time) 
 	return signalled, errors.Join(errs...)
 }
 
-// SweepDigestEventsEvery sweeps every interval until ctx is done (a worker
-// process runs it; several processes sweeping at once only repeat signals).
+// SweepDigestEventsEvery sweeps every interval until ctx is done, deleting
+// expired dedup keys of digest-first events on the way (a worker process runs
+// it; several processes sweeping at once only repeat signals).
 func SweepDigestEventsEvery(ctx context.Context, a *Activities, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -73,6 +75,9 @@ func SweepDigestEventsEvery(ctx context.Context, a *Activities, interval time.Du
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if _, err := a.Store.PruneDigestEventKeys(ctx, time.Now(), digestSweepBatch); err != nil && ctx.Err() == nil {
+			log.Warn("pruning expired digest event keys", "error", err)
 		}
 		n, err := SweepDigestEvents(ctx, a, time.Now().Add(-DigestSweepGrace))
 		if err != nil && ctx.Err() == nil {

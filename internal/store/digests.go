@@ -411,3 +411,15 @@ func (s *Store) OverdueDigests(ctx context.Context, olderThan time.Time, limit i
 		return d, err
 	})
 }
+
+// PruneDigestEventKeys deletes up to limit digest-first events' dedup keys
+// whose window ended before the given time (a key used again after its window
+// takes its row over anyway; a key never used again would stay for ever). It
+// returns how many it deleted.
+func (s *Store) PruneDigestEventKeys(ctx context.Context, endedBefore time.Time, limit int) (int, error) {
+	tag, err := s.db.Exec(ctx, `
+		DELETE FROM digest_event_keys WHERE (tenant_id, key_hash) IN (
+			SELECT tenant_id, key_hash FROM digest_event_keys WHERE dedup_until < $1 ORDER BY dedup_until LIMIT $2)`,
+		endedBefore, limit)
+	return int(tag.RowsAffected()), err
+}

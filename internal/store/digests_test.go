@@ -152,3 +152,41 @@ func TestOpenDigestsPagesAndCapsTheCount(t *testing.T) {
 		t.Fatalf("pages %d: %v, want %v", pages, got, sortedWant)
 	}
 }
+
+// TestDigestEventKeysTakeOverAndPrune: a digest-first event's key is its
+// event's inside its window (a duplicate), taken over by the next event after
+// it, and deleted by the prune once its window ended.
+func TestDigestEventKeysTakeOverAndPrune(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	at := time.Date(2026, 3, 7, 15, 0, 0, 0, time.UTC)
+	accept := func(id string, when time.Time) store.AcceptedDigestEvent {
+		t.Helper()
+		a, err := st.AcceptDigestEvent(ctx, store.AcceptDigestEventParams{TenantID: tn.ID, UserID: "u", FlowID: "f", FlowVersion: 1,
+			KeyHash: "k1", NotificationID: id, WorkflowID: "notification/x/k1", RunID: id, DigestKey: "digest/k", StepPath: "0",
+			Data: map[string]any{}, AcceptedAt: when, BodyHash: []byte{1}, DedupUntil: when.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := accept("n_1", at); a.Duplicate || a.NotificationID != "n_1" || a.Seq == 0 {
+		t.Fatalf("first: %+v", a)
+	}
+	if a := accept("n_2", at.Add(30*time.Second)); !a.Duplicate || a.NotificationID != "n_1" {
+		t.Fatalf("inside the window: %+v, want a duplicate of n_1", a)
+	}
+	if a := accept("n_3", at.Add(2*time.Minute)); a.Duplicate || a.NotificationID != "n_3" {
+		t.Fatalf("after the window: %+v, want n_3 accepted", a)
+	}
+	var rows int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM digest_events WHERE tenant_id = $1`, tn.ID).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d event rows (%v), want 2", rows, err)
+	}
+	if n, err := st.PruneDigestEventKeys(ctx, at.Add(2*time.Minute), 10); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) while n_3's window is open", n, err)
+	}
+	if n, err := st.PruneDigestEventKeys(ctx, at.Add(4*time.Minute), 10); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v) after n_3's window, want 1", n, err)
+	}
+}

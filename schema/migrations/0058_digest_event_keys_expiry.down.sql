@@ -1,0 +1,1 @@
+DROP INDEX digest_event_keys_until_idx;

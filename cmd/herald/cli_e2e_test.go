@@ -311,7 +311,8 @@ func TestCLIToAFile(t *testing.T) {
 	if strings.ContainsAny(out, "\x1b\r") {
 		t.Fatalf("escape codes or carriage returns in a file:\n%q", out)
 	}
-	// Paused from the API: the watch ends with exit status 5.
+	// Paused with `herald campaign pause`: the watch ends with exit status 5;
+	// `herald campaign resume` sets it going again.
 	if _, err := c.api.CreateCampaign(context.Background(), client.CreateCampaignRequest{CampaignID: client.Ptr("held"),
 		TemplateID: "welcome", Channels: []client.ChannelName{"in_app"}, RatePerSecond: client.Ptr(float32(2)), Audience: client.CreateCampaignRequest_Audience{ListID: &m[1]}}); err != nil {
 		t.Fatal(err)
@@ -320,8 +321,8 @@ func TestCLIToAFile(t *testing.T) {
 		cp, err := c.api.GetCampaign(context.Background(), "held")
 		return err == nil && cp.Status == client.CampaignStatusRunning
 	})
-	if _, err := c.api.PauseCampaign(context.Background(), "held"); err != nil {
-		t.Fatal(err)
+	if out, code := c.runToFile(t, "campaign", "pause", "held"); code != 0 || !regexp.MustCompile(`(?m)^campaign held: (pausing|paused)$`).MatchString(out) {
+		t.Fatalf("campaign pause: exit %d: %s", code, out)
 	}
 	c.h.Eventually(20*time.Second, "the campaign paused", func() bool {
 		cp, err := c.api.GetCampaign(context.Background(), "held")
@@ -330,6 +331,16 @@ func TestCLIToAFile(t *testing.T) {
 	out, code = c.runToFile(t, "campaign", "watch", "held")
 	if code != exitCampaignPaused || !strings.Contains(out, "campaign held paused:") {
 		t.Fatalf("watching a paused campaign: exit %d: %s", code, out)
+	}
+	if out, code := c.runToFile(t, "campaign", "resume", "held"); code != 0 || !strings.Contains(out, "campaign held: ") {
+		t.Fatalf("campaign resume: exit %d: %s", code, out)
+	}
+	c.h.Eventually(20*time.Second, "the campaign resumed", func() bool {
+		cp, err := c.api.GetCampaign(context.Background(), "held")
+		return err == nil && (cp.Status == client.CampaignStatusRunning || cp.Status == client.CampaignStatusCompleted)
+	})
+	if out, code := c.runToFile(t, "campaign", "pause", "no-such-campaign"); code != 1 {
+		t.Fatalf("pausing a missing campaign: exit %d: %s", code, out)
 	}
 	// One notification, waited for; the same key again is the same notification.
 	out, code = c.runToFile(t, "send", "--user", "u00001", "--template", "welcome", "--channels", "in_app",

@@ -14,7 +14,7 @@ import (
 	"github.com/herald-notify/herald/internal/templates"
 )
 
-// commentsFlow is the definition issue 19 requires to be accepted exactly as
+// commentsFlow is the definition the product requires to be accepted exactly as
 // written, byte for byte.
 const commentsFlow = `{"category":"comments","steps":[{"type":"digest","window":"5s"},
 {"type":"send","template_id":"comment_digest","channels":["in_app"]}]}`

@@ -12,7 +12,7 @@ import (
 )
 
 // Every change the operator CLI makes is in the tenant's audit log, as the
-// operator API's are (issue 22): before, `herald tenant limits`, `herald key
+// operator API's are: before, `herald tenant limits`, `herald key
 // create|revoke` and `herald tenant create` left no trace.
 func TestOperatorCLIChangesAreAudited(t *testing.T) {
 	t.Setenv("HERALD_DATABASE_URL", testenv.DatabaseURL(t))

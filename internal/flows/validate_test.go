@@ -12,7 +12,7 @@ import (
 	"github.com/herald-notify/herald/internal/jsondecode"
 )
 
-// issueExample is the definition issue 19 requires to be accepted exactly as
+// issueExample is the definition the product requires to be accepted exactly as
 // written.
 const issueExample = `{"category":"comments","steps":[{"type":"digest","window":"5s"},
 {"type":"send","template_id":"comment_digest","channels":["in_app"]}]}`

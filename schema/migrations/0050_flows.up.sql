@@ -1,4 +1,4 @@
--- Flows (issue 19): a tenant's flow definitions, versioned like templates
+-- Flows: a tenant's flow definitions, versioned like templates
 -- (migration 0004): every PUT /v1/flows/{flow_id} is a new row with the next
 -- version, a run is pinned to the version it started with, and a delete marks
 -- every version deleted (the latest is no longer found, a given version always

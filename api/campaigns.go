@@ -677,12 +677,7 @@ func (h *campaignsRoom) getCampaign(c *gin.Context) {
 // describe each at most every reconcileEvery; the operator's cap on unfinished
 // campaigns bounds how many a page has).
 func (h *campaignsRoom) listCampaigns(c *gin.Context) {
-	limit, verr := pageLimit(c)
-	var cur pageCursor
-	var ok bool
-	if verr == nil {
-		cur, ok, verr = readPageCursor(c, "campaigns")
-	}
+	limit, cur, ok, verr := pageRequest(c, "campaigns")
 	if verr != nil {
 		h.abort(c, verr)
 		return

@@ -221,9 +221,7 @@ func (h *campaignsRoom) createList(c *gin.Context) {
 		return
 	}
 	if !h.uploads.take(tenantID) {
-		c.Header("Retry-After", "5")
-		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
-			Message: fmt.Sprintf("%d list uploads of this tenant are in progress; retry when one has finished", maxUploadsPerTenant)})
+		h.abort(c, tooManyUploads(c))
 		return
 	}
 	defer h.uploads.give(tenantID)
@@ -249,8 +247,22 @@ func (h *campaignsRoom) createList(c *gin.Context) {
 
 // listTooLarge is the 413 of an upload over the tenant's MaxListBytes.
 func listTooLarge(max int64) *httpError {
+	return uploadTooLarge("a list upload", max)
+}
+
+// uploadTooLarge is the 413 of an upload (what: "a list upload", "an import")
+// over the tenant's MaxListBytes, which lists and imports share.
+func uploadTooLarge(what string, max int64) *httpError {
 	return &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-		Message: fmt.Sprintf("a list upload is at most %d bytes (%d MiB) for this tenant; split the list, or ask the operator", max, max>>20)}
+		Message: fmt.Sprintf("%s is at most %d bytes (%d MiB) for this tenant; split the file, or ask the operator", what, max, max>>20)}
+}
+
+// tooManyUploads is the 429 of an upload when the tenant's upload slots (lists
+// and imports share them) are all taken; it sets Retry-After.
+func tooManyUploads(c *gin.Context) *httpError {
+	c.Header("Retry-After", "5")
+	return &httpError{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
+		Message: fmt.Sprintf("%d uploads (lists and imports) of this tenant are in progress; retry when one has finished", maxUploadsPerTenant)}
 }
 
 // spoolUpload copies body, at most max bytes, to a temporary file (in
@@ -403,11 +415,7 @@ func (h *campaignsRoom) removeTopicSubscriber(c *gin.Context) {
 
 // listTopicSubscribers pages a topic's subscribers by user id (?limit, ?cursor).
 func (h *campaignsRoom) listTopicSubscribers(c *gin.Context) {
-	limit, verr := pageLimit(c)
-	var cur pageCursor
-	if verr == nil {
-		cur, _, verr = readPageCursor(c, "topic_subscribers")
-	}
+	limit, cur, _, verr := pageRequest(c, "topic_subscribers")
 	if verr != nil {
 		h.abort(c, verr)
 		return

@@ -66,6 +66,16 @@ func encodePageCursor(p pageCursor) *string {
 	return &s
 }
 
+// pageRequest reads a list's ?limit= and ?cursor= (ok: a cursor was given);
+// the error names the first field that is wrong.
+func pageRequest(c *gin.Context, list string) (limit int, cur pageCursor, ok bool, e *httpError) {
+	if limit, e = pageLimit(c); e != nil {
+		return 0, cur, false, e
+	}
+	cur, ok, e = readPageCursor(c, list)
+	return limit, cur, ok, e
+}
+
 // readPageCursor reads ?cursor= for the named list: ok false and no error when
 // absent; 400 naming cursor when it is not one this list returned.
 func readPageCursor(c *gin.Context, list string) (p pageCursor, ok bool, e *httpError) {

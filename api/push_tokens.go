@@ -98,17 +98,13 @@ func (h *providersRoom) listPushTokens(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, verr := pageLimit(c)
-	var cur pageCursor
 	var after *providers.PushTokenCursor
-	if verr == nil {
-		cur, ok, verr = readPageCursor(c, "push-tokens")
-	}
+	limit, cur, paged, verr := pageRequest(c, "push-tokens")
 	if verr != nil {
 		h.abort(c, verr)
 		return
 	}
-	if ok {
+	if paged {
 		after = &providers.PushTokenCursor{CreatedAt: time.UnixMicro(cur.At), Token: cur.Key}
 	}
 	tokens, err := h.cfg.Store.PushTokenPage(c.Request.Context(), tenantID, userID, after, limit+1)

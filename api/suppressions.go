@@ -133,12 +133,7 @@ func (h *suppressionsRoom) list(c *gin.Context) {
 		h.abort(c, badField("channel", "invalid_field", "channel must be email or sms"))
 		return
 	}
-	limit, verr := pageLimit(c)
-	var cur pageCursor
-	var ok bool
-	if verr == nil {
-		cur, ok, verr = readPageCursor(c, "suppressions")
-	}
+	limit, cur, ok, verr := pageRequest(c, "suppressions")
 	if verr != nil {
 		h.abort(c, verr)
 		return

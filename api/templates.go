@@ -216,11 +216,7 @@ func (h *templatesRoom) getTemplate(c *gin.Context) {
 // (defaultPageLimit, at most maxPageLimit) and ?cursor= (next_cursor of the page
 // before; null on the last page).
 func (h *templatesRoom) listTemplates(c *gin.Context) {
-	limit, verr := pageLimit(c)
-	var cur pageCursor
-	if verr == nil {
-		cur, _, verr = readPageCursor(c, "templates")
-	}
+	limit, cur, _, verr := pageRequest(c, "templates")
 	if verr != nil {
 		h.abort(c, verr)
 		return

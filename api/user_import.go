@@ -386,16 +386,13 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 		return
 	}
 	maxBytes := limits.MaxListBytes
-	tooBig := &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-		Message: fmt.Sprintf("an import is at most %d bytes (%d MiB) for this tenant, as a list upload; split the file, or ask the operator", maxBytes, maxBytes>>20)}
+	tooBig := uploadTooLarge("an import", maxBytes)
 	if c.Request.ContentLength > maxBytes {
 		h.abort(c, tooBig)
 		return
 	}
 	if !h.uploads.take(tenantID) {
-		c.Header("Retry-After", "5")
-		h.abort(c, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_uploads",
-			Message: fmt.Sprintf("%d uploads (lists and imports) of this tenant are in progress; retry when one has finished", maxUploadsPerTenant)})
+		h.abort(c, tooManyUploads(c))
 		return
 	}
 	defer h.uploads.give(tenantID)

@@ -222,11 +222,7 @@ func (h *flowsRoom) getFlow(c *gin.Context) {
 // listFlows pages the latest version of every live flow, by id (?limit=,
 // ?cursor=, as the other lists).
 func (h *flowsRoom) listFlows(c *gin.Context) {
-	limit, verr := pageLimit(c)
-	var cur pageCursor
-	if verr == nil {
-		cur, _, verr = readPageCursor(c, "flows")
-	}
+	limit, cur, _, verr := pageRequest(c, "flows")
 	if verr != nil {
 		h.abort(c, verr)
 		return
@@ -328,12 +324,7 @@ func (h *flowsRoom) listDigests(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	limit, verr := pageLimit(c)
-	var cur pageCursor
-	var paged bool
-	if verr == nil {
-		cur, paged, verr = readPageCursor(c, "digests")
-	}
+	limit, cur, paged, verr := pageRequest(c, "digests")
 	if verr != nil {
 		h.abort(c, verr)
 		return

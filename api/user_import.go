@@ -24,16 +24,16 @@ import (
 
 // Bulk user import: POST /v1/users/import (docs/api.md, "Bulk user import").
 //
-// The body (NDJSON or CSV by Content-Type) is read line by line, each line
-// validated as PUT /v1/users/{id} and PUT …/preferences would validate it, and
-// written to a spool file in PostgreSQL's COPY format (store.ImportWriter):
-// memory stays bounded by one line whatever the file's size, and a slow client
-// holds a file, never a database connection. The first bad line answers 400
-// naming it (line number and field) before the database is touched; a body over
-// the tenant's MaxListBytes (HERALD_LIST_MAX_BYTES, or the operator's
-// max_list_bytes for it) answers 413. An import takes one of the tenant's
-// upload slots, shared with list uploads (the disk they spool to is shared). Then store.ImportUsers applies the whole file in one
-// transaction: nothing is stored unless every line is.
+// The body (NDJSON or CSV by Content-Type) is spooled to a file as it arrives:
+// memory stays bounded whatever the file's size, and a slow client holds a
+// file, never a database connection. A body over the tenant's MaxListBytes
+// (HERALD_LIST_MAX_BYTES, or the operator's max_list_bytes for it) answers 413.
+// An import takes one of the tenant's upload slots, shared with list uploads
+// (the disk they spool to is shared). Then store.ImportUsers reads the spool
+// through an importReader, which validates each line as PUT /v1/users/{id} and
+// PUT …/preferences would validate it while PostgreSQL COPYs the lines before
+// it, all in one transaction: the first bad line answers 400 naming it (line
+// number and field) and nothing is stored.
 
 // Bounds of one import line.
 const (
@@ -79,25 +79,43 @@ type importLine struct {
 var importCSVColumns = map[string]bool{"user_id": true, "name": true, "email": true, "phone": true, "locale": true,
 	"timezone": true, "preferences": true, "topics": true, "push_token": true, "push_platform": true}
 
-// importReader reads and validates an import's lines.
+// importReader reads and validates an import's lines from the spooled body:
+// the store.ImportSource of store.ImportUsers.
 type importReader struct {
+	f         *os.File
 	r         *bufio.Reader
 	ndjson    bool
 	maxTokens int
 	header    []string
 	line      int64
-	// valid caches the locales and time zones already validated: a million
-	// lines name a few dozen, and time.LoadLocation reads the zone database
-	// each time (40% of an import's CPU without the cache).
-	valid map[string]bool
+	// locales and zones cache the locales and time zones already validated: a
+	// million lines name a few dozen, and time.LoadLocation reads the zone
+	// database each time (40% of an import's CPU without the cache).
+	locales, zones map[string]struct{}
+	// fast is the line the fast path decoded (user_import_json.go).
+	fast importFast
 }
 
-// maxValidCache bounds importReader.valid.
+// maxValidCache bounds importReader.locales and .zones.
 const maxValidCache = 4096
 
-// next returns the next row; io.EOF at the end; an *importLineError for a bad
+// Rewind reads the spool again from its first line.
+func (ir *importReader) Rewind() error {
+	if _, err := ir.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if ir.r == nil {
+		ir.r = bufio.NewReaderSize(ir.f, maxImportLineBytes)
+	} else {
+		ir.r.Reset(ir.f)
+	}
+	ir.header, ir.line = nil, 0
+	return nil
+}
+
+// Next returns the next row; io.EOF at the end; an *importLineError for a bad
 // line.
-func (ir *importReader) next() (store.ImportRow, error) {
+func (ir *importReader) Next() (store.ImportRow, error) {
 	for {
 		raw, err := ir.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -144,6 +162,9 @@ func (ir *importReader) badField(field string, e *httpError) error {
 }
 
 func (ir *importReader) parseJSON(line []byte) (store.ImportRow, error) {
+	if decodeFast(line, &ir.fast) {
+		return ir.fastRow()
+	}
 	var in importLine
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -191,6 +212,38 @@ func (ir *importReader) parseJSON(line []byte) (store.ImportRow, error) {
 				return row, err
 			}
 			row.PushTokens = append(row.PushTokens, pt)
+		}
+	}
+	return row, nil
+}
+
+// fastRow validates the line decodeFast decoded into ir.fast.
+func (ir *importReader) fastRow() (store.ImportRow, error) {
+	f := &ir.fast
+	field := func(k int) *string {
+		if f.set[k] {
+			return &f.profile[k]
+		}
+		return nil
+	}
+	row := store.ImportRow{UserID: f.profile[fieldUserID], Name: field(fieldName), Email: field(fieldEmail),
+		Phone: field(fieldPhone), Locale: field(fieldLocale), Timezone: field(fieldTimezone)}
+	if err := ir.checkProfile(row); err != nil {
+		return row, err
+	}
+	if f.preferences != nil {
+		var err error
+		if row.Preferences, err = ir.checkPreferences(f.preferences); err != nil {
+			return row, err
+		}
+	}
+	if f.hasTopics {
+		row.Topics = f.topics
+		if row.Topics == nil {
+			row.Topics = []string{}
+		}
+		if err := ir.checkTopics(row.Topics); err != nil {
+			return row, err
 		}
 	}
 	return row, nil
@@ -291,27 +344,30 @@ func (ir *importReader) checkProfile(r store.ImportRow) error {
 	}
 	req := putUserRequest{Name: r.Name, Email: r.Email, Phone: r.Phone, Locale: r.Locale, Timezone: r.Timezone}
 	// Locales and zones seen before are known to be valid.
-	var locale, zone string
-	if r.Locale != nil && ir.valid["l:"+*r.Locale] {
-		req.Locale = nil
-	} else if r.Locale != nil {
-		locale = "l:" + *r.Locale
+	if r.Locale != nil {
+		if _, ok := ir.locales[*r.Locale]; ok {
+			req.Locale = nil
+		}
 	}
-	if r.Timezone != nil && ir.valid["z:"+*r.Timezone] {
-		req.Timezone = nil
-	} else if r.Timezone != nil {
-		zone = "z:" + *r.Timezone
+	if r.Timezone != nil {
+		if _, ok := ir.zones[*r.Timezone]; ok {
+			req.Timezone = nil
+		}
 	}
 	if e := req.validate(); e != nil {
 		return ir.badField(e.Field, e)
 	}
-	for _, k := range []string{locale, zone} {
-		if k != "" && len(ir.valid) < maxValidCache {
-			if ir.valid == nil {
-				ir.valid = map[string]bool{}
-			}
-			ir.valid[k] = true
+	if req.Locale != nil && len(ir.locales) < maxValidCache {
+		if ir.locales == nil {
+			ir.locales = map[string]struct{}{}
 		}
+		ir.locales[*req.Locale] = struct{}{}
+	}
+	if req.Timezone != nil && len(ir.zones) < maxValidCache {
+		if ir.zones == nil {
+			ir.zones = map[string]struct{}{}
+		}
+		ir.zones[*req.Timezone] = struct{}{}
 	}
 	for _, f := range []*string{r.Name, r.Email, r.Phone, r.Locale, r.Timezone} {
 		if f != nil && strings.ContainsRune(*f, 0) {
@@ -351,9 +407,9 @@ func (ir *importReader) checkTopics(topics []string) error {
 		return ir.bad("topics", "at most %d topics per user", maxImportTopics)
 	}
 	for i, t := range topics {
-		field := fmt.Sprintf("topics[%d]", i)
-		if e := validTopic(field, t); e != nil {
-			return ir.badField(field, e)
+		if validTopic("topic", t) != nil {
+			field := fmt.Sprintf("topics[%d]", i)
+			return ir.badField(field, validTopic(field, t))
 		}
 	}
 	return nil
@@ -409,44 +465,31 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 	if maxTokens <= 0 {
 		maxTokens = providers.DefaultPushTokensPerUser
 	}
-	ir := &importReader{r: bufio.NewReaderSize(http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes), maxImportLineBytes),
-		ndjson: mt == contentTypeNDJSON, maxTokens: maxTokens}
-	w := store.NewImportWriter(spool)
-	for {
-		row, err := ir.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var bad *importLineError
+	// The body goes to the spool as it comes (a slow client holds a file, never
+	// a database connection); the lines are validated while they are COPYed.
+	if _, err := io.Copy(spool, http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)); err != nil {
 		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &bad):
-			h.abort(c, bad.httpError())
-			return
-		case errors.As(err, &mbe):
+		if errors.As(err, &mbe) {
 			h.abort(c, tooBig)
 			return
-		case err != nil:
-			h.abort(c, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
-			return
 		}
-		if err := w.Write(row); err != nil {
-			h.abort(c, err)
-			return
-		}
+		h.abort(c, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
+		return
 	}
-	if err := w.Flush(); err != nil {
+	ir := &importReader{f: spool, ndjson: mt == contentTypeNDJSON, maxTokens: maxTokens}
+	if err := ir.Rewind(); err != nil {
 		h.abort(c, err)
 		return
 	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+	res, err := h.store.ImportUsers(c.Request.Context(), tenantID, ir, maxTokens)
+	var bad *importLineError
+	switch {
+	case errors.As(err, &bad):
+		h.abort(c, bad.httpError())
+		return
+	case err != nil:
 		h.abort(c, err)
 		return
 	}
-	res, err := h.store.ImportUsers(c.Request.Context(), tenantID, bufio.NewReaderSize(spool, 256<<10), w.Sections(), maxTokens)
-	if err != nil {
-		h.abort(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"lines": w.Rows(), "users": res.Users, "created": res.Created, "updated": res.Updated, "unchanged": res.Unchanged})
+	c.JSON(http.StatusOK, gin.H{"lines": res.Lines, "users": res.Users, "created": res.Created, "updated": res.Updated, "unchanged": res.Unchanged})
 }

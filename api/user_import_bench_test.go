@@ -21,20 +21,49 @@ import (
 	"github.com/herald-notify/herald/internal/testenv"
 )
 
-// importBenchRow is the i-th user of the bench: every field personalized.
-func importBenchRow(i int) []any {
+// importBenchSections: the bench users have preferences and topics
+// (HERALD_BENCH_IMPORT_SECTIONS=0: profile fields only).
+var importBenchSections = os.Getenv("HERALD_BENCH_IMPORT_SECTIONS") != "0"
+
+// importBenchRow is the i-th user of the bench, every profile field
+// personalized (renamed: the name of a later import): user_id, name, email,
+// phone, locale, timezone, then the preferences (every 10th user) and topics
+// (every 4th: one or two) as the NDJSON line has them, nil when absent.
+func importBenchRow(i int, renamed bool) []any {
 	locales := [...]string{"en-GB", "de-DE", "fr-FR", "es-ES"}
 	zones := [...]string{"Europe/London", "Europe/Berlin", "America/New_York", "Asia/Tokyo"}
-	return []any{fmt.Sprintf("user-%07d", i), fmt.Sprintf("User Number %d", i), fmt.Sprintf("user.%07d@example.com", i),
-		fmt.Sprintf("+1415%07d", i), locales[i%len(locales)], zones[i%len(zones)]}
+	name := fmt.Sprintf("User Number %d", i)
+	if renamed {
+		name += " (renamed)"
+	}
+	var prefs, topics any
+	if importBenchSections && i%10 == 0 {
+		prefs = fmt.Sprintf(`{"categories":{"marketing":{"enabled":%t}},"channels":{"sms":false}}`, i%20 == 0)
+	}
+	if importBenchSections && i%4 == 0 {
+		topics = `["news"]`
+		if i%8 == 0 {
+			topics = `["news","deals"]`
+		}
+	}
+	return []any{fmt.Sprintf("user-%07d", i), name, fmt.Sprintf("user.%07d@example.com", i),
+		fmt.Sprintf("+1415%07d", i), locales[i%len(locales)], zones[i%len(zones)], prefs, topics}
 }
 
-// writeImportNDJSON streams n bench users as NDJSON (what a tenant uploads).
-func writeImportNDJSON(w io.WriteCloser, n int) {
+// writeImportNDJSON streams bench users from to to (excluded) as NDJSON (what
+// a tenant uploads).
+func writeImportNDJSON(w io.WriteCloser, from, to int, renamed bool) {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	for i := range n {
-		r := importBenchRow(i)
-		fmt.Fprintf(bw, `{"user_id":%q,"name":%q,"email":%q,"phone":%q,"locale":%q,"timezone":%q}`+"\n", r...)
+	for i := from; i < to; i++ {
+		r := importBenchRow(i, renamed)
+		fmt.Fprintf(bw, `{"user_id":%q,"name":%q,"email":%q,"phone":%q,"locale":%q,"timezone":%q`, r[:6]...)
+		if r[6] != nil {
+			fmt.Fprintf(bw, `,"preferences":%s`, r[6])
+		}
+		if r[7] != nil {
+			fmt.Fprintf(bw, `,"topics":%s`, r[7])
+		}
+		bw.WriteString("}\n")
 	}
 	_ = bw.Flush()
 	_ = w.Close()
@@ -58,11 +87,14 @@ func rssBytes(tb testing.TB) int64 {
 
 // BenchmarkUserImport measures POST /v1/users/import of N users (1,000,000 by
 // default, HERALD_BENCH_IMPORT_USERS) streamed as NDJSON with every profile
-// field set, into a database that already holds another tenant's 100,000
-// users, against its floor measured in the same run: PostgreSQL COPY of the
-// same rows into a bare table (no index, no upsert, no validation). It reports
-// import_users/s, copy_users/s, their ratio (goal ≥ 0.5), a re-import of the
-// same file (every user unchanged) and the API's peak RSS above idle while
+// field set, preferences for one user in 10 and topics for one in 4
+// (HERALD_BENCH_IMPORT_SECTIONS=0: none), into a
+// database that already holds another tenant's 100,000 users, against its
+// floor measured in the same run: PostgreSQL COPY of the same rows into a bare
+// table (no index, no upsert, no validation). It reports import_users/s,
+// copy_users/s, their ratio (goal ≥ 0.5), a re-import of the same file (every
+// user unchanged), a mixed import of N users of which half exist with another
+// name (updated) and half are new, and the API's peak RSS above idle while
 // importing (the bench runs the API in this process, the body generated as it
 // is sent; goal < 128 MB). Run it against the test services:
 //
@@ -84,19 +116,21 @@ func BenchmarkUserImport(b *testing.B) {
 	for i := range b.N {
 		// The floor: COPY of the same rows into a bare table.
 		table := fmt.Sprintf("bench_import_bare_%d_%d", os.Getpid(), i)
-		if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (user_id text, name text, email text, phone text, locale text, timezone text)`); err != nil {
+		if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (user_id text, name text, email text, phone text, locale text,
+			timezone text, preferences text, topics text)`); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 		next := 0
 		start := time.Now()
-		copied, err := pool.CopyFrom(ctx, pgx.Identifier{table}, []string{"user_id", "name", "email", "phone", "locale", "timezone"},
+		copied, err := pool.CopyFrom(ctx, pgx.Identifier{table},
+			[]string{"user_id", "name", "email", "phone", "locale", "timezone", "preferences", "topics"},
 			pgx.CopyFromFunc(func() ([]any, error) {
 				if next == n {
 					return nil, nil
 				}
 				next++
-				return importBenchRow(next - 1), nil
+				return importBenchRow(next-1, false), nil
 			}))
 		copyTook := time.Since(start)
 		if err != nil || copied != int64(n) {
@@ -104,16 +138,16 @@ func BenchmarkUserImport(b *testing.B) {
 		}
 
 		_, key := h.Tenant(fmt.Sprintf("import-bench-%d", i))
-		post := func() (map[string]any, time.Duration, int64) {
+		var peak atomic.Int64
+		post := func(from, to int, renamed bool) (map[string]any, time.Duration) {
 			pr, pw := io.Pipe()
-			go writeImportNDJSON(pw, n)
+			go writeImportNDJSON(pw, from, to, renamed)
 			req, err := http.NewRequest(http.MethodPost, h.URL+"/v1/users/import", pr)
 			if err != nil {
 				b.Fatal(err)
 			}
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.Header.Set("Content-Type", "application/x-ndjson")
-			var peak atomic.Int64
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			wg.Add(1)
@@ -147,25 +181,33 @@ func BenchmarkUserImport(b *testing.B) {
 			if err := json.Unmarshal(raw, &out); err != nil {
 				b.Fatal(err)
 			}
-			return out, took, peak.Load()
+			return out, took
 		}
 		idle := rssBytes(b)
-		first, took, peak := post()
+		first, took := post(0, n, false)
 		if num(first, "created") != n {
 			b.Fatalf("first import: %v", first)
 		}
-		again, againTook, againPeak := post()
+		again, againTook := post(0, n, false)
 		if num(again, "unchanged") != n {
 			b.Fatalf("re-import: %v", again)
 		}
+		mixed, mixedTook := post(n/2, n/2+n, true)
+		if num(mixed, "updated") != n-n/2 || num(mixed, "created") != n/2 {
+			b.Fatalf("mixed import: %v", mixed)
+		}
 		importRate, copyRate := float64(n)/took.Seconds(), float64(n)/copyTook.Seconds()
+		mixedRate := float64(n) / mixedTook.Seconds()
 		b.ReportMetric(importRate, "import_users/s")
 		b.ReportMetric(copyRate, "copy_users/s")
 		b.ReportMetric(importRate/copyRate, "import/copy")
 		b.ReportMetric(float64(n)/againTook.Seconds(), "reimport_users/s")
-		b.ReportMetric(float64(max(peak, againPeak)-idle)/(1<<20), "rss_above_idle_MB")
-		b.Logf("%d users: import %s (%.0f/s), bare COPY %s (%.0f/s), ratio %.2f; re-import (unchanged) %s; RSS idle %d MB, peak +%d MB",
+		b.ReportMetric(mixedRate/copyRate, "mixed/copy")
+		b.ReportMetric(float64(peak.Load()-idle)/(1<<20), "rss_above_idle_MB")
+		b.Logf("%d users: import %s (%.0f/s), bare COPY %s (%.0f/s), ratio %.2f; re-import (unchanged) %s (%.2f); "+
+			"mixed (half updated, half new) %s (%.2f); RSS idle %d MB, peak +%d MB",
 			n, took.Round(time.Millisecond), importRate, copyTook.Round(time.Millisecond), copyRate, importRate/copyRate,
-			againTook.Round(time.Millisecond), idle>>20, (max(peak, againPeak)-idle)>>20)
+			againTook.Round(time.Millisecond), float64(n)/againTook.Seconds()/copyRate,
+			mixedTook.Round(time.Millisecond), mixedRate/copyRate, idle>>20, (peak.Load()-idle)>>20)
 	}
 }

@@ -153,3 +153,58 @@ func TestUserImport(t *testing.T) {
 		t.Fatalf("dee's devices after 11 registrations: %s", toks.Body)
 	}
 }
+
+// TestUserImportIntoEmptyTenant: a tenant's first import (no users yet, the
+// rows COPYed straight into users) stores profiles and every optional section
+// as the staged path does, a token named on two lines goes to the later user,
+// and a bad line anywhere still stores nothing; the same file again is
+// unchanged, a file naming a user twice falls back to the staged path.
+func TestUserImportIntoEmptyTenant(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("import-first")
+
+	bad := "{\"user_id\":\"e1\",\"topics\":[\"news\"]}\n{\"user_id\":\"e2\"}\n{\"user_id\":\"e3\",\"phone\":\"555\"}\n"
+	apitest.WantError(t, importUsers(h, key, "application/x-ndjson", bad), http.StatusBadRequest, "invalid_line", "line 3.phone")
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/e1", key, nil)
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/topics/news/subscribers", key, nil) // nor its topic
+
+	file := strings.Join([]string{
+		`{"user_id":"e1","name":"Eve","email":"eve@example.com","locale":"fr-FR","timezone":"Europe/Paris",` +
+			`"preferences":{"categories":{"marketing":{"enabled":false}}},"topics":["news","news","deals"],` +
+			`"push_tokens":[{"token":"tok-shared","platform":"ios"},{"token":"tok-e1","platform":"android"}]}`,
+		`{"user_id":"e2","phone":"+14155550102","push_tokens":[{"token":"tok-shared","platform":"web"}]}`,
+		`{"user_id":"e3","topics":[]}`,
+	}, "\n") + "\n"
+	wantCounts(t, importUsers(h, key, "application/x-ndjson", file), 3, 3, 0, 0)
+	if u := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/e1", key, nil); u.Str("name") != "Eve" || u.Str("timezone") != "Europe/Paris" {
+		t.Fatalf("e1: %s", u.Body)
+	}
+	if prefs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/e1/preferences", key, nil); !strings.Contains(string(prefs.Body), `"marketing":{"enabled":false}`) {
+		t.Fatalf("e1's preferences: %s", prefs.Body)
+	}
+	for topic, want := range map[string]string{"news": `"e1"`, "deals": `"e1"`} {
+		if subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/"+topic+"/subscribers", key, nil); !strings.Contains(string(subs.Body), want) {
+			t.Fatalf("%s subscribers: %s", topic, subs.Body)
+		}
+	}
+	e1 := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/e1/push-tokens", key, nil)
+	e2 := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/e2/push-tokens", key, nil)
+	if len(e1.JSON["items"].([]any)) != 1 || strings.Contains(string(e1.Body), "tok-shared") || !strings.Contains(string(e2.Body), `"tok-shared"`) {
+		t.Fatalf("the shared token goes to the later line: e1 %s, e2 %s", e1.Body, e2.Body)
+	}
+
+	// Again: nothing changes (the staged path, the tenant has users now).
+	wantCounts(t, importUsers(h, key, "application/x-ndjson", file), 3, 0, 0, 3)
+
+	// Another tenant's first file names a user twice: the direct COPY breaks
+	// the primary key, the staged path applies it (the last line wins).
+	_, key2 := h.Tenant("import-first-twice")
+	wantCounts(t, importUsers(h, key2, "text/csv", "user_id,email,topics\nd1,old@example.com,news\nd2,,\nd1,new@example.com,deals\n"), 2, 2, 0, 0)
+	if u := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/d1", key2, nil); u.Str("email") != "new@example.com" {
+		t.Fatalf("d1 takes its last line: %s", u.Body)
+	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/topics/news/subscribers", key2, nil) // d1's first line is not applied
+	if subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/deals/subscribers", key2, nil); !strings.Contains(string(subs.Body), `"d1"`) {
+		t.Fatalf("deals subscribers: %s", subs.Body)
+	}
+}

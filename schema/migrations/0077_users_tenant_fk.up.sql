@@ -1,0 +1,29 @@
+-- users.tenant_id no longer references tenants: the per-row foreign-key check was
+-- most of what inserting users cost. Each inserted user ran the constraint's
+-- trigger (a FOR KEY SHARE lookup of its tenant row), 13.5 µs a row: 2.7 s of
+-- the 3.3 s a plain INSERT … SELECT of 200,000 users took, so a bulk import
+-- (POST /v1/users/import, store.ImportUsers) could not come near COPY's rate
+-- (docs/bench.md, "Bulk user import").
+--
+-- What the constraint gave, and what replaces it:
+-- * The check on insert: every code path that writes users (store.UpsertUser,
+--   store.InsertUsers, store.ImportUsers) is reached through an authenticated
+--   tenant's API key (or the operator's tooling for a tenant it names), so the
+--   tenant exists when its users are written.
+-- * ON DELETE CASCADE: nothing in Herald relies on it. Herald's code never
+--   deletes a tenant row; removing a tenant is an operator command that deletes
+--   its rows table by table in bounded batches (a cascade from one DELETE of a
+--   tenant would remove millions of users, and everything that cascades from
+--   them, in one statement holding its locks to the end), and deletes the users
+--   itself before the tenant row. The tables that reference users (inbox,
+--   preferences, push tokens, topic subscriptions, inbox tokens, …) keep their
+--   foreign keys and cascades to users: they are per user and bounded.
+-- * The planned distributed layout (Citus) makes tenants a reference table (a
+--   copy on every node) and users distributed by tenant_id: a cascade from a
+--   reference table into a distributed one would be a delete across every shard
+--   in one statement, which is what the batched deletion avoids, and the per-row
+--   check would be a lookup on a replicated table for every inserted row.
+--
+-- Only users changes here; the other tables keep their tenants foreign keys.
+-- docs/design.md, "Tenants and users", says the same.
+ALTER TABLE users DROP CONSTRAINT users_tenant_id_fkey;

@@ -57,16 +57,24 @@ const ProviderInbox = "inbox"
 // RecordAccepted writes the notification row, now being worked on ("sending"), and
 // one pending delivery row per channel.
 func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAcceptedInput) error {
-	status := herald.NotificationSending
+	status, dueAt := herald.NotificationSending, in.AcceptedAt
 	if in.Scheduled {
-		status = herald.NotificationScheduled
+		status, dueAt = herald.NotificationScheduled, in.SendAt
 	}
 	return a.Store.InsertNotification(ctx, store.Notification{
 		TenantID: in.TenantID, ID: in.NotificationID, UserID: in.UserID, TemplateID: in.TemplateID,
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
 		Status: status, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 		Dedup: &store.Dedup{KeyHash: in.DedupKeyHash, BodyHash: in.BodyHash, FirstSeenAt: in.AcceptedAt, DedupUntil: &in.DedupUntil},
+		DueAt: dueAt,
 	})
+}
+
+// AssignDue numbers a scheduled notification in its user's due sequence when
+// its send_at has come (RecordAccepted numbers the others) and returns the
+// number; a retry returns the same one.
+func (a *Activities) AssignDue(ctx context.Context, in contract.AssignDueInput) (int64, error) {
+	return a.Store.AssignDue(ctx, in.TenantID, in.UserID, in.NotificationID, in.DueAt)
 }
 
 // LoadRecipient reads the user's profile. A user deleted since acceptance is a

@@ -2,14 +2,12 @@ package api
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -157,9 +155,9 @@ func (h *inboxRoom) listInbox(c *gin.Context) {
 		q.Category = &v
 	}
 	if v := c.Query("cursor"); v != "" {
-		cur, err := decodeCursor(v)
-		if err != nil {
-			h.abort(c, badField("cursor", "invalid_field", "cursor is not one this API returned"))
+		cur, e := readInboxCursor(c)
+		if e != nil {
+			h.abort(c, e)
 			return
 		}
 		q.After = &cur
@@ -180,8 +178,7 @@ func (h *inboxRoom) listInbox(c *gin.Context) {
 	var next *string
 	if more {
 		last := items[len(items)-1]
-		cur := encodeCursor(store.InboxCursor{CreatedAt: last.CreatedAt, NotificationID: last.NotificationID})
-		next = &cur
+		next = encodePageCursor(pageCursor{List: inboxList, ID: last.Sequence, Key: last.NotificationID})
 	}
 	c.JSON(http.StatusOK, gin.H{"items": items, "next_cursor": next, "counts": counts})
 }
@@ -277,25 +274,18 @@ func (h *inboxRoom) wakeFlowWaiters(c *gin.Context, tenantID, userID, notificati
 	}
 }
 
-func encodeCursor(c store.InboxCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + ":" + c.NotificationID))
-}
+// inboxList names the inbox's cursors: the keyset is the last item's due
+// sequence and notification id.
+const inboxList = "inbox"
 
-func decodeCursor(s string) (store.InboxCursor, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return store.InboxCursor{}, err
+// readInboxCursor reads ?cursor= of the inbox list.
+func readInboxCursor(c *gin.Context) (store.InboxCursor, *httpError) {
+	p, _, e := readPageCursor(c, inboxList)
+	if e != nil {
+		return store.InboxCursor{}, e
 	}
-	ts, id, ok := strings.Cut(string(raw), ":")
-	if !ok {
-		return store.InboxCursor{}, errors.New("no separator")
+	if _, _, err := ids.ParseNotificationID(p.Key); err != nil || p.ID < 0 {
+		return store.InboxCursor{}, badField("cursor", "invalid_field", "cursor is not one this list returned; pass next_cursor of the previous page unchanged")
 	}
-	us, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return store.InboxCursor{}, err
-	}
-	if _, _, err := ids.ParseNotificationID(id); err != nil {
-		return store.InboxCursor{}, err
-	}
-	return store.InboxCursor{CreatedAt: time.UnixMicro(us), NotificationID: id}, nil
+	return store.InboxCursor{Sequence: p.ID, NotificationID: p.Key}, nil
 }

@@ -76,6 +76,9 @@ func headerOf(n store.Notification) notificationHeader {
 
 type notificationView struct {
 	notificationHeader
+	// Sequence is the notification's number in its user's due sequence (null
+	// until it is due: a scheduled one before send_at, one not yet recorded).
+	Sequence *int64        `json:"sequence"`
 	Channels []channelView `json:"channels"`
 	dedupView
 	// Flow is the run of a flow event: its steps and the digest it joined.
@@ -160,7 +163,7 @@ func (h *notificationsRoom) getNotification(c *gin.Context) {
 }
 
 func viewFromStore(n store.Notification) notificationView {
-	v := notificationView{notificationHeader: headerOf(n), Channels: []channelView{},
+	v := notificationView{notificationHeader: headerOf(n), Sequence: n.DueSeq, Channels: []channelView{},
 		dedupView: newDedupView(n.DedupKeyHash, n.Dedup, n.AcceptedAt)}
 	for _, d := range n.Deliveries {
 		v.Channels = append(v.Channels, channelView{Delivery: d, History: []store.Attempt{}})

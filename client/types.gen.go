@@ -2192,10 +2192,15 @@ type InboxCounts struct {
 type InboxEvent struct {
 	// Counts The user's counters, kept in the same transaction as every inbox change:
 	// `total` unarchived items, of which `unread` are not read and `unseen` not seen.
-	Counts         InboxCounts     `json:"counts"`
-	CreatedAt      time.Time       `json:"created_at"`
-	ID             int             `json:"id"`
-	Item           *InboxItem      `json:"item"`
+	Counts    InboxCounts `json:"counts"`
+	CreatedAt time.Time   `json:"created_at"`
+	ID        int         `json:"id"`
+	Item      *InboxItem  `json:"item"`
+
+	// Late On `item.created` only: true when the item's `sequence` is below the highest
+	// already in the inbox (it became due before items delivered ahead of it, e.g.
+	// its inbox write was retried). Insert it where its sequence places it, not on top.
+	Late           *bool           `json:"late,omitempty"`
 	NotificationID *NotificationID `json:"notification_id"`
 	Type           InboxEventType  `json:"type"`
 }
@@ -2220,7 +2225,12 @@ type InboxItem struct {
 	NotificationID NotificationID `json:"notification_id"`
 	ReadAt         *time.Time     `json:"read_at"`
 	SeenAt         *time.Time     `json:"seen_at"`
-	Title          string         `json:"title"`
+
+	// Sequence The notification's due sequence (`sequence` of GET /v1/notifications/{notification_id}):
+	// the feed is ordered by it, highest (newest due) first. 0 for an item written
+	// before due sequences existed (listed after every numbered one).
+	Sequence InboxSequence `json:"sequence"`
+	Title    string        `json:"title"`
 }
 
 // InboxItemWithCounts defines model for InboxItemWithCounts.
@@ -2244,7 +2254,12 @@ type InboxItemWithCounts struct {
 	NotificationID NotificationID `json:"notification_id"`
 	ReadAt         *time.Time     `json:"read_at"`
 	SeenAt         *time.Time     `json:"seen_at"`
-	Title          string         `json:"title"`
+
+	// Sequence The notification's due sequence (`sequence` of GET /v1/notifications/{notification_id}):
+	// the feed is ordered by it, highest (newest due) first. 0 for an item written
+	// before due sequences existed (listed after every numbered one).
+	Sequence InboxSequence `json:"sequence"`
+	Title    string        `json:"title"`
 }
 
 // InboxPage defines model for InboxPage.
@@ -2259,6 +2274,11 @@ type InboxPage struct {
 	// NextCursor Pass as `cursor` for the next page; null on the last page.
 	NextCursor *string `json:"next_cursor"`
 }
+
+// InboxSequence The notification's due sequence (`sequence` of GET /v1/notifications/{notification_id}):
+// the feed is ordered by it, highest (newest due) first. 0 for an item written
+// before due sequences existed (listed after every numbered one).
+type InboxSequence = int
 
 // InboxSettings defines model for InboxSettings.
 type InboxSettings struct {
@@ -2392,6 +2412,13 @@ type Notification struct {
 	// RunID The Temporal run ID of this notification's run; empty for a campaign
 	// recipient (the campaign workflow continues as new, so its runs change).
 	RunID string `json:"run_id"`
+
+	// Sequence The notification's number in its user's due sequence: 1, 2, 3, … per user,
+	// with no gap and no repeat, in the order the user's notifications became due
+	// (when accepted, at `send_at` for a scheduled one, when its batch ran for a
+	// campaign recipient). Null until the notification is due. The in-app feed
+	// lists by it (see GET /v1/users/{user_id}/inbox).
+	Sequence *int `json:"sequence"`
 
 	// Status Overall status: `queued` (accepted, not yet being delivered), `scheduled`
 	// (waiting for `send_at`, or every unfinished channel waiting out quiet hours),

@@ -138,7 +138,7 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
-		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category, Scheduled: w.in.SendAt.After(w.state.AcceptedAt),
+		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category, Scheduled: w.scheduled(), SendAt: w.in.SendAt,
 		BodyHash: w.in.BodyHash, DedupUntil: w.state.DedupUntil,
 	}).Get(ctx, nil); err != nil {
 		return w.state, err
@@ -148,6 +148,14 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	if wait := w.in.SendAt.Sub(workflow.Now(ctx)); !w.in.SendAt.IsZero() && wait > 0 && !w.cancelled {
 		w.scheduleAll(ctx)
 		_ = workflow.Sleep(w.deliveryCtx, wait) // a cancel ends the wait early
+	}
+	if w.scheduled() && !w.cancelled {
+		// Due now: take the next number in the user's due sequence (a notification
+		// due at once got it when recorded).
+		if err := w.db(ctx, contract.AssignDue, contract.AssignDueInput{TenantID: w.in.TenantID,
+			NotificationID: w.state.NotificationID, UserID: w.in.UserID, DueAt: w.in.SendAt}).Get(ctx, nil); err != nil {
+			return w.state, err
+		}
 	}
 	if !w.cancelled {
 		if err := w.deliver(w.deliveryCtx); err != nil && !w.cancelled {
@@ -173,6 +181,9 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	}
 	return w.state, nil
 }
+
+// scheduled: the notification waits for send_at (it becomes due then).
+func (w *notification) scheduled() bool { return w.in.SendAt.After(w.state.AcceptedAt) }
 
 // scheduleAll marks every channel scheduled until SendAt (RecordAccepted already
 // wrote them so, in the same transaction as the notification).

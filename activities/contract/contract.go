@@ -20,6 +20,7 @@ import (
 // Activity names (the methods of activities.Activities, registered by method name).
 const (
 	RecordAccepted      = "RecordAccepted"
+	AssignDue           = "AssignDue"
 	LoadRecipient       = "LoadRecipient"
 	LoadPreferences     = "LoadPreferences"
 	ClaimCap            = "ClaimCap"
@@ -47,7 +48,7 @@ const (
 )
 
 // Names lists every activity name.
-var Names = []string{RecordAccepted, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive, ReopenRedrive,
+var Names = []string{RecordAccepted, AssignDue, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive, ReopenRedrive,
 	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook,
 	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus,
 	FlowRecord, FlowStep, FlowTemplate, FlowThrottle, FlowWait, FlowWaitDone, DigestAdd, DigestRemove, DigestOpen, DigestClose}
@@ -66,13 +67,24 @@ type RecordAcceptedInput struct {
 	// TemplateVersion and Category record what the notification renders with.
 	TemplateVersion int
 	Category        string
-	// Scheduled: delivery waits for send_at.
+	// Scheduled: delivery waits for send_at, SendAt; the notification is numbered
+	// in its user's due sequence then (AssignDue), otherwise here.
 	Scheduled bool
+	SendAt    time.Time
 	// BodyHash is the canonical hash of the accepted body and DedupUntil the end
 	// of the dedup window: the dedup-ledger row written with the notification.
 	// Nil BodyHash: no ledger row.
 	BodyHash   []byte
 	DedupUntil time.Time
+}
+
+// AssignDueInput names a scheduled notification whose send_at has come: it
+// takes its number in the user's due sequence (store.AssignDue).
+type AssignDueInput struct {
+	TenantID       string
+	NotificationID string
+	UserID         string
+	DueAt          time.Time
 }
 
 // LoadRecipientInput names the user to load.

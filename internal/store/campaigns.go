@@ -361,12 +361,16 @@ type CampaignNotifications struct {
 // InsertCampaignNotifications writes each recipient's notification row and one
 // pending delivery row per channel, in bulk. Existing rows are kept (ON
 // CONFLICT DO NOTHING): re-running a batch finds the guard rows it wrote before.
+// The recipients' notifications become due here: the same transaction numbers
+// them in their users' due sequences (assignDue: the users' counters locked in
+// user order), so a campaign message and a single notification to one user take
+// their places in the order they became due.
 func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotifications) error {
 	return s.InTx(ctx, func(tx *Store) error {
 		if _, err := tx.db.Exec(ctx, `
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status,
-				accepted_at, template_version, category, campaign_id)
-			SELECT $1, t.id, t.uid, $2, $3, $4, '', $5, $6, $7, $8, NULLIF($9, ''), $5
+				accepted_at, template_version, category, campaign_id, due_at)
+			SELECT $1, t.id, t.uid, $2, $3, $4, '', $5, $6, $7, $8, NULLIF($9, ''), $5, $7
 			FROM unnest($10::text[], $11::text[]) AS t(id, uid)
 			ON CONFLICT (tenant_id, id) DO NOTHING`,
 			n.TenantID, n.TemplateID, n.Channels, n.WorkflowID, n.CampaignID, herald.NotificationSending, n.AcceptedAt,
@@ -377,7 +381,10 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, campaign_id)
 			SELECT $1, id, ch, $4, $5 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
 			ON CONFLICT (notification_id, channel) DO NOTHING`, n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending, n.CampaignID)
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.assignDue(ctx, n.TenantID, n.UserIDs, n.NotificationIDs, n.AcceptedAt)
 	})
 }
 

@@ -18,15 +18,18 @@ import (
 
 // InboxItem is one notification in a user's in-app inbox.
 type InboxItem struct {
-	NotificationID string     `json:"notification_id"`
-	Title          string     `json:"title"`
-	Body           string     `json:"body"`
-	ActionURL      *string    `json:"action_url"`
-	Category       string     `json:"category"`
-	CreatedAt      time.Time  `json:"created_at"`
-	ReadAt         *time.Time `json:"read_at"`
-	SeenAt         *time.Time `json:"seen_at"`
-	ArchivedAt     *time.Time `json:"archived_at"`
+	NotificationID string    `json:"notification_id"`
+	Title          string    `json:"title"`
+	Body           string    `json:"body"`
+	ActionURL      *string   `json:"action_url"`
+	Category       string    `json:"category"`
+	CreatedAt      time.Time `json:"created_at"`
+	// Sequence is the notification's due sequence: the feed lists by it, newest
+	// (highest) first (0: written before due sequences existed).
+	Sequence   int64      `json:"sequence"`
+	ReadAt     *time.Time `json:"read_at"`
+	SeenAt     *time.Time `json:"seen_at"`
+	ArchivedAt *time.Time `json:"archived_at"`
 }
 
 // InboxCounts are a user's inbox counters. Archived items count in none of them:
@@ -63,6 +66,10 @@ type InboxEvent struct {
 	Item           *InboxItem  `json:"item"`
 	Counts         InboxCounts `json:"counts"`
 	CreatedAt      time.Time   `json:"created_at"`
+	// Late (item.created only) says the item's sequence is below the highest
+	// already in the inbox: it became due before items written ahead of it (its
+	// delivery was retried) and goes where its sequence places it, not on top.
+	Late *bool `json:"late,omitempty"`
 }
 
 // InboxEventRetention is how many of a user's latest events the log keeps; a
@@ -216,25 +223,29 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 			it.TenantID, it.UserID, it.NotificationID, it.Title, it.Body, it.ActionURL, it.Category
 		at[i] = it.CreatedAt
 	}
+	// Each row takes its notification's due sequence (assigned when it became
+	// due, before it could render).
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at)
-		SELECT t, u, id, title, body, NULLIF(url, ''), cat, at
+		INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at, due_seq)
+		SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, COALESCE(n.due_seq, 0)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
 		     AS x(t, u, id, title, body, url, cat, at)
+		LEFT JOIN notifications n ON n.tenant_id = x.t AND n.id = x.id
 		ON CONFLICT DO NOTHING
-		RETURNING tenant_id, user_id, notification_id`,
+		RETURNING tenant_id, user_id, notification_id, due_seq`,
 		cols.t, cols.u, cols.id, cols.title, cols.body, cols.url, cols.cat, at)
 	if err != nil {
 		return nil, err
 	}
-	fresh := map[string]bool{}
+	fresh := map[string]int64{}
 	for rows.Next() {
 		var t, u, id string
-		if err := rows.Scan(&t, &u, &id); err != nil {
+		var seq int64
+		if err := rows.Scan(&t, &u, &id, &seq); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		fresh[t+"\x00"+u+"\x00"+id] = true
+		fresh[t+"\x00"+u+"\x00"+id] = seq
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -246,13 +257,15 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	var evUsers []userKey
 	for i, it := range items {
 		k := it.TenantID + "\x00" + it.UserID + "\x00" + it.NotificationID
-		if !fresh[k] {
+		dueSeq, ok := fresh[k]
+		if !ok {
 			continue
 		}
 		delete(fresh, k) // the same notification twice in one batch is inserted once
 		inserted[i] = true
 		st := users[userKey{it.TenantID, it.UserID}]
-		item := InboxItem{NotificationID: it.NotificationID, Title: it.Title, Body: it.Body, Category: it.Category, CreatedAt: it.CreatedAt.UTC().Truncate(time.Microsecond)}
+		item := InboxItem{NotificationID: it.NotificationID, Title: it.Title, Body: it.Body, Category: it.Category,
+			CreatedAt: it.CreatedAt.UTC().Truncate(time.Microsecond), Sequence: dueSeq}
 		if it.ActionURL != "" {
 			u := it.ActionURL
 			item.ActionURL = &u
@@ -260,8 +273,10 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 		st.counts.add(nil, &item)
 		st.seq++
 		st.changed = true
+		late := dueSeq > 0 && dueSeq < st.dueSeq
+		st.dueSeq = max(st.dueSeq, dueSeq)
 		id := it.NotificationID
-		events = append(events, InboxEvent{Seq: st.seq, Kind: herald.InboxItemCreated, NotificationID: &id, Item: &item, Counts: st.counts})
+		events = append(events, InboxEvent{Seq: st.seq, Kind: herald.InboxItemCreated, NotificationID: &id, Item: &item, Counts: st.counts, Late: &late})
 		evUsers = append(evUsers, userKey{it.TenantID, it.UserID})
 	}
 	if len(events) == 0 {
@@ -286,8 +301,10 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 
 // inboxState is a user's locked inbox_state row.
 type inboxState struct {
-	seq     int64
-	counts  InboxCounts
+	seq    int64
+	counts InboxCounts
+	// dueSeq is the highest due sequence in the inbox.
+	dueSeq  int64
 	changed bool
 }
 
@@ -305,7 +322,7 @@ func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string, cr
 		}
 	}
 	rows, err := s.db.Query(ctx, `
-		SELECT s.tenant_id, s.user_id, s.seq, s.total, s.unread, s.unseen
+		SELECT s.tenant_id, s.user_id, s.seq, s.total, s.unread, s.unseen, s.due_seq
 		FROM inbox_state s JOIN unnest($1::text[], $2::text[]) AS x(t, u) ON s.tenant_id = x.t AND s.user_id = x.u
 		ORDER BY s.tenant_id, s.user_id
 		FOR UPDATE OF s`, tenants, users)
@@ -317,7 +334,7 @@ func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string, cr
 	for rows.Next() {
 		var k userKey
 		var st inboxState
-		if err := rows.Scan(&k.tenantID, &k.userID, &st.seq, &st.counts.Total, &st.counts.Unread, &st.counts.Unseen); err != nil {
+		if err := rows.Scan(&k.tenantID, &k.userID, &st.seq, &st.counts.Total, &st.counts.Unread, &st.counts.Unseen, &st.dueSeq); err != nil {
 			return nil, err
 		}
 		got[k] = st
@@ -340,15 +357,16 @@ func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string, cr
 func (s *Store) saveInboxStates(ctx context.Context, keys []userKey, states []inboxState) error {
 	n := len(keys)
 	t, u := make([]string, n), make([]string, n)
-	seq, total, unread, unseen := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	seq, total, unread, unseen, due := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, k := range keys {
 		t[i], u[i] = k.tenantID, k.userID
 		seq[i], total[i], unread[i], unseen[i] = states[i].seq, states[i].counts.Total, states[i].counts.Unread, states[i].counts.Unseen
+		due[i] = states[i].dueSeq
 	}
 	_, err := s.db.Exec(ctx, `
-		UPDATE inbox_state s SET seq = x.seq, total = x.total, unread = x.unread, unseen = x.unseen
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS x(t, u, seq, total, unread, unseen)
-		WHERE s.tenant_id = x.t AND s.user_id = x.u`, t, u, seq, total, unread, unseen)
+		UPDATE inbox_state s SET seq = x.seq, total = x.total, unread = x.unread, unseen = x.unseen, due_seq = x.due
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[]) AS x(t, u, seq, total, unread, unseen, due)
+		WHERE s.tenant_id = x.t AND s.user_id = x.u`, t, u, seq, total, unread, unseen, due)
 	if err != nil {
 		return err
 	}
@@ -364,9 +382,10 @@ func (s *Store) appendInboxEvents(ctx context.Context, users []userKey, events [
 	n := len(events)
 	t, u, kind, nid := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	seq, total, unread, unseen := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	items := make([][]byte, n)
+	items, late := make([][]byte, n), make([]bool, n)
 	for i, e := range events {
 		t[i], u[i], kind[i], nid[i] = users[i].tenantID, users[i].userID, e.Kind, e.NotificationID
+		late[i] = e.Late != nil && *e.Late
 		seq[i], total[i], unread[i], unseen[i] = e.Seq, e.Counts.Total, e.Counts.Unread, e.Counts.Unseen
 		if e.Item != nil {
 			raw, err := json.Marshal(e.Item)
@@ -377,9 +396,9 @@ func (s *Store) appendInboxEvents(ctx context.Context, users []userKey, events [
 		}
 	}
 	_, err := s.db.Exec(ctx, `
-		INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[], $7::bigint[], $8::bigint[], $9::bigint[])`,
-		t, u, seq, kind, nid, items, total, unread, unseen)
+		INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen, late)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[], $7::bigint[], $8::bigint[], $9::bigint[], $10::boolean[])`,
+		t, u, seq, kind, nid, items, total, unread, unseen, late)
 	return err
 }
 
@@ -398,13 +417,14 @@ func (s *Store) notifyInbox(ctx context.Context, users []userKey) error {
 	return err
 }
 
-// InboxCursor is the keyset position after which the next page starts.
+// InboxCursor is the keyset position after which the next page starts: the
+// last item's due sequence and notification id.
 type InboxCursor struct {
-	CreatedAt      time.Time
+	Sequence       int64
 	NotificationID string
 }
 
-// InboxQuery selects a page of a user's inbox, newest first. Nil filters match
+// InboxQuery selects a page of a user's inbox, newest (highest due sequence) first. Nil filters match
 // everything; Archived nil means unarchived items only (the feed).
 type InboxQuery struct {
 	TenantID string
@@ -417,10 +437,10 @@ type InboxQuery struct {
 	After    *InboxCursor
 }
 
-const inboxColumns = `notification_id, title, body, action_url, category, created_at, read_at, seen_at, archived_at`
+const inboxColumns = `notification_id, title, body, action_url, category, created_at, due_seq, read_at, seen_at, archived_at`
 
 func scanInboxItem(row interface{ Scan(...any) error }, it *InboxItem) error {
-	return row.Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.Category, &it.CreatedAt, &it.ReadAt, &it.SeenAt, &it.ArchivedAt)
+	return row.Scan(&it.NotificationID, &it.Title, &it.Body, &it.ActionURL, &it.Category, &it.CreatedAt, &it.Sequence, &it.ReadAt, &it.SeenAt, &it.ArchivedAt)
 }
 
 // ListInbox returns up to q.Limit items and whether more follow.
@@ -444,13 +464,13 @@ func (s *Store) ListInbox(ctx context.Context, q InboxQuery) (items []InboxItem,
 		where += fmt.Sprintf(" AND category = $%d", len(args))
 	}
 	if q.After != nil {
-		args = append(args, q.After.CreatedAt, q.After.NotificationID)
-		where += fmt.Sprintf(" AND (created_at, notification_id) < ($%d, $%d)", len(args)-1, len(args))
+		args = append(args, q.After.Sequence, q.After.NotificationID)
+		where += fmt.Sprintf(" AND (due_seq, notification_id) < ($%d, $%d)", len(args)-1, len(args))
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT `+inboxColumns+`
 		FROM inbox WHERE tenant_id = $1 AND user_id = $2`+where+`
-		ORDER BY created_at DESC, notification_id DESC LIMIT $3`, args...)
+		ORDER BY due_seq DESC, notification_id DESC LIMIT $3`, args...)
 	if err != nil {
 		return nil, false, err
 	}
@@ -639,14 +659,14 @@ func (s *Store) MarkAllInbox(ctx context.Context, tenantID, userID string, read 
 func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, after int64, limit, maxBytes int) (events []InboxEvent, cut bool, err error) {
 	rows, err := s.db.Query(ctx, `
 		WITH page AS (
-			SELECT seq, kind, notification_id, item, total, unread, unseen, created_at,
+			SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, late,
 			       COALESCE(octet_length(item::text), 0) AS size
 			FROM inbox_events WHERE tenant_id = $1 AND user_id = $2 AND seq > $3 ORDER BY seq LIMIT $4
 		), sized AS (
 			SELECT *, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n, count(*) OVER () AS rows
 			FROM page
 		)
-		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, rows FROM sized
+		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, late, rows FROM sized
 		WHERE n = 1 OR running <= $5 ORDER BY seq`, tenantID, userID, after, limit, maxBytes)
 	if err != nil {
 		return nil, false, err
@@ -656,8 +676,12 @@ func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, a
 	for rows.Next() {
 		var e InboxEvent
 		var item []byte
-		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt, &inPage); err != nil {
+		var late bool
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt, &late, &inPage); err != nil {
 			return nil, false, err
+		}
+		if e.Kind == herald.InboxItemCreated {
+			e.Late = &late
 		}
 		if item != nil {
 			e.Item = &InboxItem{}

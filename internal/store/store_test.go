@@ -98,7 +98,7 @@ func newNotification(t *testing.T, st *store.Store, ctx context.Context, tenantI
 		t.Fatal(err)
 	}
 	n := store.Notification{TenantID: tenantID, ID: id, UserID: userID, TemplateID: "tpl", Channels: []herald.Channel{herald.ChannelInApp},
-		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: time.Now()}
+		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: time.Now(), DueAt: time.Now()}
 	if err := st.InsertNotification(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestInboxPagesNewestFirstAndFiltersUnread(t *testing.T) {
 			break
 		}
 		last := items[len(items)-1]
-		q.After = &store.InboxCursor{CreatedAt: last.CreatedAt, NotificationID: last.NotificationID}
+		q.After = &store.InboxCursor{Sequence: last.Sequence, NotificationID: last.NotificationID}
 	}
 	want := []string{"n5", "n4", "n3", "n2", "n1"}
 	if len(got) != len(want) {

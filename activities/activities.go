@@ -55,26 +55,27 @@ type DigestSignaler interface {
 const ProviderInbox = "inbox"
 
 // RecordAccepted writes the notification row, now being worked on ("sending"), and
-// one pending delivery row per channel.
+// one pending delivery row per channel; a notification due now that the accept
+// path could not number is numbered in its user's due sequence.
 func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAcceptedInput) error {
-	status, dueAt := herald.NotificationSending, in.AcceptedAt
+	status := herald.NotificationSending
 	if in.Scheduled {
-		status, dueAt = herald.NotificationScheduled, in.SendAt
+		status = herald.NotificationScheduled
 	}
 	return a.Store.InsertNotification(ctx, store.Notification{
 		TenantID: in.TenantID, ID: in.NotificationID, UserID: in.UserID, TemplateID: in.TemplateID,
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
 		Status: status, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 		Dedup: &store.Dedup{KeyHash: in.DedupKeyHash, BodyHash: in.BodyHash, FirstSeenAt: in.AcceptedAt, DedupUntil: &in.DedupUntil},
-		DueAt: dueAt,
+		Due: !in.Scheduled,
 	})
 }
 
 // AssignDue numbers a scheduled notification in its user's due sequence when
-// its send_at has come (RecordAccepted numbers the others) and returns the
-// number; a retry returns the same one.
+// its send_at has come (the accept path, or RecordAccepted, numbers the others)
+// and returns the number; a retry returns the same one.
 func (a *Activities) AssignDue(ctx context.Context, in contract.AssignDueInput) (int64, error) {
-	return a.Store.AssignDue(ctx, in.TenantID, in.UserID, in.NotificationID, in.DueAt)
+	return a.Store.AssignDue(ctx, in.TenantID, in.UserID, in.NotificationID)
 }
 
 // LoadRecipient reads the user's profile. A user deleted since acceptance is a

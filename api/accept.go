@@ -243,8 +243,17 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 		if !in.SendAt.IsZero() {
 			status = herald.NotificationScheduled
 		}
+		id := ids.NotificationID(acc.key, run.RunID)
+		if !in.SendAt.After(seenAt) {
+			// Due now: number it in the user's due sequence before answering, so a
+			// notification submitted after this 202 is numbered after it. If the
+			// database cannot, the run's first activity numbers it (later).
+			if _, err := h.store.AssignDue(ctx, in.TenantID, in.UserID, id); err != nil {
+				h.log.Warn("numbering an accepted notification failed; its run will", "notification_id", id, "error", err)
+			}
+		}
 		h.answerAccept(c, acceptNew, http.StatusAccepted, gin.H{
-			"notification_id": ids.NotificationID(acc.key, run.RunID),
+			"notification_id": id,
 			"status":          status,
 			"dedup":           "new",
 		})

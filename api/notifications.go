@@ -140,6 +140,11 @@ func (h *notificationsRoom) getNotification(c *gin.Context) {
 	workflowID := ids.NotificationWorkflowID(tenantID, key)
 	view, err := h.viewFromWorkflow(c.Request.Context(), workflowID, runID, id)
 	if err == nil {
+		// The accept path numbers a notification due at once before its 202.
+		if view.Sequence, err = h.store.DueSequence(c.Request.Context(), tenantID, id); err != nil {
+			h.abort(c, err)
+			return
+		}
 		d, derr := h.store.GetDedup(c.Request.Context(), tenantID, id)
 		switch {
 		case derr == nil:

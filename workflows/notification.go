@@ -138,7 +138,7 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
-		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category, Scheduled: w.scheduled(), SendAt: w.in.SendAt,
+		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category, Scheduled: w.scheduled(),
 		BodyHash: w.in.BodyHash, DedupUntil: w.state.DedupUntil,
 	}).Get(ctx, nil); err != nil {
 		return w.state, err
@@ -150,10 +150,10 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 		_ = workflow.Sleep(w.deliveryCtx, wait) // a cancel ends the wait early
 	}
 	if w.scheduled() && !w.cancelled {
-		// Due now: take the next number in the user's due sequence (a notification
-		// due at once got it when recorded).
+		// Due now: take the next number in the user's due sequence (one due at
+		// once got it on acceptance).
 		if err := w.db(ctx, contract.AssignDue, contract.AssignDueInput{TenantID: w.in.TenantID,
-			NotificationID: w.state.NotificationID, UserID: w.in.UserID, DueAt: w.in.SendAt}).Get(ctx, nil); err != nil {
+			NotificationID: w.state.NotificationID, UserID: w.in.UserID}).Get(ctx, nil); err != nil {
 			return w.state, err
 		}
 	}

@@ -67,10 +67,9 @@ type RecordAcceptedInput struct {
 	// TemplateVersion and Category record what the notification renders with.
 	TemplateVersion int
 	Category        string
-	// Scheduled: delivery waits for send_at, SendAt; the notification is numbered
-	// in its user's due sequence then (AssignDue), otherwise here.
+	// Scheduled: delivery waits for send_at; the notification is numbered in
+	// its user's due sequence then (AssignDue), otherwise now.
 	Scheduled bool
-	SendAt    time.Time
 	// BodyHash is the canonical hash of the accepted body and DedupUntil the end
 	// of the dedup window: the dedup-ledger row written with the notification.
 	// Nil BodyHash: no ledger row.
@@ -84,7 +83,6 @@ type AssignDueInput struct {
 	TenantID       string
 	NotificationID string
 	UserID         string
-	DueAt          time.Time
 }
 
 // LoadRecipientInput names the user to load.

@@ -181,11 +181,12 @@ class HeraldInbox extends HTMLElement {
       if (i >= 0) this.items.splice(i, 1);
       return;
     }
-    if (i >= 0) this.items[i] = item;
-    else {
-      this.items.push(item);
-      this.items.sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
-    }
+    if (i >= 0) { this.items[i] = item; return; }
+    // The feed is in due order, highest sequence first: a new item goes where its
+    // sequence places it (an item.created marked late lands below newer ones).
+    const at = this.items.findIndex((x) => before(item, x));
+    if (at < 0) this.items.push(item);
+    else this.items.splice(at, 0, item);
   }
 
   setCounts(c) {
@@ -244,6 +245,14 @@ class HeraldInbox extends HTMLElement {
       this.$list.append(li);
     }
   }
+}
+
+// before: a is listed above b (the list's order: sequence, then notification id,
+// both descending).
+function before(a, b) {
+  const sa = a.sequence || 0, sb = b.sequence || 0;
+  if (sa !== sb) return sa > sb;
+  return a.notification_id > b.notification_id;
 }
 
 if (!customElements.get("herald-inbox")) customElements.define("herald-inbox", HeraldInbox);

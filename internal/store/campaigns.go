@@ -362,15 +362,14 @@ type CampaignNotifications struct {
 // pending delivery row per channel, in bulk. Existing rows are kept (ON
 // CONFLICT DO NOTHING): re-running a batch finds the guard rows it wrote before.
 // The recipients' notifications become due here: the same transaction numbers
-// them in their users' due sequences (assignDue: the users' counters locked in
-// user order), so a campaign message and a single notification to one user take
-// their places in the order they became due.
+// them in their users' due sequences (assignDueBatch), so a campaign message
+// and a single notification to one user are in the order they became due.
 func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotifications) error {
 	return s.InTx(ctx, func(tx *Store) error {
 		if _, err := tx.db.Exec(ctx, `
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status,
-				accepted_at, template_version, category, campaign_id, due_at)
-			SELECT $1, t.id, t.uid, $2, $3, $4, '', $5, $6, $7, $8, NULLIF($9, ''), $5, $7
+				accepted_at, template_version, category, campaign_id)
+			SELECT $1, t.id, t.uid, $2, $3, $4, '', $5, $6, $7, $8, NULLIF($9, ''), $5
 			FROM unnest($10::text[], $11::text[]) AS t(id, uid)
 			ON CONFLICT (tenant_id, id) DO NOTHING`,
 			n.TenantID, n.TemplateID, n.Channels, n.WorkflowID, n.CampaignID, herald.NotificationSending, n.AcceptedAt,
@@ -384,7 +383,7 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 		if err != nil {
 			return err
 		}
-		return tx.assignDue(ctx, n.TenantID, n.UserIDs, n.NotificationIDs, n.AcceptedAt)
+		return tx.assignDueBatch(ctx, n.TenantID, n.UserIDs, n.NotificationIDs)
 	})
 }
 

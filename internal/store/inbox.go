@@ -227,10 +227,10 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	// due, before it could render).
 	rows, err := s.db.Query(ctx, `
 		INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at, due_seq)
-		SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, COALESCE(n.due_seq, 0)
+		SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, COALESCE(s.seq, 0)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
 		     AS x(t, u, id, title, body, url, cat, at)
-		LEFT JOIN notifications n ON n.tenant_id = x.t AND n.id = x.id
+		LEFT JOIN notification_sequences s ON s.tenant_id = x.t AND s.notification_id = x.id
 		ON CONFLICT DO NOTHING
 		RETURNING tenant_id, user_id, notification_id, due_seq`,
 		cols.t, cols.u, cols.id, cols.title, cols.body, cols.url, cols.cat, at)

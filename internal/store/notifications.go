@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
@@ -30,13 +33,12 @@ type Notification struct {
 	// Dedup is the notification's dedup ledger row (GetNotification; nil when it
 	// has none).
 	Dedup *Dedup
-	// DueAt is when the notification becomes due (accepted_at, or send_at for a
-	// scheduled one; zero: it has no due order, as a flow run's own row).
-	// InsertNotification numbers one due at once (not scheduled) in its
-	// transaction; a scheduled one is numbered by AssignDue when due.
-	DueAt time.Time
-	// DueSeq is its due sequence (GetNotification; nil until due).
+	// DueSeq is its number in the user's due sequence (GetNotification; nil
+	// until it is due).
 	DueSeq *int64
+	// Due: the notification is due now; InsertNotification numbers it in the
+	// same statement unless it has its number (AssignDue) already.
+	Due bool
 }
 
 // InsertNotification records an accepted notification, a delivery row per channel
@@ -46,18 +48,17 @@ type Notification struct {
 // (ledgerSQL needs the notification row anyway). A duplicate that got to the
 // ledger first left a row with its count and no body hash; this fills the hash
 // and the window in and keeps the count. Re-running it (an activity retry)
-// changes nothing. A notification due at once is numbered in the same
-// transaction (assignDue), after the insert.
+// changes nothing. With n.Due it also numbers the notification in its user's
+// due sequence when nothing did yet (as AssignDue; the accept path usually has).
 func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
-	if n.DueAt.IsZero() || n.Status == herald.NotificationScheduled {
-		return s.insertNotification(ctx, n)
+	err := s.insertNotification(ctx, n)
+	var pgErr *pgconn.PgError
+	if n.Due && errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		// Numbered by the accept path at the same moment: the retry keeps that
+		// number (everything else in the statement is idempotent).
+		err = s.insertNotification(ctx, n)
 	}
-	return s.InTx(ctx, func(tx *Store) error {
-		if err := tx.insertNotification(ctx, n); err != nil {
-			return err
-		}
-		return tx.assignDue(ctx, n.TenantID, []string{n.UserID}, []string{n.ID}, n.DueAt)
-	})
+	return err
 }
 
 func (s *Store) insertNotification(ctx context.Context, n Notification) error {
@@ -67,31 +68,37 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 		status, reason = herald.DeliveryScheduled, herald.ReasonSendAt
 	}
 	var bodyHash []byte
-	var firstSeen, until, dueAt *time.Time
-	if !n.DueAt.IsZero() {
-		dueAt = &n.DueAt
-	}
+	var firstSeen, until *time.Time
 	if n.Dedup != nil && n.Dedup.BodyHash != nil {
 		bodyHash, firstSeen, until = n.Dedup.BodyHash, &n.Dedup.FirstSeenAt, n.Dedup.DedupUntil
 	}
 	_, err := s.db.Exec(ctx, `
 		WITH notification AS (
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
-				template_version, category, due_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''), $18)
+				template_version, category)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
 			ON CONFLICT (tenant_id, id) DO NOTHING
 		), channels AS (
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason)
 			SELECT $1, $2, ch, $13, NULLIF($14, '') FROM unnest($5::text[]) AS ch
 			ON CONFLICT (notification_id, channel) DO NOTHING
+		), ledger AS (
+			INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
+			SELECT $1, $2, $8, $15, $16, $16, 0, $17 WHERE $15::bytea IS NOT NULL
+			ON CONFLICT (tenant_id, notification_id) DO UPDATE
+			SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
+				first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)
+		), bump AS (
+			INSERT INTO due_sequences AS q (tenant_id, user_id, seq)
+			SELECT $1, $3, 1
+			WHERE $18::boolean AND NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2)
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET seq = q.seq + 1
+			RETURNING seq
 		)
-		INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
-		SELECT $1, $2, $8, $15, $16, $16, 0, $17 WHERE $15::bytea IS NOT NULL
-		ON CONFLICT (tenant_id, notification_id) DO UPDATE
-		SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
-			first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)`,
+		INSERT INTO notification_sequences (tenant_id, notification_id, user_id, seq)
+		SELECT $1, $2, $3, seq FROM bump`,
 		n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt,
-		n.TemplateVersion, n.Category, status, reason, bodyHash, firstSeen, until, dueAt)
+		n.TemplateVersion, n.Category, status, reason, bodyHash, firstSeen, until, n.Due)
 	return err
 }
 
@@ -100,20 +107,16 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notif
 	var n Notification
 	var dups *int
 	var first, last, until *time.Time
-	var dueAt *time.Time
 	err := s.db.QueryRow(ctx, `
 		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, n.workflow_id, n.run_id, n.dedup_key_hash, n.status, n.accepted_at, n.updated_at,
-			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until,
-			n.due_at, n.due_seq
+			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, s.seq
 		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
+		LEFT JOIN notification_sequences s ON s.tenant_id = n.tenant_id AND s.notification_id = n.id
 		WHERE n.tenant_id = $1 AND n.id = $2`, tenantID, id).
 		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt,
-			&n.TemplateVersion, &n.Category, &dups, &first, &last, &until, &dueAt, &n.DueSeq)
+			&n.TemplateVersion, &n.Category, &dups, &first, &last, &until, &n.DueSeq)
 	if err != nil {
 		return Notification{}, dbx.NotFound(err)
-	}
-	if dueAt != nil {
-		n.DueAt = *dueAt
 	}
 	if dups != nil && first != nil && last != nil {
 		n.Dedup = &Dedup{NotificationID: n.ID, KeyHash: n.DedupKeyHash, Duplicates: *dups, FirstSeenAt: *first, LastSeenAt: *last, DedupUntil: until}

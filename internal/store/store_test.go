@@ -98,7 +98,7 @@ func newNotification(t *testing.T, st *store.Store, ctx context.Context, tenantI
 		t.Fatal(err)
 	}
 	n := store.Notification{TenantID: tenantID, ID: id, UserID: userID, TemplateID: "tpl", Channels: []herald.Channel{herald.ChannelInApp},
-		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: time.Now(), DueAt: time.Now()}
+		WorkflowID: "wf-" + id, RunID: "run", DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: time.Now()}
 	if err := st.InsertNotification(ctx, n); err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAccep
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
 		Status: status, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 		Dedup: &store.Dedup{KeyHash: in.DedupKeyHash, BodyHash: in.BodyHash, FirstSeenAt: in.AcceptedAt, DedupUntil: &in.DedupUntil},
-		Due: !in.Scheduled,
+		Due:   !in.Scheduled,
 	})
 }
 

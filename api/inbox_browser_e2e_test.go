@@ -116,3 +116,47 @@ func TestInboxComponentInChromium(t *testing.T) {
 	h.MustDo(http.StatusOK, http.MethodPost, "/v1/users/ada/inbox/"+id+"/archive", token, nil)
 	waitFor("the archived item to leave", func() bool { return text(".badge") == "0" && !strings.Contains(text("ul"), "Second") })
 }
+
+// The component places each new item where its sequence says: "scheduled"
+// is accepted first with send_at 2.5 s ahead; "flaky early" next, but its inbox
+// write fails for its first 1.5 s (retried), so "later" reaches the stream
+// first; "scheduled" becomes due and lands on top (numbered last, though
+// accepted first); "flaky early" then arrives marked late and goes to the
+// bottom, below both.
+func TestInboxComponentPlacesLateItemsInChromium(t *testing.T) {
+	bin := chromiumPath(t)
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key, token := inboxUser(t, h, "ada")
+	h.FailInboxWrites(tenantID, "flaky", 1500*time.Millisecond)
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(bin), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	const root = `document.querySelector('herald-inbox').shadowRoot`
+	titles := func() string {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](root+`.querySelector('.status') ? [...`+root+`.querySelectorAll('li .title')].map((e) => e.textContent).join("|") + "#" + `+root+`.querySelector('.status').textContent : ""`))
+		if err != nil {
+			t.Fatalf("read the list: %v", err)
+		}
+		return s
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(h.URL+"/inbox/demo#user=ada&token="+token),
+		chromedp.WaitReady(chromedp.CSS("herald-inbox"))); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(30*time.Second, "the stream to be live", func() bool { return strings.HasSuffix(titles(), "#live") })
+
+	h.Accept(key, map[string]any{"user_id": "ada", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": freshKey("sched"),
+		"data": map[string]any{"title": "scheduled", "body": "b"}, "send_at": time.Now().Add(2500 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
+	early := sendInApp(t, h, key, "ada", "flaky early")
+	sendInApp(t, h, key, "ada", "later")
+	h.Eventually(30*time.Second, "later alone", func() bool { return titles() == "later#live" })
+	waitDelivered(h, key, early)
+	h.Eventually(30*time.Second, "scheduled on top, early at the bottom", func() bool { return titles() == "scheduled|later|flaky early#live" })
+}

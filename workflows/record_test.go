@@ -32,8 +32,8 @@ import (
 const recordEnv = "HERALD_RECORD_HISTORIES"
 
 // TestRecordHistories records one history per scenario of the live path: one
-// channel; all four channels; scheduled then cancelled; a quiet-hours wait; a dead
-// letter. Each scenario must end in its expected status before it is written.
+// channel; all four channels; scheduled then cancelled; scheduled then due; a
+// quiet-hours wait; a dead letter. Each scenario must end in its expected status before it is written.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv(recordEnv) != "1" {
 		t.Skip("set " + recordEnv + "=1 to record the replay histories")
@@ -70,6 +70,11 @@ func TestRecordHistories(t *testing.T) {
 	h.MustDo(http.StatusOK, http.MethodDelete, "/v1/notifications/"+id, key, nil)
 	h.AwaitStatus(key, id, "cancelled", 30*time.Second)
 	runs = append(runs, recorded{"scheduled_cancelled", id})
+
+	// Scheduled, then due: numbered in the user's due sequence at send_at.
+	id = submit("scheduled", map[string]any{"channels": []string{"in_app"}, "send_at": time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339Nano), "dedup_ttl_sec": 5})
+	h.AwaitStatus(key, id, "delivered", 30*time.Second)
+	runs = append(runs, recorded{"scheduled", id})
 
 	// Quiet hours from the last minute to the next one (minute resolution): the SMS
 	// waits, re-reads preferences when the window ends, then sends.

@@ -27,7 +27,7 @@ type recordedHistory struct {
 }
 
 // liveScenarios are the paths docs/versioning.md promises keep replaying.
-var liveScenarios = []string{"in_app", "all_channels", "scheduled_cancelled", "quiet_hours", "dead_letter"}
+var liveScenarios = []string{"in_app", "all_channels", "scheduled_cancelled", "scheduled", "quiet_hours", "dead_letter"}
 
 func loadHistories(t *testing.T) []recordedHistory {
 	t.Helper()

@@ -39,6 +39,10 @@ type Activities struct {
 	// Digests feeds digests (DigestAdd's signal-with-start); nil refuses them.
 	Digests DigestSignaler
 
+	// NoDueSequence leaves notifications unnumbered (app.Options.NoDueSequence:
+	// the due-order bench's floor).
+	NoDueSequence bool
+
 	// campaignDataCache holds the data of the campaigns this worker sends.
 	campaignDataCache campaignDataCache
 }
@@ -67,7 +71,7 @@ func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAccep
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
 		Status: status, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 		Dedup: &store.Dedup{KeyHash: in.DedupKeyHash, BodyHash: in.BodyHash, FirstSeenAt: in.AcceptedAt, DedupUntil: &in.DedupUntil},
-		Due:   !in.Scheduled,
+		Due:   !in.Scheduled && !a.NoDueSequence,
 	})
 }
 
@@ -75,6 +79,9 @@ func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAccep
 // its send_at has come (the accept path, or RecordAccepted, numbers the others)
 // and returns the number; a retry returns the same one.
 func (a *Activities) AssignDue(ctx context.Context, in contract.AssignDueInput) (int64, error) {
+	if a.NoDueSequence {
+		return 0, nil
+	}
 	return a.Store.AssignDue(ctx, in.TenantID, in.UserID, in.NotificationID)
 }
 

@@ -244,7 +244,7 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 			status = herald.NotificationScheduled
 		}
 		id := ids.NotificationID(acc.key, run.RunID)
-		if !in.SendAt.After(seenAt) {
+		if h.numberDue && !in.SendAt.After(seenAt) {
 			// Due now: number it in the user's due sequence before answering, so a
 			// notification submitted after this 202 is numbered after it. If the
 			// database cannot, the run's first activity numbers it (later).

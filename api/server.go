@@ -34,6 +34,9 @@ import (
 // Config is what the API needs besides its dependencies, grouped by the rooms
 // that use it.
 type Config struct {
+	// NoDueSequence: the accept path does not number notifications in their
+	// users' due sequences (app.Options.NoDueSequence, the bench's floor).
+	NoDueSequence bool
 	// DefaultDedupWindow is a notification's dedup window when the request
 	// names none.
 	DefaultDedupWindow time.Duration
@@ -170,7 +173,8 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	campaigns := newCampaignsRoom(r, st, wf, templates, settings, cfg)
 	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, metricsToken: cfg.MetricsToken, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
-			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics},
+			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics,
+			numberDue: !cfg.NoDueSequence},
 		campaigns,
 		inbox,
 		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe,

@@ -98,6 +98,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Tracing makes spans (tests give it an in-memory exporter); nil: off.
 	Tracing *tracing.Tracing
+	// NoDueSequence turns the per-user due sequence off (app.Options; the
+	// due-order bench's floor).
+	NoDueSequence bool
 	// WebhookRetry is the tenant webhooks' backoff (zero fields: 100 ms
 	// doubling to 1 s, for a minute, so tests see retries quickly).
 	WebhookRetry contract.WebhookRetry
@@ -165,7 +168,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		}
 		return app.New(cfg, pool, tc, app.Options{Logger: logger, SecretsKey: key,
 			ProviderHTTPClient: opts.Process.HTTPClient, Breaker: opts.Process.Breaker, AuthCacheTTL: opts.AuthCacheTTL,
-			Tracing: opts.Tracing})
+			Tracing: opts.Tracing, NoDueSequence: opts.NoDueSequence})
 	}
 	h.app, err = h.newApp(nil)
 	if err != nil {

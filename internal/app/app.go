@@ -85,6 +85,11 @@ type Options struct {
 	// Tracing makes the spans (nil or its zero value: tracing off);
 	// tracing.FromEnv reads OTEL_EXPORTER_OTLP_ENDPOINT.
 	Tracing *tracing.Tracing
+	// NoDueSequence turns the per-user due sequence off for single
+	// notifications (neither the accept path nor the run numbers them; campaign
+	// batches still do): the due-order bench's floor, never in production,
+	// where the feed's order depends on it.
+	NoDueSequence bool
 	// NoSignals turns metrics off (nothing recorded, GET /metrics 404) and
 	// leaves the Temporal clients as given: no SDK metrics handler, no tracing
 	// interceptor (the bench's -signals off).
@@ -170,7 +175,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		}, a.Sandbox),
 		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter, Metrics: m,
 		Webhooks: emitter, WebhookSender: &webhooks.Sender{Store: a.Store, Keys: keys, Client: webhookClient},
-		Digests: workflows.NewClient(a.temporal, cfg.TaskQueue)}
+		Digests: workflows.NewClient(a.temporal, cfg.TaskQueue), NoDueSequence: opts.NoDueSequence}
 
 	apiStore, apiLimiter, apiTemporal := a.Store, limiter, a.temporal
 	if opts.APIDB != nil {
@@ -184,6 +189,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		authTTL = opts.AuthCacheTTL
 	}
 	apiCfg := api.Config{
+		NoDueSequence:      opts.NoDueSequence,
 		DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: authTTL, PublicBaseURL: cfg.PublicBaseURL,
 		OperatorKey: cfg.OperatorKey, Metrics: m, MetricsToken: cfg.MetricsToken, Unsubscribe: signer,
 		Limits: api.LimitConfig{Limiter: apiLimiter,

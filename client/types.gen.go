@@ -2414,10 +2414,11 @@ type Notification struct {
 	RunID string `json:"run_id"`
 
 	// Sequence The notification's number in its user's due sequence: 1, 2, 3, … per user,
-	// with no gap and no repeat, in the order the user's notifications became due
-	// (when accepted, at `send_at` for a scheduled one, when its batch ran for a
-	// campaign recipient). Null until the notification is due. The in-app feed
-	// lists by it (see GET /v1/users/{user_id}/inbox).
+	// with no gap and no repeat, in the order the user's notifications became due:
+	// when accepted (numbered before the 202, so a notification submitted after
+	// another's 202 has the higher number), at `send_at` for a scheduled one, when
+	// its batch ran for a campaign recipient. Null until the notification is due.
+	// The in-app feed lists by it (see GET /v1/users/{user_id}/inbox).
 	Sequence *int `json:"sequence"`
 
 	// Status Overall status: `queued` (accepted, not yet being delivered), `scheduled`

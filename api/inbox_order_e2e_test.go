@@ -250,3 +250,28 @@ func TestCampaignAndSingleNotificationsShareTheDueOrder(t *testing.T) {
 		t.Fatalf("GET the campaign recipient's notification: sequence %d, want 2", s)
 	}
 }
+
+// A flow's send step is a notification of its own, numbered in the user's due
+// sequence when its run records it; the flow event itself is not numbered.
+func TestFlowSendTakesItsPlaceInTheDueOrder(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key, token := inboxUser(t, h, "ada")
+	h.MustDo(http.StatusCreated, http.MethodPut, "/v1/flows/ping", key,
+		`{"category":"c","steps":[{"type":"send","template_id":"hi","channels":["in_app"]}]}`)
+	before := sendInApp(t, h, key, "ada", "before")
+	waitDelivered(h, key, before)
+	event := h.Accept(key, map[string]any{"user_id": "ada", "flow_id": "ping", "data": map[string]any{"title": "flow", "body": "b"},
+		"idempotency_key": freshKey("flow")})
+	h.Eventually(30*time.Second, "the flow's send in the inbox", func() bool { return len(listAllInbox(t, h, token, "ada", 20)) == 2 })
+	after := sendInApp(t, h, key, "ada", "after")
+	waitDelivered(h, key, after)
+
+	got := listAllInbox(t, h, token, "ada", 20)
+	if len(got) != 3 || got[0].title != "after" || got[1].title != "flow" || got[2].title != "before" ||
+		got[0].seq != 3 || got[1].seq != 2 || got[2].seq != 1 {
+		t.Fatalf("inbox = %+v, want after 3, flow 2, before 1", got)
+	}
+	if s := sequenceOf(h, key, event); s != 0 {
+		t.Fatalf("the flow event itself has sequence %d, want none", s)
+	}
+}

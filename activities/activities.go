@@ -11,6 +11,7 @@ import (
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
 	"github.com/herald-notify/herald/internal/webhooks"
@@ -38,6 +39,9 @@ type Activities struct {
 	WebhookSender *webhooks.Sender
 	// Digests feeds digests (DigestAdd's signal-with-start); nil refuses them.
 	Digests DigestSignaler
+	// Retention is the operator's retention policy the maintenance activities
+	// enforce (zero: retention.Defaults).
+	Retention retention.Policy
 
 	// NoDueSequence leaves notifications unnumbered (app.Options.NoDueSequence:
 	// the due-order bench's floor).

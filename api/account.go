@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/gin-gonic/gin"
+	"github.com/herald-notify/herald/internal/retention"
 
 	"github.com/herald-notify/herald/internal/store"
 )
@@ -17,6 +18,8 @@ type accountRoom struct {
 	settings *settingsCache
 	// defaults are the server's tenant limits (LimitConfig.Tenant).
 	defaults TenantLimits
+	// retention is the operator's retention policy (Config.Retention).
+	retention retention.Policy
 }
 
 func (h *accountRoom) register(v1, public gin.IRouter, mw *middleware) {

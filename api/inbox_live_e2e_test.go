@@ -21,6 +21,7 @@ import (
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/metrics"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
 )
@@ -209,7 +210,11 @@ func TestInboxReconnectReplaysExactlyTheMissedEvents(t *testing.T) {
 }
 
 func TestInboxBatchInsertNotifiesOnceAndOldIDsRefetch(t *testing.T) {
-	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	// Every item stays: the inbox cap is above the batch (this tests the event
+	// log's own bound).
+	keep := retention.Defaults
+	keep.InboxItems = 2 * store.InboxEventRetention
+	h := apitest.Start(t, apitest.Options{NoWorker: true, Retention: keep})
 	tenantID, key, token := inboxUser(t, h, "ada")
 	createUser(h, key, "bob")
 	stBob := h.OpenStream("", "/v1/users/bob/inbox/stream", h.UserToken(key, "bob"))

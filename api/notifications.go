@@ -11,6 +11,7 @@ import (
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/metrics"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -35,6 +36,8 @@ type notificationsRoom struct {
 	// numberDue: a notification due now is numbered in its user's due sequence
 	// before its 202 (always, but in the due-order bench's floor).
 	numberDue bool
+	// retention is the operator's retention policy (Config.Retention).
+	retention retention.Policy
 }
 
 func (h *notificationsRoom) register(v1, public gin.IRouter, mw *middleware) {
@@ -142,6 +145,12 @@ func (h *notificationsRoom) getNotification(c *gin.Context) {
 	}
 	workflowID := ids.NotificationWorkflowID(tenantID, key)
 	view, err := h.viewFromWorkflow(c.Request.Context(), workflowID, runID, id)
+	if err == nil && h.pastRetention(c.Request.Context(), tenantID, view.AcceptedAt) {
+		// The row is not missing yet but gone: maintenance deleted it with
+		// the notification's history (its run may still be open, holding its
+		// dedup window).
+		err = workflows.ErrRunNotFound
+	}
 	if err == nil {
 		// The accept path numbers a notification due at once before its 202.
 		if view.Sequence, err = h.store.DueSequence(c.Request.Context(), tenantID, id); err != nil {
@@ -204,6 +213,17 @@ func (h *notificationsRoom) withFlowRun(ctx context.Context, tenantID string, v 
 		return v, err
 	}
 	return v, nil
+}
+
+// pastRetention reports whether a notification accepted at acceptedAt is older
+// than the tenant's notification history retention (an unreadable setting
+// counts as not past: the view is shown).
+func (h *notificationsRoom) pastRetention(ctx context.Context, tenantID string, acceptedAt time.Time) bool {
+	ts, err := h.settings.get(ctx, tenantID)
+	if err != nil {
+		return false
+	}
+	return time.Since(acceptedAt) > ts.Retention.Policy(operatorRetention(h.retention)).Notifications
 }
 
 // viewFromWorkflow describes a notification whose first activity has not written

@@ -38,6 +38,11 @@ type settingsView struct {
 	APIRatePerSecond float64 `json:"api_rate_per_second"`
 	APIBurst         int     `json:"api_burst"`
 	DailyQuota       int     `json:"daily_quota"`
+	// Retention is what the tenant's rows are kept for (its own settings where
+	// it has them, the operator's otherwise); RetentionMax the operator's, the
+	// longest it may set (read-only).
+	Retention    retentionView `json:"retention"`
+	RetentionMax retentionView `json:"retention_max"`
 }
 
 // decodePreferences reads and validates a preference document: 400 with the first

@@ -97,11 +97,11 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 	}
 
 	// Settings: caps and default locale, independent of the preference defaults.
-	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("default settings: %s", r.Body)
 	}
 	r = h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 5}, "default_locale": "de-AT"})
-	if string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
+	if string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("settings: %s", r.Body)
 	}
 	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 0}}), 400, "invalid_field", "category_caps.marketing")
@@ -114,10 +114,10 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 		t.Fatalf("PUT /v1/settings lost the preference defaults: %s", r.Body)
 	}
 	h.MustDo(http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, map[string]any{})
-	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("PUT /v1/preferences/defaults lost the settings: %s", r.Body)
 	}
-	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0}` {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("other tenant's settings: %s", r.Body)
 	}
 }
@@ -400,3 +400,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	critical := accept(t, h, key, "ada", "alert", map[string]any{"n": 4})
 	h.AwaitChannel(key, critical, "email", "sent", "", 20*time.Second)
 }
+
+// defaultRetentionJSON ends a settings document of a tenant with the
+// operator's default retention (docs/retention.md).
+const defaultRetentionJSON = `,"retention":{"audit":"8760h0m0s","campaigns":"720h0m0s","dead_letters":"720h0m0s","inbox_age":"2160h0m0s","inbox_items":100,"notifications":"720h0m0s","sandbox":"168h0m0s","webhooks":"720h0m0s"},"retention_max":{"audit":"8760h0m0s","campaigns":"720h0m0s","dead_letters":"720h0m0s","inbox_age":"2160h0m0s","inbox_items":100,"notifications":"720h0m0s","sandbox":"168h0m0s","webhooks":"720h0m0s"}}`

@@ -24,6 +24,7 @@ import (
 	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/metrics"
 	"github.com/herald-notify/herald/internal/ratelimit"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/unsubscribe"
@@ -65,6 +66,10 @@ type Config struct {
 	Inbox     InboxConfig
 	Webhooks  WebhookConfig
 	Campaigns CampaignConfig
+	// Retention is the operator's retention policy (HERALD_RETENTION_*): each
+	// tenant's default and the longest it may set (PUT /v1/settings
+	// "retention"); the zero Policy is retention.Defaults.
+	Retention retention.Policy
 }
 
 // LimitConfig are the API's rate limits and quotas.
@@ -174,7 +179,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, metricsToken: cfg.MetricsToken, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
 			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics,
-			numberDue: !cfg.NoDueSequence},
+			numberDue: !cfg.NoDueSequence, retention: cfg.Retention},
 		campaigns,
 		inbox,
 		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe,
@@ -187,7 +192,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 			emitter:           cfg.Webhooks.Emitter},
 		&webhookEndpointsRoom{responder: r, store: st, cfg: cfg.Webhooks},
 		&suppressionsRoom{responder: r, store: st},
-		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant},
+		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant, retention: operatorRetention(cfg.Retention)},
 	}}
 }
 

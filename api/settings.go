@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"golang.org/x/text/language"
 )
@@ -29,6 +31,12 @@ type putSettingsRequest struct {
 	APIBurst         *int     `json:"api_burst"`
 	DailyQuota       *int     `json:"daily_quota"`
 	AllowCritical    *bool    `json:"allow_critical"`
+	// Retention shortens what the tenant's rows are kept for (retentionView's
+	// fields; omitted: the operator's). Values are read one by one (see
+	// retention), so an error names the field.
+	Retention map[string]any `json:"retention"`
+	// RetentionMax is the operator's (read-only): accepted as GET returned it.
+	RetentionMax map[string]any `json:"retention_max"`
 }
 
 // operatorOnlyFields refuses (403 operator_only, naming the field) an attempt to
@@ -179,6 +187,10 @@ func (h *accountRoom) putSettings(c *gin.Context) {
 	if verr == nil {
 		retries, verr = req.retries()
 	}
+	var keep retention.Tenant
+	if verr == nil {
+		keep, verr = req.retention(h.retention)
+	}
 	if verr != nil {
 		h.abort(c, verr)
 		return
@@ -199,6 +211,7 @@ func (h *accountRoom) putSettings(c *gin.Context) {
 	if err := h.store.UpdateTenantSettings(ctx, tenantID, func(ts *store.TenantSettings) {
 		ts.CategoryCaps = caps
 		ts.RetryPolicies = retries
+		ts.Retention = keep
 		ts.DefaultLocale = ""
 		if req.DefaultLocale != nil {
 			ts.DefaultLocale = *req.DefaultLocale
@@ -227,5 +240,82 @@ func (h *accountRoom) answerSettings(c *gin.Context, tenantID string) {
 		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{}
 	}
 	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies,
-		APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota})
+		APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota,
+		Retention: viewRetention(ts.Retention.Policy(h.retention)), RetentionMax: viewRetention(h.retention)})
+}
+
+// retentionView is a retention policy as the settings document shows it:
+// durations as Go durations ("720h0m0s"), the inbox cap as a number.
+type retentionView map[string]any
+
+func viewRetention(p retention.Policy) retentionView {
+	v := retentionView{}
+	for _, f := range retention.Fields {
+		if f.Dur != nil {
+			v[f.Name] = f.Dur(&p).String()
+		} else {
+			v[f.Name] = *f.Int(&p)
+		}
+	}
+	return v
+}
+
+// operatorRetention is the operator's policy, retention.Defaults when unset.
+func operatorRetention(p retention.Policy) retention.Policy {
+	if p == (retention.Policy{}) {
+		return retention.Defaults
+	}
+	return p
+}
+
+// retention validates the tenant's retention settings against the operator's
+// policy op: known fields only; durations Go durations of at least 1s and at
+// most the operator's; inbox_items an integer from 1 to the operator's. A
+// tenant can shorten what its rows are kept for, never lengthen it.
+func (r putSettingsRequest) retention(op retention.Policy) (retention.Tenant, *httpError) {
+	var t retention.Tenant
+	known := map[string]retention.Field{}
+	for _, f := range retention.Fields {
+		known[f.Name] = f
+	}
+	for _, name := range sortedChannels(r.Retention) {
+		f, ok := known[name]
+		field := "retention." + name
+		if !ok {
+			return t, badField(field, "unknown_field", "unknown retention setting %q", name)
+		}
+		raw := r.Retention[name]
+		if f.Int != nil {
+			num, ok := raw.(json.Number)
+			n, err := strconv.ParseInt(string(num), 10, 64)
+			if !ok || err != nil {
+				return t, badField(field, "invalid_type", "%s must be an integer", field)
+			}
+			if limit := int64(*f.Int(&op)); n < 1 || n > limit {
+				return t, badField(field, "invalid_field", "%s must be from 1 to %d (the operator's)", field, limit)
+			}
+			t.Set(name, n)
+			continue
+		}
+		str, ok := raw.(string)
+		if !ok {
+			return t, badField(field, "invalid_type", "%s must be a duration string such as \"720h\"", field)
+		}
+		d, err := time.ParseDuration(str)
+		if err != nil || d < time.Second || d%time.Second != 0 {
+			return t, badField(field, "invalid_field", "%s must be a duration of whole seconds, at least 1s, such as \"720h\"", field)
+		}
+		if limit := *f.Dur(&op); d > limit {
+			return t, badField(field, "invalid_field", "%s must be at most %s (the operator's); a tenant can shorten retention, never lengthen it", field, limit)
+		}
+		t.Set(name, int64(d/time.Second))
+	}
+	if r.RetentionMax != nil {
+		for name, v := range r.RetentionMax {
+			if want, ok := viewRetention(op)[name]; !ok || fmt.Sprint(want) != fmt.Sprint(v) {
+				return t, operatorOnly("retention_max", "retention_max."+name+" is the operator's (HERALD_RETENTION_*); a tenant cannot change it")
+			}
+		}
+	}
+	return t, nil
 }

@@ -907,6 +907,7 @@ const (
 	AllowCritical    OperatorOnlyErrorField = "allow_critical"
 	Critical         OperatorOnlyErrorField = "critical"
 	DailyQuota       OperatorOnlyErrorField = "daily_quota"
+	RetentionMax     OperatorOnlyErrorField = "retention_max"
 )
 
 // Valid indicates whether the value is a known member of the OperatorOnlyErrorField enum.
@@ -921,6 +922,8 @@ func (e OperatorOnlyErrorField) Valid() bool {
 	case Critical:
 		return true
 	case DailyQuota:
+		return true
+	case RetentionMax:
 		return true
 	default:
 		return false
@@ -2724,9 +2727,44 @@ type PutSettingsRequest struct {
 	// DefaultLocale A BCP 47 tag; absent or null is `en`.
 	DefaultLocale *string `json:"default_locale,omitempty"`
 
+	// Retention Shortens what the tenant's rows are kept for (docs/retention.md): each duration at
+	// least `1s` and at most the operator's (`retention_max`), `inbox_items` 1 to the
+	// operator's. Absent or null: the operator's for every kind.
+	Retention *PutSettingsRequest_Retention `json:"retention,omitempty"`
+
+	// RetentionMax The operator's (read-only); only the value GET returned is accepted (403 otherwise).
+	RetentionMax *Retention `json:"retention_max,omitempty"`
+
 	// RetryPolicies Channel (`email`, `sms`, `push`) → retry override; absent or null means no
 	// overrides. A channel whose value is null or `{}` keeps the default policy.
 	RetryPolicies *PutSettingsRequest_RetryPolicies `json:"retry_policies,omitempty"`
+}
+
+// PutSettingsRequest_Retention Shortens what the tenant's rows are kept for (docs/retention.md): each duration at
+// least `1s` and at most the operator's (`retention_max`), `inbox_items` 1 to the
+// operator's. Absent or null: the operator's for every kind.
+type PutSettingsRequest_Retention struct {
+	// Audit A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Audit *GoDuration `json:"audit,omitempty"`
+
+	// Campaigns A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Campaigns *GoDuration `json:"campaigns,omitempty"`
+
+	// DeadLetters A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	DeadLetters *GoDuration `json:"dead_letters,omitempty"`
+
+	// InboxAge A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	InboxAge   *GoDuration `json:"inbox_age,omitempty"`
+	InboxItems *int        `json:"inbox_items,omitempty"`
+
+	// Notifications A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Notifications *GoDuration `json:"notifications,omitempty"`
+
+	// Sandbox A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Sandbox *GoDuration `json:"sandbox,omitempty"`
+
+	// Webhooks A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Webhooks *GoDuration `json:"webhooks,omitempty"`
 }
 
 // PutSettingsRequest_RetryPolicies Channel (`email`, `sms`, `push`) → retry override; absent or null means no
@@ -2887,6 +2925,35 @@ type RenderedChannel_Sms struct {
 	Encoding string `json:"encoding"`
 	Segments int    `json:"segments"`
 	Text     string `json:"text"`
+}
+
+// Retention What the tenant's rows are kept for (docs/retention.md): `retention` is what applies
+// (the tenant's own settings where it has them, the operator's otherwise),
+// `retention_max` the operator's, the longest a tenant may set.
+type Retention struct {
+	// Audit A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Audit GoDuration `json:"audit"`
+
+	// Campaigns A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Campaigns GoDuration `json:"campaigns"`
+
+	// DeadLetters A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	DeadLetters GoDuration `json:"dead_letters"`
+
+	// InboxAge A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	InboxAge GoDuration `json:"inbox_age"`
+
+	// InboxItems The newest this many items of a user's inbox are kept.
+	InboxItems int `json:"inbox_items"`
+
+	// Notifications A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Notifications GoDuration `json:"notifications"`
+
+	// Sandbox A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Sandbox GoDuration `json:"sandbox"`
+
+	// Webhooks A positive Go duration string such as `500ms`, `1.5s` or `1m0s`.
+	Webhooks GoDuration `json:"webhooks"`
 }
 
 // RetryPolicy A stored retry override. Only the fields that were set appear; the others keep
@@ -3203,6 +3270,16 @@ type TenantSettings struct {
 	// DailyQuota The tenant's daily quota, set by the operator (0 = the server default).
 	DailyQuota    int    `json:"daily_quota"`
 	DefaultLocale string `json:"default_locale"`
+
+	// Retention What the tenant's rows are kept for (docs/retention.md): `retention` is what applies
+	// (the tenant's own settings where it has them, the operator's otherwise),
+	// `retention_max` the operator's, the longest a tenant may set.
+	Retention Retention `json:"retention"`
+
+	// RetentionMax What the tenant's rows are kept for (docs/retention.md): `retention` is what applies
+	// (the tenant's own settings where it has them, the operator's otherwise),
+	// `retention_max` the operator's, the longest a tenant may set.
+	RetentionMax Retention `json:"retention_max"`
 
 	// RetryPolicies Channel → retry override (`{}` when none).
 	RetryPolicies TenantSettings_RetryPolicies `json:"retry_policies"`

@@ -11,11 +11,16 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	namespacepb "go.temporal.io/api/namespace/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -114,6 +119,7 @@ func Register(r interface {
 	r.RegisterWorkflow(workflows.CampaignWorkflow)
 	r.RegisterWorkflow(workflows.FlowWorkflow)
 	r.RegisterWorkflow(workflows.DigestWorkflow)
+	r.RegisterWorkflow(workflows.MaintenanceWorkflow)
 	r.RegisterActivity(acts)
 }
 
@@ -145,4 +151,73 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		return nil, fmt.Errorf("add search attributes %v to namespace %s: %w", added, namespace, err)
 	}
 	return added, nil
+}
+
+// EnsureMaintenanceSchedule creates the maintenance Schedule
+// (workflows.MaintenanceScheduleID) or brings an existing one up to date: a
+// MaintenanceWorkflow every `every` on taskQueue, one run at a time (overlap
+// policy skip: a run still going when the next is due makes the Schedule skip
+// that one). Every worker process calls it at start, and `herald migrate`
+// does; calling it again changes nothing. It says whether it created the
+// Schedule.
+func EnsureMaintenanceSchedule(ctx context.Context, c client.Client, taskQueue string, every time.Duration) (created bool, err error) {
+	if every <= 0 {
+		every = time.Hour
+	}
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}}
+	action := &client.ScheduleWorkflowAction{ID: contract.MaintenanceWorkflowID, Workflow: workflows.MaintenanceWorkflow,
+		Args: []any{workflows.MaintenanceInput{}}, TaskQueue: taskQueue,
+		WorkflowExecutionTimeout: 24 * time.Hour}
+	_, err = c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+		ID: workflows.MaintenanceScheduleID, Spec: spec, Action: action,
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: every,
+		Memo: map[string]any{"what": "Herald maintenance: retention, partitions (docs/retention.md)"},
+	})
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return false, fmt.Errorf("create the maintenance schedule: %w", err)
+	}
+	h := c.ScheduleClient().GetHandle(ctx, workflows.MaintenanceScheduleID)
+	err = h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+		s := in.Description.Schedule
+		s.Spec, s.Action = &spec, action
+		if s.Policy == nil {
+			s.Policy = &client.SchedulePolicies{}
+		}
+		s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+		s.Policy.CatchupWindow = every
+		return &client.ScheduleUpdate{Schedule: &s}, nil
+	}})
+	if err != nil {
+		return false, fmt.Errorf("update the maintenance schedule: %w", err)
+	}
+	return false, nil
+}
+
+// SetNamespaceRetention sets the namespace's workflow retention (how long
+// Temporal keeps a closed workflow's history) to d, and returns what it was.
+// `herald migrate` and `herald dev` set it to the notification history's
+// retention, so Temporal keeps a notification's history as long as Herald
+// keeps its rows. Temporal refuses less than a day: d is raised to a day.
+func SetNamespaceRetention(ctx context.Context, c client.Client, namespace string, d time.Duration) (before, after time.Duration, err error) {
+	d = max(d, 24*time.Hour)
+	desc, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	if err != nil {
+		return 0, 0, fmt.Errorf("describe namespace %s: %w", namespace, err)
+	}
+	if r := desc.GetConfig().GetWorkflowExecutionRetentionTtl(); r != nil {
+		before = r.AsDuration()
+	}
+	if before == d {
+		return before, d, nil
+	}
+	if _, err := c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{Namespace: namespace,
+		// Only the retention is set: the server leaves every unset field as it is.
+		Config: &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(d)},
+	}); err != nil {
+		return before, before, fmt.Errorf("set the retention of namespace %s: %w", namespace, err)
+	}
+	return before, d, nil
 }

@@ -51,7 +51,8 @@ const (
 var Names = []string{RecordAccepted, AssignDue, LoadRecipient, LoadPreferences, ClaimCap, Render, DeliverInApp, RecordChannelStatus, RecordStatus, DeliverEmail, DeliverSMS, DeliverPush, DeadLetter, BeginRedrive, FinishRedrive, ReopenRedrive,
 	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook,
 	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus,
-	FlowRecord, FlowStep, FlowTemplate, FlowThrottle, FlowWait, FlowWaitDone, DigestAdd, DigestRemove, DigestOpen, DigestClose}
+	FlowRecord, FlowStep, FlowTemplate, FlowThrottle, FlowWait, FlowWaitDone, DigestAdd, DigestRemove, DigestOpen, DigestClose,
+	MaintenancePrune, MaintenanceReport}
 
 // RecordAcceptedInput describes the accepted notification.
 type RecordAcceptedInput struct {

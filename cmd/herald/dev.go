@@ -33,6 +33,9 @@ func runDev(ctx context.Context, cfg config.Config, stdout io.Writer, logger *sl
 	if err := registerSearchAttributes(ctx, cfg, stdout, logger, 0); err != nil {
 		return err
 	}
+	if err := prepareNamespace(ctx, cfg, stdout, logger); err != nil {
+		return err
+	}
 	if err := ensureDevSecretsKey(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/herald-notify/herald/internal/config"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/schema"
 	"github.com/herald-notify/herald/worker"
 	"github.com/herald-notify/herald/workflows"
@@ -43,9 +45,13 @@ func runMigrate(ctx context.Context, cfg config.Config, args []string, stdout io
 		}
 		if os.Getenv(config.EnvTemporalAddress) == "" {
 			fmt.Fprintf(stdout, "search attributes: not registered (%s is not set)\n", config.EnvTemporalAddress)
+			fmt.Fprintf(stdout, "namespace retention and maintenance schedule: not set (%s is not set)\n", config.EnvTemporalAddress)
 			return nil
 		}
-		return registerSearchAttributes(ctx, cfg, stdout, logger, *wait)
+		if err := registerSearchAttributes(ctx, cfg, stdout, logger, *wait); err != nil {
+			return err
+		}
+		return prepareNamespace(ctx, cfg, stdout, logger)
 	case args[0] == "search-attributes" && len(args) == 1:
 		return registerSearchAttributes(ctx, cfg, stdout, logger, *wait)
 	case args[0] == "down" && len(args) == 2:
@@ -96,6 +102,52 @@ func registerSearchAttributes(ctx context.Context, cfg config.Config, stdout io.
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// prepareNamespace sets the namespace's workflow retention to the
+// notification history's (HERALD_RETENTION_NOTIFICATIONS; Temporal keeps
+// nothing under a day) and creates or updates the maintenance Schedule
+// (docs/retention.md), saying what it did.
+func prepareNamespace(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tc, err := client.DialContext(ctx, client.Options{
+		HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+		Logger: log.NewStructuredLogger(logger.With("component", "temporal")),
+	})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer tc.Close()
+	keep := cfg.Retention.Notifications
+	if keep <= 0 {
+		keep = retention.Defaults.Notifications
+	}
+	before, after, err := worker.SetNamespaceRetention(ctx, tc, cfg.TemporalNamespace, keep)
+	if err != nil {
+		return err
+	}
+	how := "unchanged"
+	if before != after {
+		how = "was " + before.String()
+	}
+	note := ""
+	if after != keep {
+		note = fmt.Sprintf("; Temporal keeps at least a day, the notification history %s", keep)
+	}
+	fmt.Fprintf(stdout, "namespace %s: workflow retention %s (%s), matching the notification history's retention (HERALD_RETENTION_NOTIFICATIONS)%s\n",
+		cfg.TemporalNamespace, after, how, note)
+	created, err := worker.EnsureMaintenanceSchedule(ctx, tc, cfg.TaskQueue, cfg.MaintenanceEvery)
+	if err != nil {
+		return err
+	}
+	verb := "updated"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(stdout, "maintenance schedule %s: %s (every %s, task queue %s, one run at a time)\n",
+		workflows.MaintenanceScheduleID, verb, cmp.Or(cfg.MaintenanceEvery, config.DefaultMaintenanceEvery), cfg.TaskQueue)
+	return nil
 }
 
 // ensureSearchAttributes is one attempt of registerSearchAttributes.

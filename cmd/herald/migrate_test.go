@@ -65,6 +65,18 @@ func TestMigrateRegistersSearchAttributes(t *testing.T) {
 			t.Errorf("herald migrate did not say it registered %s:\n%s", key.GetName(), out)
 		}
 	}
+	// The namespace keeps workflows as long as Herald keeps notifications
+	// (HERALD_RETENTION_NOTIFICATIONS, 30 days by default), and the
+	// maintenance Schedule exists; herald migrate says both.
+	if !strings.Contains(out, "namespace "+ns+": workflow retention 720h0m0s (was 24h0m0s)") ||
+		!strings.Contains(out, "maintenance schedule "+workflows.MaintenanceScheduleID+": created") {
+		t.Errorf("herald migrate did not say it set the retention and the schedule:\n%s", out)
+	}
+	nsc := tc.WorkflowService()
+	desc, err := nsc.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+	if err != nil || desc.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration() != 720*time.Hour {
+		t.Errorf("namespace retention after herald migrate: %v, %v", desc.GetConfig().GetWorkflowExecutionRetentionTtl(), err)
+	}
 
 	have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 	if err != nil {
@@ -86,6 +98,9 @@ func TestMigrateRegistersSearchAttributes(t *testing.T) {
 		}
 		if !strings.Contains(out, "search attributes: all ") || strings.Contains(out, "search attributes: registered") {
 			t.Errorf("herald %v again said:\n%s", args, out)
+		}
+		if args[len(args)-1] == "migrate" && !strings.Contains(out, "maintenance schedule "+workflows.MaintenanceScheduleID+": updated") {
+			t.Errorf("herald migrate again said:\n%s", out)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/inboxlive"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/secrets"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/templates"
@@ -104,6 +105,8 @@ type Options struct {
 	// WebhookRetry is the tenant webhooks' backoff (zero fields: 100 ms
 	// doubling to 1 s, for a minute, so tests see retries quickly).
 	WebhookRetry contract.WebhookRetry
+	// Retention is the operator's retention policy (zero: retention.Defaults).
+	Retention retention.Policy
 }
 
 // Start brings up API + worker against the test services, wired by internal/app as
@@ -160,6 +163,7 @@ func Start(t testing.TB, opts Options) *Harness {
 		InboxStreamsPerProcess: opts.InboxStreams.PerProcess,
 		InboxStreamPageBytes:   opts.InboxStreams.PageBytes, InboxStreamsMemoryBytes: opts.InboxStreams.MemoryBytes,
 		InboxActionLimit: config.Bucket{Rate: opts.InboxActions.PerSecond, Burst: opts.InboxActions.Burst},
+		Retention:        opts.Retention,
 	}
 	h.newApp = func(edit func(*config.Config)) (*app.App, error) {
 		cfg := cfg

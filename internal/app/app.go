@@ -175,7 +175,8 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		}, a.Sandbox),
 		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter, Metrics: m,
 		Webhooks: emitter, WebhookSender: &webhooks.Sender{Store: a.Store, Keys: keys, Client: webhookClient},
-		Digests: workflows.NewClient(a.temporal, cfg.TaskQueue), NoDueSequence: opts.NoDueSequence}
+		Digests: workflows.NewClient(a.temporal, cfg.TaskQueue), NoDueSequence: opts.NoDueSequence, Retention: cfg.Retention}
+	a.Store.SetInboxCap(cfg.Retention.InboxItems)
 
 	apiStore, apiLimiter, apiTemporal := a.Store, limiter, a.temporal
 	if opts.APIDB != nil {
@@ -205,6 +206,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 			ActionRate: api.Rate{PerSecond: cfg.InboxActionLimit.Rate, Burst: cfg.InboxActionLimit.Burst}},
 		Webhooks:  api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
 		Campaigns: api.CampaignConfig{PageSize: cfg.CampaignPageSize, Window: cfg.CampaignWindow, InDoubtWait: cfg.CampaignInDoubtWait},
+		Retention: cfg.Retention,
 	}
 	a.hub = inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{PerUser: cfg.InboxStreamsPerUser,
 		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess,
@@ -376,6 +378,15 @@ func (a *App) Run(ctx context.Context, s Services) error {
 			a.log.Info("worker stopped")
 			return nil
 		})
+		// The maintenance Schedule (docs/retention.md): created or brought up
+		// to date by every worker process, one run at a time whatever their
+		// number. A Temporal that refuses is logged: the lanes' own start
+		// reports a Temporal that is down.
+		if created, err := worker.EnsureMaintenanceSchedule(ctx, a.temporal, a.cfg.TaskQueue, a.cfg.MaintenanceEvery); err != nil {
+			a.log.Warn("maintenance schedule not ensured", "error", err)
+		} else {
+			a.log.Info("maintenance schedule ensured", "id", workflows.MaintenanceScheduleID, "created", created, "every", a.cfg.MaintenanceEvery)
+		}
 		// Digest events the API accepted but could not signal (a crash, a
 		// Temporal error) reach their digest from here (docs/digests.md).
 		g.Go(func() error {

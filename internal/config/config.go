@@ -14,6 +14,7 @@ import (
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/egress"
 	"github.com/herald-notify/herald/internal/inboxlive"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/providers"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -160,7 +161,17 @@ type Config struct {
 	// "sending" by a re-run batch waits for the provider's receipt before it is
 	// sent again (default activities.DefaultInDoubtWait).
 	CampaignInDoubtWait time.Duration
+	// HERALD_RETENTION_*: how long rows are kept (retention.Fields names each
+	// variable; defaults retention.Defaults). Each value is every tenant's
+	// default and the longest a tenant may set (docs/retention.md).
+	Retention retention.Policy
+	// HERALD_MAINTENANCE_EVERY: how often the maintenance Schedule runs
+	// (default DefaultMaintenanceEvery).
+	MaintenanceEvery time.Duration
 }
+
+// DefaultMaintenanceEvery is HERALD_MAINTENANCE_EVERY's default.
+const DefaultMaintenanceEvery = time.Hour
 
 // DefaultMetricsAddr is HERALD_METRICS_ADDR's default.
 const DefaultMetricsAddr = "127.0.0.1:9464"
@@ -382,6 +393,22 @@ func FromEnv() (Config, error) {
 	}
 	if c.CampaignPageSize < 1 || c.CampaignPageSize > 1000 || c.CampaignWindow < 1 || c.CampaignWindow > 32 {
 		return c, fmt.Errorf("HERALD_CAMPAIGN_PAGE_SIZE must be 1 to 1000 and HERALD_CAMPAIGN_WINDOW 1 to 32")
+	}
+	c.Retention = retention.Defaults
+	for _, f := range retention.Fields {
+		if f.Dur != nil {
+			if *f.Dur(&c.Retention), err = duration(f.Env, *f.Dur(&c.Retention)); err != nil {
+				return c, err
+			}
+		} else if *f.Int(&c.Retention), err = integer(f.Env, *f.Int(&c.Retention)); err != nil {
+			return c, err
+		}
+	}
+	if err := c.Retention.Validate(); err != nil {
+		return c, err
+	}
+	if c.MaintenanceEvery, err = duration("HERALD_MAINTENANCE_EVERY", DefaultMaintenanceEvery); err != nil {
+		return c, err
 	}
 	if c.OperatorKey = os.Getenv("HERALD_OPERATOR_KEY"); c.OperatorKey != "" && len(c.OperatorKey) < MinOperatorKeyLen {
 		return c, fmt.Errorf("HERALD_OPERATOR_KEY is %d bytes: want at least %d (openssl rand -base64 32)", len(c.OperatorKey), MinOperatorKeyLen)

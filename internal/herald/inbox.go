@@ -9,6 +9,9 @@ const (
 	// InboxAllRead and InboxAllSeen: every unarchived item was marked read / seen.
 	InboxAllRead = "all.read"
 	InboxAllSeen = "all.seen"
+	// InboxItemsRemoved: items went for the inbox's cap or age limit
+	// (docs/retention.md); the event carries the counts after, no item.
+	InboxItemsRemoved = "items.removed"
 )
 
 // InboxRefetch is the stream's control event: the client's Last-Event-ID is older

@@ -52,6 +52,12 @@ const (
 	WebhookDeadLettered   = "herald_webhook_dead_lettered_total"
 	CampaignsFinished     = "herald_campaigns_finished_total"
 	CampaignRecipients    = "herald_campaign_recipients_total"
+	// Maintenance (docs/retention.md).
+	MaintenanceDeletedRows = "herald_maintenance_deleted_rows_total"
+	MaintenanceRuns        = "herald_maintenance_runs_total"
+	MaintenanceRunSeconds  = "herald_maintenance_run_duration_seconds"
+	MaintenancePartitions  = "herald_maintenance_partitions_total"
+	MaintenanceLockWait    = "herald_maintenance_lock_wait_seconds"
 )
 
 // Delivery outcomes (the outcome label of herald_deliveries_total): one per
@@ -101,6 +107,11 @@ type Metrics struct {
 	campaigns    *prometheus.CounterVec
 	campaignRcpt *prometheus.CounterVec
 	authLookups  *prometheus.CounterVec
+	mtDeleted    *prometheus.CounterVec
+	mtRuns       *prometheus.CounterVec
+	mtRunSeconds *prometheus.HistogramVec
+	mtParts      *prometheus.CounterVec
+	mtLockWait   *prometheus.HistogramVec
 
 	gaugeOnce          sync.Once
 	streamsOnce        sync.Once
@@ -139,6 +150,12 @@ func New(opts Options) *Metrics {
 	m.campaigns = counter(reg, CampaignsFinished, "Campaigns that reached a final status (completed, cancelled, failed).", "status")
 	m.campaignRcpt = counter(reg, CampaignRecipients, "Campaign recipients' channels by what the first batch run did with them (delivered, suppressed, deferred, retrying, failed, duplicate); a re-run batch counts its duplicates.", "outcome")
 	m.authLookups = counter(reg, AuthLookups, "API keys looked up in PostgreSQL (not served from the auth cache), by outcome (found, not_found).", "outcome")
+	m.mtDeleted = counter(reg, MaintenanceDeletedRows, "Rows the maintenance workflow deleted past their retention, by kind (notifications, inbox, audit_log, ...).", "kind")
+	m.mtRuns = counter(reg, MaintenanceRuns, "Maintenance runs finished.")
+	m.mtRunSeconds = histogram(reg, MaintenanceRunSeconds, "How long a maintenance run took, start to report.", []float64{1, 5, 15, 60, 300, 900, 3600})
+	m.mtParts = counter(reg, MaintenancePartitions, "Partitions the maintenance workflow created, detached or dropped, by table and action.", "table", "action")
+	m.mtLockWait = histogram(reg, MaintenanceLockWait, "How long maintenance DDL waited for its lock (each attempt; lock_timeout ends a wait), by table.", []float64{.001, .005, .01, .05, .1, .25, .5, 1}, "table")
+	m.mtRuns.WithLabelValues()
 	// Series a dashboard alerts on exist from the start, at 0, rather than
 	// appearing only with the first failure.
 	for _, ch := range herald.Channels {
@@ -317,6 +334,39 @@ func (m *Metrics) CampaignBatch(recipients, delivered, suppressed, deferred, ret
 			m.campaignRcpt.WithLabelValues(CampaignOutcomes[i]).Add(float64(n))
 		}
 	}
+}
+
+// MaintenanceDeleted records rows maintenance deleted of a kind.
+func (m *Metrics) MaintenanceDeleted(kind string, n int64) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.mtDeleted.WithLabelValues(kind).Add(float64(n))
+}
+
+// MaintenanceRun records a finished maintenance run.
+func (m *Metrics) MaintenanceRun(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.mtRuns.WithLabelValues().Inc()
+	m.mtRunSeconds.WithLabelValues().Observe(d.Seconds())
+}
+
+// MaintenancePartition records a partition created, detached or dropped.
+func (m *Metrics) MaintenancePartition(table, action string) {
+	if m == nil {
+		return
+	}
+	m.mtParts.WithLabelValues(table, action).Inc()
+}
+
+// MaintenanceLockWait records how long one DDL statement waited for its lock.
+func (m *Metrics) MaintenanceLockWait(table string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.mtLockWait.WithLabelValues(table).Observe(d.Seconds())
 }
 
 // GaugeSource answers a gauge at scrape time (a count in PostgreSQL).

@@ -252,11 +252,29 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 		return nil, err
 	}
 
+	// Keep the newest items of each user within the cap (an item inserted
+	// older than the cap's edge goes at once: it is counted inserted, for the
+	// delivery, but never shown).
+	removed, err := s.capInboxes(ctx, tenants, userIDs)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[string]bool{}
+	for _, r := range removed {
+		gone[r.key.tenantID+"\x00"+r.key.userID+"\x00"+r.id] = true
+	}
+	events, evUsers := applyInboxRemovals(removed, users, func(r removedInboxItem) bool {
+		_, isFresh := fresh[r.key.tenantID+"\x00"+r.key.userID+"\x00"+r.id]
+		return !isFresh
+	})
 	inserted := make([]bool, n)
-	var events []InboxEvent
-	var evUsers []userKey
 	for i, it := range items {
 		k := it.TenantID + "\x00" + it.UserID + "\x00" + it.NotificationID
+		if _, isFresh := fresh[k]; isFresh && gone[k] {
+			delete(fresh, k)
+			inserted[i] = true
+			continue
+		}
 		dueSeq, ok := fresh[k]
 		if !ok {
 			continue
@@ -375,6 +393,81 @@ func (s *Store) saveInboxStates(ctx context.Context, keys []userKey, states []in
 		DELETE FROM inbox_events e USING unnest($1::text[], $2::text[], $3::bigint[]) AS x(t, u, seq)
 		WHERE e.tenant_id = x.t AND e.user_id = x.u AND e.seq <= x.seq - $4`, t, u, seq, InboxEventRetention)
 	return err
+}
+
+// removedInboxItem is one item an inbox cap or age limit deleted.
+type removedInboxItem struct {
+	key  userKey
+	id   string
+	item InboxItem
+}
+
+// capInboxSQL deletes, for each user ($1, $2), the items past the newest
+// keep in the feed's order (due_seq, then notification_id, newest first;
+// docs/inbox-order.md): the operator's cap $3, or the tenant's own smaller one.
+// The edge is the keep-th item of inbox_due_idx, so it costs an index walk of
+// keep entries per user.
+const capInboxSQL = `
+	WITH u AS (
+		SELECT x.t, x.u, LEAST($3::int, COALESCE(NULLIF((s.retention->>'inbox_items')::int, 0), $3::int)) AS keep
+		FROM unnest($1::text[], $2::text[]) AS x(t, u) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
+	), edge AS (
+		SELECT u.t, u.u, c.due_seq, c.notification_id FROM u CROSS JOIN LATERAL (
+			SELECT due_seq, notification_id FROM inbox WHERE tenant_id = u.t AND user_id = u.u
+			ORDER BY due_seq DESC, notification_id DESC OFFSET u.keep - 1 LIMIT 1) c
+	)
+	DELETE FROM inbox i USING edge WHERE i.tenant_id = edge.t AND i.user_id = edge.u
+		AND (i.due_seq, i.notification_id) < (edge.due_seq, edge.notification_id)
+	RETURNING i.tenant_id, i.user_id, i.notification_id, i.read_at, i.seen_at, i.archived_at`
+
+// capInboxes applies the inbox cap to the users (whose state rows the caller
+// holds locked) and returns what it deleted.
+func (s *Store) capInboxes(ctx context.Context, tenants, users []string) ([]removedInboxItem, error) {
+	return s.removeInboxItems(ctx, capInboxSQL, tenants, users, s.inboxCap)
+}
+
+// removeInboxItems runs a DELETE … RETURNING tenant_id, user_id,
+// notification_id, read_at, seen_at, archived_at and collects the rows.
+func (s *Store) removeInboxItems(ctx context.Context, q string, args ...any) ([]removedInboxItem, error) {
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (removedInboxItem, error) {
+		var it removedInboxItem
+		err := r.Scan(&it.key.tenantID, &it.key.userID, &it.id, &it.item.ReadAt, &it.item.SeenAt, &it.item.ArchivedAt)
+		it.item.NotificationID = it.id
+		return it, err
+	})
+}
+
+// applyInboxRemovals takes the removed items that counted (counted) out of
+// their users' locked counts and returns one InboxItemsRemoved event per user
+// that lost any, with the counts after.
+func applyInboxRemovals(removed []removedInboxItem, users map[userKey]*inboxState, counted func(removedInboxItem) bool) ([]InboxEvent, []userKey) {
+	var events []InboxEvent
+	var evUsers []userKey
+	touched := map[userKey]bool{}
+	var order []userKey
+	for _, r := range removed {
+		if !counted(r) {
+			continue
+		}
+		st := users[r.key]
+		st.counts.add(&r.item, nil)
+		if !touched[r.key] {
+			touched[r.key] = true
+			order = append(order, r.key)
+		}
+	}
+	for _, k := range order {
+		st := users[k]
+		st.seq++
+		st.changed = true
+		events = append(events, InboxEvent{Seq: st.seq, Kind: herald.InboxItemsRemoved, Counts: st.counts})
+		evUsers = append(evUsers, k)
+	}
+	return events, evUsers
 }
 
 // appendInboxEvents inserts events; users[i] owns events[i].

@@ -9,6 +9,7 @@ import (
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/preferences"
+	"github.com/herald-notify/herald/internal/retention"
 )
 
 // GetPreferences returns a user's own preferences (not merged with the tenant's
@@ -83,6 +84,9 @@ type TenantSettings struct {
 	MaxAudienceSize        int64 `json:"max_audience_size"`
 	MaxConcurrentCampaigns int   `json:"max_concurrent_campaigns"`
 	MaxListBytes           int64 `json:"max_list_bytes"`
+	// Retention is the tenant's own retention settings (zero fields: the
+	// operator's; docs/retention.md).
+	Retention retention.Tenant `json:"retention"`
 }
 
 // Limits are the operator's limits among the settings.
@@ -95,20 +99,20 @@ func (ts TenantSettings) Limits() TenantLimits {
 // the operator's limits (see TenantSettings), in one query.
 func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantSettings, error) {
 	ts := TenantSettings{DefaultLocale: "en", CategoryCaps: map[string]int{}, RetryPolicies: map[herald.Channel]herald.RetryPolicy{}}
-	var prefs, caps, retries []byte
+	var prefs, caps, retries, keep []byte
 	var locale *string
 	var rate *float64
 	var burst, quota, concurrent *int
 	var audience, listBytes *int64
 	var allow *bool
 	err := s.db.QueryRow(ctx, `
-		SELECT s.preference_defaults, s.category_caps, s.default_locale, s.retry_policies,
+		SELECT s.preference_defaults, s.category_caps, s.default_locale, s.retry_policies, s.retention,
 			l.api_rate_per_second, l.api_burst, l.daily_quota, l.allow_critical,
 			l.max_audience_size, l.max_concurrent_campaigns, l.max_list_bytes
 		FROM (SELECT $1::text AS id) k
 		LEFT JOIN tenant_settings s ON s.tenant_id = k.id
 		LEFT JOIN tenant_limits l ON l.tenant_id = k.id`, tenantID).
-		Scan(&prefs, &caps, &locale, &retries, &rate, &burst, &quota, &allow, &audience, &concurrent, &listBytes)
+		Scan(&prefs, &caps, &locale, &retries, &keep, &rate, &burst, &quota, &allow, &audience, &concurrent, &listBytes)
 	if err != nil {
 		return ts, err
 	}
@@ -121,6 +125,9 @@ func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantS
 	}
 	ts.DefaultLocale = *locale
 	if err := json.Unmarshal(prefs, &ts.PreferenceDefaults); err != nil {
+		return ts, err
+	}
+	if err := json.Unmarshal(keep, &ts.Retention); err != nil {
 		return ts, err
 	}
 	if err := json.Unmarshal(retries, &ts.RetryPolicies); err != nil {
@@ -152,14 +159,18 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 	if err != nil {
 		return err
 	}
+	keep, err := json.Marshal(ts.Retention)
+	if err != nil {
+		return err
+	}
 	// The operator's limits in ts are not written: they live in tenant_limits.
 	_, err = s.db.Exec(ctx, `
-		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies)
-		VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies, retention)
+		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (tenant_id) DO UPDATE SET preference_defaults = EXCLUDED.preference_defaults,
 			category_caps = EXCLUDED.category_caps, default_locale = EXCLUDED.default_locale,
-			retry_policies = EXCLUDED.retry_policies, updated_at = now()`,
-		tenantID, prefs, caps, ts.DefaultLocale, retries)
+			retry_policies = EXCLUDED.retry_policies, retention = EXCLUDED.retention, updated_at = now()`,
+		tenantID, prefs, caps, ts.DefaultLocale, retries, keep)
 	return err
 }
 

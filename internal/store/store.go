@@ -9,17 +9,29 @@ import (
 	"strings"
 
 	"github.com/herald-notify/herald/internal/dbx"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Store runs Herald's queries.
 type Store struct {
 	db dbx.DB
+	// inboxCap is the operator's cap on a user's inbox items (SetInboxCap).
+	inboxCap int
 }
 
 // New wraps a pool or a transaction (tests run a Store in a transaction they
 // roll back).
-func New(db dbx.DB) *Store { return &Store{db: db} }
+func New(db dbx.DB) *Store { return &Store{db: db, inboxCap: retention.Defaults.InboxItems} }
+
+// SetInboxCap sets the operator's cap on a user's inbox items
+// (HERALD_RETENTION_INBOX_ITEMS): every insert keeps the newest that many of
+// the user's items, or the tenant's own smaller cap (insertInboxItems).
+func (s *Store) SetInboxCap(n int) {
+	if n > 0 {
+		s.inboxCap = n
+	}
+}
 
 // Connect opens a pool and checks it answers.
 func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
@@ -56,7 +68,9 @@ func (s *Store) InTx(ctx context.Context, fn func(*Store) error) error {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if err := fn(New(tx)); err != nil {
+	inner := New(tx)
+	inner.inboxCap = s.inboxCap
+	if err := fn(inner); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

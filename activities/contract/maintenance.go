@@ -1,0 +1,61 @@
+package contract
+
+import "time"
+
+// The maintenance workflow (workflows.MaintenanceWorkflow, docs/retention.md)
+// and its activities.
+const (
+	// MaintenancePrune deletes expired rows tenant by tenant for a bounded
+	// time, heartbeating its position.
+	MaintenancePrune = "MaintenancePrune"
+	// MaintenanceReport records a finished run (metrics, maintenance_runs).
+	MaintenanceReport = "MaintenanceReport"
+)
+
+// MaintenanceWorkflowID is the maintenance workflow's ID (and its
+// Schedule's): one run at a time.
+const MaintenanceWorkflowID = "herald-maintenance"
+
+// MaintenanceCursor is where a prune pass is: the tenant being worked on, the
+// step (index into the activity's step list) and, within an inbox cap walk,
+// the last user done. The zero cursor is the start.
+type MaintenanceCursor struct {
+	TenantID string
+	Step     int
+	User     string
+}
+
+// MaintenancePruneInput is one bounded slice of a prune pass.
+type MaintenancePruneInput struct {
+	// Now is the run's clock: every cut-off is Now minus a retention.
+	Now time.Time
+	// From is where the previous slice stopped.
+	From MaintenanceCursor
+	// Budget bounds the slice's time (0: DefaultMaintenanceBudget).
+	Budget time.Duration
+}
+
+// DefaultMaintenanceBudget is how long one MaintenancePrune slice runs before
+// handing back its cursor.
+const DefaultMaintenanceBudget = 20 * time.Second
+
+// MaintenancePruneResult is what a slice deleted and where it stopped.
+type MaintenancePruneResult struct {
+	// Deleted counts rows by kind (store.PruneKind, "inbox" for inbox items).
+	Deleted map[string]int64
+	// Next is where the next slice starts; Done says the pass is over.
+	Next MaintenanceCursor
+	Done bool
+	// Tenants counts the tenants the slice finished.
+	Tenants int
+}
+
+// MaintenanceReportInput is a finished run.
+type MaintenanceReportInput struct {
+	WorkflowID string
+	RunID      string
+	StartedAt  time.Time
+	Deleted    map[string]int64
+	Tenants    int
+	Slices     int
+}

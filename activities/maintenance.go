@@ -1,0 +1,237 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/retention"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// Maintenance: the activities of workflows.MaintenanceWorkflow
+// (docs/retention.md). A prune pass walks the tenants in id order and, for
+// each, every step of maintenanceSteps: bounded DELETE batches of rows past
+// the tenant's retention (its own settings under the operator's policy,
+// Activities.Retention). A slice stops after its time budget and hands back
+// its cursor, which it also heartbeats, so a retried slice resumes where the
+// failed one was.
+
+// MaintenanceBatch is how many rows one DELETE takes (and how many users one
+// inbox batch locks): small enough that a batch holds its row locks for
+// milliseconds, so a delivery updating one of those rows waits no longer.
+const MaintenanceBatch = 500
+
+// maintenanceTenantPage is how many tenants a slice reads at once.
+const maintenanceTenantPage = 100
+
+// capClaimWindow is how long a cap claim counts (caps are per rolling 24 h),
+// with an hour to spare.
+const capClaimWindow = 25 * time.Hour
+
+// maintenanceStep is one kind of rows a pass prunes per tenant.
+type maintenanceStep struct {
+	name string
+	// cutoff is the tenant's cut-off for the kind.
+	cutoff func(now time.Time, p retention.Policy) time.Time
+	// kind is the store.Prune kind; "" for the inbox steps.
+	kind store.PruneKind
+}
+
+var maintenanceSteps = []maintenanceStep{
+	{name: string(store.PruneNotifications), kind: store.PruneNotifications,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
+	{name: string(store.PruneLedger), kind: store.PruneLedger,
+		cutoff: func(now time.Time, _ retention.Policy) time.Time { return now }},
+	{name: string(store.PruneCapLedger), kind: store.PruneCapLedger,
+		cutoff: func(now time.Time, _ retention.Policy) time.Time { return now.Add(-capClaimWindow) }},
+	{name: string(store.PruneSandbox), kind: store.PruneSandbox,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Sandbox) }},
+	{name: string(store.PruneWebhookAttempts), kind: store.PruneWebhookAttempts,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Webhooks) }},
+	{name: string(store.PruneWebhookMessages), kind: store.PruneWebhookMessages,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Webhooks) }},
+	{name: string(store.PruneDeadLetters), kind: store.PruneDeadLetters,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.DeadLetters) }},
+	{name: string(store.PruneAudit), kind: store.PruneAudit,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Audit) }},
+	{name: string(store.PruneCampaigns), kind: store.PruneCampaigns,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Campaigns) }},
+	{name: string(store.PruneInboxEvents), kind: store.PruneInboxEvents,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.InboxAge) }},
+	{name: MaintenanceInboxAge, cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.InboxAge) }},
+	{name: MaintenanceInboxCap},
+}
+
+// The inbox steps' names (the Deleted keys of their items).
+const (
+	MaintenanceInboxAge = "inbox_age"
+	MaintenanceInboxCap = "inbox_cap"
+)
+
+// MaintenancePrune runs one slice of a prune pass (see above).
+func (a *Activities) MaintenancePrune(ctx context.Context, in contract.MaintenancePruneInput) (contract.MaintenancePruneResult, error) {
+	budget := in.Budget
+	if budget <= 0 {
+		budget = contract.DefaultMaintenanceBudget
+	}
+	from := in.From
+	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {
+		var hb contract.MaintenanceCursor
+		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil {
+			from = hb
+		}
+	}
+	op := a.retentionPolicy()
+	res := contract.MaintenancePruneResult{Deleted: map[string]int64{}}
+	deadline := time.Now().Add(budget)
+	cur := from
+	for {
+		// The tenants from cur.TenantID on (inclusive: it may be half done).
+		page, err := a.Store.TenantRetentions(ctx, cur.TenantID, maintenanceTenantPage)
+		if err != nil {
+			return res, err
+		}
+		for _, t := range page {
+			if t.TenantID != cur.TenantID {
+				cur = contract.MaintenanceCursor{TenantID: t.TenantID}
+			}
+			if cur.Step >= len(maintenanceSteps) {
+				continue // finished by an earlier slice
+			}
+			done, err := a.pruneTenant(ctx, t, op, in.Now, &cur, deadline, res.Deleted)
+			if err != nil {
+				return res, err
+			}
+			if !done {
+				res.Next = cur
+				return res, nil
+			}
+			res.Tenants++
+		}
+		if len(page) < maintenanceTenantPage {
+			res.Done = true
+			return res, nil
+		}
+	}
+}
+
+// pruneTenant prunes one tenant from cur's step on until it is done (true)
+// or the deadline passes (false, cur where it stopped). deleted accumulates.
+func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, op retention.Policy, now time.Time,
+	cur *contract.MaintenanceCursor, deadline time.Time, deleted map[string]int64) (bool, error) {
+	p := t.Retention.Policy(op)
+	mine := map[string]int64{}
+	defer func() {
+		for k, n := range mine {
+			deleted[k] += n
+			a.Metrics.MaintenanceDeleted(k, n)
+		}
+		a.auditPrune(ctx, t.TenantID, mine)
+	}()
+	worked := false
+	for ; cur.Step < len(maintenanceSteps); cur.Step, cur.User = cur.Step+1, "" {
+		step := maintenanceSteps[cur.Step]
+		for {
+			// Every slice makes progress: the deadline is checked after a
+			// batch, never before the first.
+			if worked && time.Now().After(deadline) {
+				return false, nil
+			}
+			worked = true
+			if activity.IsActivity(ctx) {
+				activity.RecordHeartbeat(ctx, *cur)
+			}
+			var n int64
+			var more bool
+			var err error
+			switch step.name {
+			case MaintenanceInboxAge:
+				n, more, err = a.Store.PruneInboxAge(ctx, t.TenantID, step.cutoff(now, p), MaintenanceBatch)
+			case MaintenanceInboxCap:
+				// The insert path keeps every inbox within its cap; a walk is
+				// needed only where the tenant's own cap is below the
+				// operator's (it may have been lowered since).
+				if p.InboxItems >= op.InboxItems {
+					break
+				}
+				var next string
+				n, next, err = a.Store.PruneInboxCaps(ctx, t.TenantID, cur.User, MaintenanceBatch)
+				cur.User, more = next, next != ""
+			default:
+				n, err = a.Store.Prune(ctx, step.kind, t.TenantID, step.cutoff(now, p), MaintenanceBatch)
+				more = n == MaintenanceBatch
+			}
+			if err != nil {
+				return false, err
+			}
+			key := step.name
+			if key == MaintenanceInboxAge || key == MaintenanceInboxCap {
+				key = "inbox"
+			}
+			if n > 0 {
+				mine[key] += n
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return true, nil
+}
+
+// AuditMaintenanceKeyID is the api_key_id of the audit entries maintenance
+// writes (no API key made them).
+const AuditMaintenanceKeyID = "maintenance"
+
+// AuditRetentionPruned is the action of the entry that tells a tenant what
+// maintenance deleted of its rows (details.deleted: kind → rows).
+const AuditRetentionPruned = "retention.pruned"
+
+// auditPrune writes the tenant's audit entry for what a slice deleted of its
+// rows (nothing deleted: no entry). A failure is logged, not returned: the
+// rows are gone either way, and the run's report keeps the counts.
+func (a *Activities) auditPrune(ctx context.Context, tenantID string, deleted map[string]int64) {
+	if len(deleted) == 0 {
+		return
+	}
+	raw, err := json.Marshal(map[string]any{"deleted": deleted})
+	if err == nil {
+		var id int64
+		id, err = a.Store.BeginAudit(ctx, tenantID, store.AuditEntry{APIKeyID: AuditMaintenanceKeyID, Action: AuditRetentionPruned, Details: raw})
+		if err == nil {
+			err = a.Store.FinishAudit(ctx, tenantID, id, 200, true)
+		}
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Warn("audit of a retention prune not written", "tenant", tenantID, "error", err)
+	}
+}
+
+// MaintenanceReport records a finished run: its report in maintenance_runs and
+// the run metrics.
+func (a *Activities) MaintenanceReport(ctx context.Context, in contract.MaintenanceReportInput) error {
+	raw, err := json.Marshal(map[string]any{"deleted": in.Deleted, "tenants": in.Tenants, "slices": in.Slices})
+	if err != nil {
+		return err
+	}
+	if err := a.Store.RecordMaintenanceRun(ctx, store.MaintenanceRun{WorkflowID: in.WorkflowID, RunID: in.RunID,
+		StartedAt: in.StartedAt, Report: raw}); err != nil {
+		return fmt.Errorf("record the maintenance run: %w", err)
+	}
+	a.Metrics.MaintenanceRun(time.Since(in.StartedAt))
+	return nil
+}
+
+// retentionPolicy is the operator's policy (retention.Defaults when unset).
+func (a *Activities) retentionPolicy() retention.Policy {
+	if a.Retention == (retention.Policy{}) {
+		return retention.Defaults
+	}
+	return a.Retention
+}

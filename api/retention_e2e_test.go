@@ -1,0 +1,223 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/retention"
+	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/workflows"
+)
+
+// runMaintenance runs one maintenance workflow on the harness's task queue
+// (what the Schedule starts) and returns its result.
+func runMaintenance(t *testing.T, h *apitest.Harness) workflows.MaintenanceResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := h.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: testenv.UniqueName(t, "maintenance"), TaskQueue: h.TaskQueue},
+		workflows.MaintenanceWorkflow, workflows.MaintenanceInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.MaintenanceResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("maintenance run: %v", err)
+	}
+	return res
+}
+
+// A tenant's retention settings are bounded by the operator's: shorter is
+// taken, longer is a 400 naming the field, and so is anything malformed; the
+// operator's maxima are read-only.
+func TestRetentionSettingsWithinOperatorBounds(t *testing.T) {
+	op := retention.Defaults
+	op.Notifications = 48 * time.Hour
+	h := apitest.Start(t, apitest.Options{NoWorker: true, Retention: op})
+	_, key := h.Tenant("shop")
+	got := h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil)
+	keep := got.JSON["retention"].(map[string]any)
+	if keep["notifications"] != "48h0m0s" || keep["inbox_items"] != float64(100) || got.JSON["retention_max"].(map[string]any)["audit"] != "8760h0m0s" {
+		t.Fatalf("settings: %s", got.Body)
+	}
+	for _, c := range []struct {
+		retention map[string]any
+		status    int
+		code      string
+		field     string
+	}{
+		{map[string]any{"notifications": "49h"}, 400, "invalid_field", "retention.notifications"},
+		{map[string]any{"notifications": "0s"}, 400, "invalid_field", "retention.notifications"},
+		{map[string]any{"notifications": "1.5s"}, 400, "invalid_field", "retention.notifications"},
+		{map[string]any{"notifications": 3600}, 400, "invalid_type", "retention.notifications"},
+		{map[string]any{"inbox_items": 101}, 400, "invalid_field", "retention.inbox_items"},
+		{map[string]any{"inbox_items": 0}, 400, "invalid_field", "retention.inbox_items"},
+		{map[string]any{"inbox_items": "10"}, 400, "invalid_type", "retention.inbox_items"},
+		{map[string]any{"forever": "1h"}, 400, "unknown_field", "retention.forever"},
+	} {
+		apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"retention": c.retention}), c.status, c.code, c.field)
+	}
+	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"retention_max": map[string]any{"audit": "9999h0m0s"}}),
+		http.StatusForbidden, "operator_only", "retention_max")
+	put := h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"retention": map[string]any{"notifications": "90s", "inbox_items": 10}})
+	if keep := put.JSON["retention"].(map[string]any); keep["notifications"] != "1m30s" || keep["inbox_items"] != float64(10) || keep["audit"] != "8760h0m0s" {
+		t.Fatalf("after PUT: %s", put.Body)
+	}
+	// GET's document PUT back as it is changes nothing.
+	back := h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil)
+	delete(back.JSON, "api_rate_per_second")
+	delete(back.JSON, "api_burst")
+	delete(back.JSON, "daily_quota")
+	again := h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, back.JSON)
+	if again.JSON["retention"].(map[string]any)["notifications"] != "1m30s" {
+		t.Fatalf("PUT of GET's document: %s", again.Body)
+	}
+}
+
+// Retention end to end with a short clock: a tenant keeps its notifications,
+// inbox, sandbox messages and audit log for seconds; after one maintenance
+// run what is older is gone (the API answers 404 for it) and what is newer is
+// kept, as is everything of a tenant without short settings; the tenant's
+// audit log says what went; the run is recorded.
+func TestRetentionEndToEnd(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.TenantWith("short", e2eTemplates...)
+	_, otherKey := h.TenantWith("long", e2eTemplates...)
+	for _, k := range []string{key, otherKey} {
+		createUser(h, k, "ada")
+	}
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"retention": map[string]any{
+		"notifications": "4s", "inbox_age": "4s", "sandbox": "4s", "audit": "4s", "webhooks": "4s", "dead_letters": "4s", "campaigns": "4s"}})
+	send := func(k string, ttl int) string {
+		id := h.Accept(k, map[string]any{"user_id": "ada", "template_id": "order_shipped", "channels": []string{"in_app", "email"},
+			"data": map[string]any{"order_id": "o1"}, "idempotency_key": freshKey("ret"), "dedup_ttl_sec": ttl})
+		h.AwaitChannel(k, id, herald.ChannelEmail, herald.DeliverySent, "", 30*time.Second)
+		h.AwaitChannel(k, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 30*time.Second)
+		return id
+	}
+	old, otherOld := send(key, 3600), send(otherKey, 3600)
+	time.Sleep(5 * time.Second)
+	fresh := send(key, 1)
+	time.Sleep(1500 * time.Millisecond) // fresh's dedup window (1 s) is over: its ledger row goes
+	if d, err := h.Store.GetNotification(context.Background(), tenantOfKey(t, h, key), fresh); err != nil || d.Dedup == nil {
+		t.Fatalf("fresh's ledger row before the run: %+v %v", d.Dedup, err)
+	}
+
+	res := runMaintenance(t, h)
+	if res.Deleted["notifications"] < 1 || res.Deleted["inbox"] < 1 || res.Deleted["audit_log"] < 1 || res.Deleted["sandbox_messages"] < 1 || res.Deleted["dedup_ledger"] < 1 {
+		t.Fatalf("the run deleted %v", res.Deleted)
+	}
+	apitest.WantError(t, h.Do(http.MethodGet, "/v1/notifications/"+old, key, nil), http.StatusNotFound, "not_found", "")
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+fresh, key, nil)
+	h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+otherOld, otherKey, nil)
+	inboxIDs := func(k string) []string {
+		var ids []string
+		for _, it := range supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox", k, nil)) {
+			ids = append(ids, it["notification_id"].(string))
+		}
+		return ids
+	}
+	if got := inboxIDs(key); !slices.Equal(got, []string{fresh}) {
+		t.Fatalf("short tenant's inbox %v, want only %s", got, fresh)
+	}
+	if got := inboxIDs(otherKey); !slices.Equal(got, []string{otherOld}) {
+		t.Fatalf("long tenant's inbox %v", got)
+	}
+	for id, want := range map[string]int{old: 0, fresh: 1} {
+		if got := supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/sandbox/messages?notification_id="+id, key, nil)); len(got) != want {
+			t.Errorf("sandbox messages of %s: %d, want %d", id, len(got), want)
+		}
+	}
+	if got := supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/sandbox/messages?notification_id="+otherOld, otherKey, nil)); len(got) != 1 {
+		t.Errorf("long tenant's sandbox message pruned")
+	}
+	// The settings change is past the audit retention; the prune's own entry is there.
+	log := supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/audit-log", key, nil))
+	if len(log) != 1 || log[0]["action"] != activities.AuditRetentionPruned || log[0]["api_key_id"] != activities.AuditMaintenanceKeyID {
+		t.Fatalf("audit log after the run: %v", log)
+	}
+	if d, _ := h.Store.GetNotification(context.Background(), tenantOfKey(t, h, key), fresh); d.Dedup != nil {
+		t.Fatalf("fresh's ledger row outlived its window: %+v", d.Dedup)
+	}
+	if otherLog := supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/audit-log?action=settings.put", otherKey, nil)); len(otherLog) != 0 {
+		t.Logf("long tenant's audit log: %v", otherLog)
+	}
+	runs, err := h.Store.LatestMaintenanceRuns(context.Background(), 5)
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("no maintenance run recorded: %v", err)
+	}
+}
+
+// The inbox keeps exactly the tenant's newest N per user while deliveries
+// race through the API, and a cap lowered later is applied by the next run.
+func TestInboxCapUnderConcurrentDeliveries(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.TenantWith("capped", e2eTemplates...)
+	createUser(h, key, "ada")
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"retention": map[string]any{"inbox_items": 10}})
+	const n = 30
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = h.Accept(key, map[string]any{"user_id": "ada", "template_id": "order_shipped", "channels": []string{"in_app"},
+				"data": map[string]any{"order_id": fmt.Sprint(i)}, "idempotency_key": freshKey("cap")})
+		}()
+	}
+	wg.Wait()
+	// The feed's order is the due sequence (docs/inbox-order.md): the API
+	// numbers each notification before its 202.
+	type acc struct {
+		id  string
+		seq int64
+	}
+	var all []acc
+	for _, id := range ids {
+		h.AwaitChannel(key, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 60*time.Second)
+		seq, _ := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+id, key, nil).JSON["sequence"].(float64)
+		if seq == 0 {
+			t.Fatalf("%s has no due sequence", id)
+		}
+		all = append(all, acc{id, int64(seq)})
+	}
+	slices.SortFunc(all, func(a, b acc) int { return int(b.seq - a.seq) })
+	newest := func(k int) []string {
+		var out []string
+		for _, a := range all[:k] {
+			out = append(out, a.id)
+		}
+		return out
+	}
+	kept := func() []string {
+		var out []string
+		for _, it := range supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/ada/inbox?limit=100", key, nil)) {
+			out = append(out, it["notification_id"].(string))
+		}
+		return out
+	}
+	if got := kept(); !slices.Equal(got, newest(10)) {
+		t.Fatalf("inbox %v, want the newest 10 %v", got, newest(10))
+	}
+	counts, _, _ := h.Store.GetInboxCounts(context.Background(), tenantID, "ada")
+	recount, _ := h.Store.RecountInbox(context.Background(), tenantID, "ada")
+	if counts != recount || counts.Total != 10 {
+		t.Fatalf("counters %+v, recount %+v", counts, recount)
+	}
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"retention": map[string]any{"inbox_items": 4}})
+	runMaintenance(t, h)
+	if got := kept(); !slices.Equal(got, newest(4)) {
+		t.Fatalf("after the cap went down to 4: %v, want %v", got, newest(4))
+	}
+}

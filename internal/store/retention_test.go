@@ -1,0 +1,193 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/retention"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
+)
+
+// The inbox keeps exactly the newest cap items of a user while deliveries
+// race: 16 writers insert 15 items each (every item its own transaction, as
+// DeliverToInbox does) into one inbox capped at 100; the 100 kept are the 100
+// newest, and the counters equal a recount.
+func TestInboxKeepsExactlyTheNewestCapUnderConcurrentDeliveries(t *testing.T) {
+	ctx := context.Background()
+	st := store.New(testenv.Pool(t))
+	st.SetInboxCap(100)
+	tn, _, err := st.CreateTenant(ctx, "inbox-cap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 16, 15
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				// Positions in the feed interleave across writers, so a late
+				// writer often inserts an item older than items already kept.
+				// (Items written without a due sequence order by their id.)
+				pos := ((w*each + i) * 7919) % (writers * each)
+				_, err := st.InsertInboxItems(ctx, []store.NewInboxItem{{TenantID: tn.ID, UserID: "ada",
+					NotificationID: fmt.Sprintf("n_%04d", pos), Title: "t", Body: "b",
+					CreatedAt: base.Add(time.Duration(pos) * time.Millisecond)}})
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	items, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: "ada", Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 100 {
+		t.Fatalf("%d items kept, want exactly 100", len(items))
+	}
+	// The newest 100 created times are offsets 140..239 ms.
+	for _, it := range items {
+		if off := it.CreatedAt.Sub(base); off < 140*time.Millisecond {
+			t.Fatalf("item %s at +%s kept, older than the newest 100", it.NotificationID, off)
+		}
+	}
+	counts, _, err := st.GetInboxCounts(ctx, tn.ID, "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recount, err := st.RecountInbox(ctx, tn.ID, "ada")
+	if err != nil || counts != recount || counts.Total != 100 {
+		t.Fatalf("counters %+v, recount %+v (%v)", counts, recount, err)
+	}
+}
+
+// A tenant's own smaller cap wins over the operator's; the walk applies a cap
+// lowered after the items arrived, with the counts kept; the age limit drops
+// older items only.
+func TestInboxCapWalkAndAgeLimit(t *testing.T) {
+	st, ctx := txStore(t)
+	st.SetInboxCap(100)
+	tn, _ := mustTenant(t, st, ctx)
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	var ids []string
+	for i := range 20 {
+		id := fmt.Sprintf("n_%02d", i)
+		ids = append(ids, id)
+		if _, err := st.InsertInboxItems(ctx, []store.NewInboxItem{{TenantID: tn.ID, UserID: "ada", NotificationID: id,
+			Title: "t", Body: "b", CreatedAt: now.Add(time.Duration(i-20) * time.Minute)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The tenant lowers its cap to 12: the walk deletes the 8 oldest.
+	if err := st.UpdateTenantSettings(ctx, tn.ID, func(ts *store.TenantSettings) { ts.Retention = retention.Tenant{InboxItems: 12} }); err != nil {
+		t.Fatal(err)
+	}
+	n, next, err := st.PruneInboxCaps(ctx, tn.ID, "", 500)
+	if err != nil || n != 8 || next != "" {
+		t.Fatalf("cap walk: %d deleted, next %q, %v", n, next, err)
+	}
+	// The age limit: items older than 5 minutes go (the 4 from -8 to -6 min… of the 12 kept, those before -5m).
+	n, more, err := st.PruneInboxAge(ctx, tn.ID, now.Add(-5*time.Minute), 500)
+	if err != nil || n != 7 || !more {
+		t.Fatalf("age: %d deleted (more %v), %v", n, more, err)
+	}
+	if n, more, err := st.PruneInboxAge(ctx, tn.ID, now.Add(-5*time.Minute), 500); err != nil || n != 0 || more {
+		t.Fatalf("age again: %d deleted (more %v), %v", n, more, err)
+	}
+	items, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: "ada", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range items {
+		got = append(got, it.NotificationID)
+	}
+	slices.Sort(got)
+	if want := ids[15:]; !slices.Equal(got, want) {
+		t.Fatalf("kept %v, want %v", got, want)
+	}
+	counts, _, _ := st.GetInboxCounts(ctx, tn.ID, "ada")
+	recount, _ := st.RecountInbox(ctx, tn.ID, "ada")
+	if counts != recount || counts.Total != 5 {
+		t.Fatalf("counters %+v, recount %+v", counts, recount)
+	}
+	// Each prune told the streams: an items.removed event with the counts.
+	events, _, err := st.InboxEventsAfter(ctx, tn.ID, "ada", 20, 10, 1<<20)
+	if err != nil || len(events) != 2 || events[0].Kind != herald.InboxItemsRemoved || events[1].Counts.Total != 5 {
+		t.Fatalf("events after the inserts: %+v, %v", events, err)
+	}
+}
+
+// Prune deletes only the tenant's rows older than the cut-off, a batch at a
+// time, and keeps notifications still in flight.
+func TestPruneDeletesOnlyExpiredRowsOfTheTenant(t *testing.T) {
+	st, ctx := txStore(t)
+	a, _ := mustTenant(t, st, ctx)
+	b, _ := mustTenant(t, st, ctx)
+	old := time.Now().Add(-2 * time.Hour)
+	for _, tn := range []string{a.ID, b.ID} {
+		if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn, UserID: "ada"}); err != nil {
+			t.Fatal(err)
+		}
+		for i, status := range []herald.NotificationStatus{herald.NotificationDelivered, herald.NotificationFailed, herald.NotificationSending} {
+			if err := st.InsertNotification(ctx, store.Notification{TenantID: tn, ID: fmt.Sprintf("n_old%d", i), UserID: "ada", TemplateID: "tpl",
+				Channels: []herald.Channel{herald.ChannelInApp}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: status, AcceptedAt: old}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.InsertNotification(ctx, store.Notification{TenantID: tn, ID: "n_new", UserID: "ada", TemplateID: "tpl",
+			Channels: []herald.Channel{herald.ChannelInApp}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: herald.NotificationDelivered, AcceptedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := time.Now().Add(-time.Hour)
+	if n, err := st.Prune(ctx, store.PruneNotifications, a.ID, cut, 1); err != nil || n != 1 {
+		t.Fatalf("first batch: %d, %v", n, err)
+	}
+	if n, err := st.Prune(ctx, store.PruneNotifications, a.ID, cut, 500); err != nil || n != 1 {
+		t.Fatalf("second batch: %d, %v", n, err)
+	}
+	if n, err := st.Prune(ctx, store.PruneNotifications, a.ID, cut, 500); err != nil || n != 0 {
+		t.Fatalf("third batch: %d, %v", n, err)
+	}
+	for _, c := range []struct {
+		tenant, id string
+		kept       bool
+	}{{a.ID, "n_old0", false}, {a.ID, "n_old1", false}, {a.ID, "n_old2", true}, {a.ID, "n_new", true},
+		{b.ID, "n_old0", true}, {b.ID, "n_new", true}} {
+		_, err := st.GetNotification(ctx, c.tenant, c.id)
+		if kept := err == nil; kept != c.kept {
+			t.Errorf("%s/%s kept=%v, want %v (%v)", c.tenant, c.id, kept, c.kept, err)
+		}
+	}
+	// Deliveries went with their notifications.
+	if ds, err := st.ListDeliveries(ctx, a.ID, "n_old0"); err != nil || len(ds) != 0 {
+		t.Fatalf("deliveries of a pruned notification: %v %v", ds, err)
+	}
+	for _, k := range store.PruneKinds {
+		if _, err := st.Prune(ctx, k, a.ID, cut, 10); err != nil {
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+}

@@ -1,0 +1,13 @@
+DROP INDEX inbox_events_created_idx;
+DROP INDEX inbox_created_idx;
+DROP INDEX campaigns_finished_idx;
+DROP INDEX dead_letters_resolved_idx;
+DROP INDEX webhook_attempts_message_idx;
+DROP INDEX webhook_attempts_at_idx;
+DROP INDEX webhook_messages_age_idx;
+DROP INDEX sandbox_messages_created_idx;
+DROP INDEX cap_ledger_claimed_idx;
+DROP INDEX notification_dedup_until_idx;
+DROP INDEX notifications_accepted_idx;
+DROP TABLE maintenance_runs;
+ALTER TABLE tenant_settings DROP COLUMN retention;

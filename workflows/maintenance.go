@@ -1,0 +1,124 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/herald-notify/herald/activities/contract"
+)
+
+// MaintenanceWorkflow is one run of Herald's maintenance (docs/retention.md):
+// a prune pass over every tenant (contract.MaintenancePrune slices, each
+// bounded in time and resumable from its cursor), then the run's report
+// (contract.MaintenanceReport). The maintenance Schedule
+// (MaintenanceScheduleID) starts it every HERALD_MAINTENANCE_EVERY with the
+// workflow ID contract.MaintenanceWorkflowID and overlap policy skip, so one
+// run at a time. A long pass continues as new every maintenanceSlicesPerRun
+// slices with its cursor and counts, so its history stays short.
+func MaintenanceWorkflow(ctx workflow.Context, in MaintenanceInput) (MaintenanceResult, error) {
+	m := &maintenance{in: in}
+	m.setup(ctx)
+	return m.run(ctx)
+}
+
+// MaintenanceScheduleID is the maintenance Schedule's ID (worker.EnsureMaintenanceSchedule).
+const MaintenanceScheduleID = "herald-maintenance"
+
+// MaintenanceInput carries a continued run's state; a Schedule starts it zero.
+type MaintenanceInput struct {
+	// StartedAt is the run's clock (the first run's start): every cut-off is
+	// taken from it, so a continued run deletes what the first would have.
+	StartedAt time.Time
+	// From is where the pass goes on.
+	From contract.MaintenanceCursor
+	// Deleted, Tenants and Slices are the counts so far.
+	Deleted map[string]int64
+	Tenants int
+	Slices  int
+	// Budget bounds each slice (0: contract.DefaultMaintenanceBudget);
+	// SlicesPerRun bounds a run's slices before it continues as new (0:
+	// maintenanceSlicesPerRun).
+	Budget       time.Duration
+	SlicesPerRun int
+}
+
+// MaintenanceResult is a finished run's counts.
+type MaintenanceResult struct {
+	Deleted map[string]int64
+	Tenants int
+	Slices  int
+}
+
+// maintenanceSlicesPerRun bounds a run's slices before it continues as new
+// (each slice is three history events).
+const maintenanceSlicesPerRun = 100
+
+type maintenance struct {
+	in    MaintenanceInput
+	dbCtx workflow.Context
+}
+
+func (m *maintenance) setup(ctx workflow.Context) {
+	if m.in.StartedAt.IsZero() {
+		m.in.StartedAt = workflow.Now(ctx)
+	}
+	if m.in.Deleted == nil {
+		m.in.Deleted = map[string]int64{}
+	}
+	budget := m.in.Budget
+	if budget <= 0 {
+		budget = contract.DefaultMaintenanceBudget
+	}
+	// A slice heartbeats before every batch; a worker that dies mid-slice is
+	// noticed within the heartbeat timeout and the retry resumes from the
+	// last heartbeat.
+	m.dbCtx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: budget + 2*time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 20},
+	})
+}
+
+func (m *maintenance) run(ctx workflow.Context) (MaintenanceResult, error) {
+	perRun := m.in.SlicesPerRun
+	if perRun <= 0 {
+		perRun = maintenanceSlicesPerRun
+	}
+	for n := 0; ; n++ {
+		if n == perRun {
+			return MaintenanceResult{}, workflow.NewContinueAsNewError(ctx, MaintenanceWorkflow, m.in)
+		}
+		var res contract.MaintenancePruneResult
+		if err := workflow.ExecuteActivity(m.dbCtx, contract.MaintenancePrune, contract.MaintenancePruneInput{
+			Now: m.in.StartedAt, From: m.in.From, Budget: m.in.Budget,
+		}).Get(ctx, &res); err != nil {
+			return MaintenanceResult{}, err
+		}
+		m.in.Slices++
+		m.in.Tenants += res.Tenants
+		addCounts(m.in.Deleted, res.Deleted)
+		if res.Done {
+			break
+		}
+		m.in.From = res.Next
+	}
+	info := workflow.GetInfo(ctx)
+	if err := workflow.ExecuteActivity(m.dbCtx, contract.MaintenanceReport, contract.MaintenanceReportInput{
+		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, StartedAt: m.in.StartedAt,
+		Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices,
+	}).Get(ctx, nil); err != nil {
+		return MaintenanceResult{}, err
+	}
+	return MaintenanceResult{Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices}, nil
+}
+
+// addCounts adds src's counts into dst (sums: the order does not matter).
+//
+//workflowcheck:ignore
+func addCounts(dst, src map[string]int64) {
+	for k, n := range src {
+		dst[k] += n
+	}
+}

@@ -214,6 +214,12 @@ func (h *notificationsRoom) createNotification(c *gin.Context) {
 	h.start(c, acc, seenAt)
 }
 
+// dueNumberTimeout bounds the accept path's numbering of a notification in its
+// user's due sequence: past it the 202 goes out and the run numbers the
+// notification when it records it (a PostgreSQL outage delays accepts by at
+// most this, it does not refuse them).
+const dueNumberTimeout = 2 * time.Second
+
 // start starts the notification's workflow and answers: 202 for a new one, the
 // duplicate's answer for a run already open, 503 when Temporal did not take it.
 func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seenAt time.Time) {
@@ -248,7 +254,10 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 			// Due now: number it in the user's due sequence before answering, so a
 			// notification submitted after this 202 is numbered after it. If the
 			// database cannot, the run's first activity numbers it (later).
-			if _, err := h.store.AssignDue(ctx, in.TenantID, in.UserID, id); err != nil {
+			nctx, cancel := context.WithTimeout(ctx, dueNumberTimeout)
+			_, err := h.store.AssignDue(nctx, in.TenantID, in.UserID, id)
+			cancel()
+			if err != nil {
 				h.log.Warn("numbering an accepted notification failed; its run will", "notification_id", id, "error", err)
 			}
 		}

@@ -156,3 +156,30 @@ func TestInboxItemsCarryTheDueSequenceAndLateness(t *testing.T) {
 		t.Fatalf("list: %+v %v", items, err)
 	}
 }
+
+// Pruning a notification (retention) deletes its number with it; the user's
+// counter stays, so the next notification does not reuse it.
+func TestPruneNotificationsTakesTheirNumbers(t *testing.T) {
+	st, ctx := txStore(t)
+	tn, _ := mustTenant(t, st, ctx)
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	n := store.Notification{TenantID: tn.ID, ID: "old", UserID: "u1", TemplateID: "tpl", Channels: []herald.Channel{herald.ChannelInApp},
+		WorkflowID: "wf-old", RunID: "run", DedupKeyHash: "k", Status: herald.NotificationDelivered, AcceptedAt: time.Now().Add(-time.Hour), Due: true}
+	if err := st.InsertNotification(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := st.DueSequence(ctx, tn.ID, "old"); err != nil || seq == nil || *seq != 1 {
+		t.Fatalf("numbered: %v %v", seq, err)
+	}
+	if gone, err := st.Prune(ctx, store.PruneNotifications, tn.ID, time.Now(), 100); err != nil || gone != 1 {
+		t.Fatalf("prune: %d %v", gone, err)
+	}
+	if seq, err := st.DueSequence(ctx, tn.ID, "old"); err != nil || seq != nil {
+		t.Fatalf("the pruned notification's number is still there: %v %v", seq, err)
+	}
+	if seq, err := st.AssignDue(ctx, tn.ID, "u1", "new"); err != nil || seq != 2 {
+		t.Fatalf("the next number after pruning = %d, %v; want 2", seq, err)
+	}
+}

@@ -24,7 +24,9 @@ type PruneKind string
 const (
 	// PruneNotifications: notifications accepted before the cut-off and no
 	// longer in flight; their deliveries, attempts, receipts and dead letters
-	// go with them (foreign keys ON DELETE CASCADE).
+	// go with them (foreign keys ON DELETE CASCADE), and their due-sequence
+	// numbers (notification_sequences, in the same statement; the user's
+	// counter stays, so numbers never repeat).
 	PruneNotifications PruneKind = "notifications"
 	// PruneLedger: dedup-ledger rows whose window ended before the cut-off.
 	PruneLedger PruneKind = "dedup_ledger"
@@ -52,10 +54,14 @@ const (
 // pruneSQL is each kind's statement: $1 the tenant, $2 the cut-off, $3 the
 // batch. The inner SELECT walks the kind's (tenant_id, time) index.
 var pruneSQL = map[PruneKind]string{
-	PruneNotifications: `DELETE FROM notifications n USING (
+	PruneNotifications: `WITH x AS (
 			SELECT id FROM notifications WHERE tenant_id = $1 AND accepted_at < $2
 			AND status NOT IN ('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` + string(herald.NotificationSending) + `')
-			LIMIT $3) x
+			LIMIT $3
+		), numbers AS (
+			DELETE FROM notification_sequences s USING x WHERE s.tenant_id = $1 AND s.notification_id = x.id
+		)
+		DELETE FROM notifications n USING x
 		WHERE n.tenant_id = $1 AND n.id = x.id`,
 	PruneLedger: `DELETE FROM notification_dedup d USING (
 			SELECT notification_id FROM notification_dedup WHERE tenant_id = $1 AND dedup_until < $2 LIMIT $3) x

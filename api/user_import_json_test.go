@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"testing"
 	"unicode/utf8"
 )
@@ -116,4 +117,15 @@ func FuzzImportFastJSON(f *testing.F) {
 		}
 		checkFastImportLine(t, line)
 	})
+}
+
+// TestIsE164 agrees with the regexp it replaces.
+func TestIsE164(t *testing.T) {
+	re := regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
+	for _, v := range []string{"+14155550100", "+1234567", "+123456", "+123456789012345", "+1234567890123456", "+0234567",
+		"14155550100", "+1415555010a", "+1415555010\n", "", "+", "++14155550100", "+١٢٣٤٥٦٧٨"} {
+		if isE164(v) != re.MatchString(v) {
+			t.Errorf("%q: isE164 %v, regexp %v", v, isE164(v), re.MatchString(v))
+		}
+	}
 }

@@ -407,12 +407,16 @@ func (s *Store) importStaged(ctx context.Context, tenantID string, src ImportSou
 		return res, err
 	}
 	res.Users = tag.RowsAffected()
-	// One join with users finds the new users and the existing ones whose
-	// profile differs; the others (all of them when a file is imported again)
-	// are not written at all.
+	// One lookup in users per line finds the new users and the existing ones
+	// whose profile differs; the others (all of them when a file is imported
+	// again) are not written at all. The lookup is a probe of users' primary
+	// key (LATERAL … LIMIT 1 keeps the planner from hashing the whole users
+	// table instead, which reads every tenant's users: 8 s instead of 3.5 s
+	// for a million lines against 7.5 million users).
 	if _, err := s.db.Exec(ctx, `CREATE TEMP TABLE user_import_diff ON COMMIT DROP AS
 		SELECT l.user_id, l.name, l.email, l.phone, l.locale, l.timezone, u.user_id IS NULL AS new
-		FROM user_import_last l LEFT JOIN users u ON u.tenant_id = $1 AND u.user_id = l.user_id
+		FROM user_import_last l LEFT JOIN LATERAL (
+			SELECT * FROM users u WHERE u.tenant_id = $1 AND u.user_id = l.user_id LIMIT 1) u ON true
 		WHERE u.user_id IS NULL
 			OR (u.name, u.email, u.phone, u.locale, u.timezone) IS DISTINCT FROM (l.name, l.email, l.phone, l.locale, l.timezone)`,
 		tenantID); err != nil {
@@ -478,8 +482,8 @@ func importSections(sections ImportSections, maxPushTokens int, count bool) []st
 			return q
 		}
 		return `WITH c AS (` + q + ` RETURNING user_id)
-			INSERT INTO user_import_changed SELECT DISTINCT c.user_id FROM c
-			JOIN users u ON u.tenant_id = $1 AND u.user_id = c.user_id
+			INSERT INTO user_import_changed SELECT DISTINCT c.user_id FROM c, LATERAL (
+				SELECT created_at, updated_at FROM users u WHERE u.tenant_id = $1 AND u.user_id = c.user_id LIMIT 1) u
 			WHERE u.created_at <> now() AND u.updated_at <> now()
 			ON CONFLICT DO NOTHING`
 	}
@@ -491,13 +495,18 @@ func importSections(sections ImportSections, maxPushTokens int, count bool) []st
 			WHERE p.preferences IS DISTINCT FROM EXCLUDED.preferences`)))
 	}
 	if sections.Topics {
+		// Subscriptions in the file's order: the foreign-key check of each
+		// (a lookup and lock of its user's row) then walks users in the order
+		// the import wrote them (a tenth faster for a million users).
 		qs = append(qs, `
 			INSERT INTO topics (tenant_id, topic)
 			SELECT DISTINCT $1::text, t FROM user_import_last, unnest(topics) AS t
 			ON CONFLICT DO NOTHING`,
 			changed(`
 			INSERT INTO topic_subscribers (tenant_id, topic, user_id)
-			SELECT DISTINCT $1::text, t, user_id FROM user_import_last, unnest(topics) AS t`+staged(`
+			SELECT $1::text, t, user_id FROM (
+				SELECT DISTINCT l.seq, t, l.user_id FROM user_import_last l, unnest(l.topics) AS t) x
+			ORDER BY seq`+staged(`
 			ON CONFLICT DO NOTHING`)))
 	}
 	if sections.PushTokens {

@@ -291,11 +291,14 @@ type ImportResult struct {
 func (s *Store) ImportUsers(ctx context.Context, tenantID string, src ImportSource, maxPushTokens int) (ImportResult, error) {
 	var res ImportResult
 	err := s.InTx(ctx, func(tx *Store) error {
-		var empty bool
-		if err := tx.db.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM users WHERE tenant_id = $1)`, tenantID).Scan(&empty); err != nil {
+		// The tenant's first user in the primary key's order: an index probe
+		// (a plain EXISTS may be planned as a scan of other tenants' rows).
+		var first string
+		err := tx.db.QueryRow(ctx, `SELECT user_id FROM users WHERE tenant_id = $1 ORDER BY user_id LIMIT 1`, tenantID).Scan(&first)
+		empty := errors.Is(err, pgx.ErrNoRows)
+		if err != nil && !empty {
 			return err
 		}
-		var err error
 		if empty {
 			err = tx.InTx(ctx, func(sp *Store) error {
 				res, err = sp.importDirect(ctx, tenantID, src, maxPushTokens)

@@ -25,6 +25,26 @@ import (
 	"github.com/herald-notify/herald/workflows"
 )
 
+// DefaultCacheSize is how many workflow runs a worker process keeps in memory
+// between their workflow tasks (HERALD_WORKER_CACHE_SIZE; the Temporal SDK's
+// default is 10,000). A kept run costs the worker about 60-90 KB of RSS (its
+// goroutine's stack, the SDK's state machines, the run's own state), so open
+// digests — one run each, waiting for their window — would hold the worker's
+// memory in proportion to their number: 10,000 users with a daily digest open
+// are 10,000 runs. A run not kept is replayed from its history at its next
+// task (docs/digests.md#what-a-digest-costs).
+const DefaultCacheSize = 1000
+
+// SetCacheSize bounds the workflow runs this process keeps in memory between
+// their tasks: the SDK's sticky cache, one per process, shared by every lane.
+// It applies to workers created after the call (the cache is made with the
+// first one); n < 1 leaves the size as it is.
+func SetCacheSize(n int) {
+	if n >= 1 {
+		sdkworker.SetStickyWorkflowCacheSize(n)
+	}
+}
+
 // New returns a worker for taskQueue with every Herald workflow and activity registered.
 func New(c client.Client, taskQueue string, acts *activities.Activities, opts sdkworker.Options) sdkworker.Worker {
 	w := sdkworker.New(c, taskQueue, opts)

@@ -367,8 +367,10 @@ func (a *App) Run(ctx context.Context, s Services) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	if s.Worker {
+		worker.SetCacheSize(a.cfg.WorkerCacheSize)
 		lanes := a.Workers(nil)
-		a.log.Info("worker starting", "task_queue", a.cfg.TaskQueue, "lanes", len(lanes), "stop_timeout", a.cfg.WorkerStopTimeout)
+		a.log.Info("worker starting", "task_queue", a.cfg.TaskQueue, "lanes", len(lanes), "stop_timeout", a.cfg.WorkerStopTimeout,
+			"cache_size", a.cfg.WorkerCacheSize)
 		g.Go(func() error {
 			err := worker.Run(ctx, lanes)
 			if err != nil {

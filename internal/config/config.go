@@ -16,6 +16,7 @@ import (
 	"github.com/herald-notify/herald/internal/inboxlive"
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/providers"
+	"github.com/herald-notify/herald/worker"
 	"github.com/herald-notify/herald/workflows"
 )
 
@@ -39,6 +40,12 @@ type Config struct {
 	// flight) get to finish on SIGTERM before the worker cancels them; 0 cancels them
 	// at once. Keep it under the orchestrator's kill grace period.
 	WorkerStopTimeout time.Duration
+	// HERALD_WORKER_CACHE_SIZE: workflow runs a worker process keeps in memory
+	// between their workflow tasks (the Temporal SDK's sticky cache, shared by
+	// the lanes); a run not kept is replayed from its history at its next task.
+	// It bounds the worker's memory however many digests are open
+	// (worker.DefaultCacheSize).
+	WorkerCacheSize int
 	// HERALD_HTTP_READ_HEADER_TIMEOUT, HERALD_HTTP_READ_TIMEOUT,
 	// HERALD_HTTP_WRITE_TIMEOUT, HERALD_HTTP_IDLE_TIMEOUT: the API server's
 	// http.Server timeouts (headers; whole request; handler + response; keep-alive).
@@ -290,6 +297,12 @@ func FromEnv() (Config, error) {
 	}
 	if c.WorkerStopTimeout, err = durationOrZero("HERALD_WORKER_STOP_TIMEOUT", DefaultWorkerStopTimeout); err != nil {
 		return c, err
+	}
+	if c.WorkerCacheSize, err = integer("HERALD_WORKER_CACHE_SIZE", worker.DefaultCacheSize); err != nil {
+		return c, err
+	}
+	if c.WorkerCacheSize < 1 {
+		return c, fmt.Errorf("HERALD_WORKER_CACHE_SIZE=0: want at least 1 (workflow runs kept in memory)")
 	}
 	if c.TenantRatePerSecond, err = number("HERALD_TENANT_RATE", DefaultTenantRatePerSecond); err != nil {
 		return c, err

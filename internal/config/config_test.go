@@ -66,3 +66,27 @@ func TestDurations(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerCacheSize: the worker's sticky cache defaults to
+// worker.DefaultCacheSize, takes a positive whole number, and refuses 0,
+// negatives and words, naming the variable.
+func TestWorkerCacheSize(t *testing.T) {
+	clearEnv(t)
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WorkerCacheSize != 1000 {
+		t.Errorf("default WorkerCacheSize %d, want 1000", c.WorkerCacheSize)
+	}
+	t.Setenv("HERALD_WORKER_CACHE_SIZE", "250")
+	if c, err = FromEnv(); err != nil || c.WorkerCacheSize != 250 {
+		t.Errorf("HERALD_WORKER_CACHE_SIZE=250: %d, %v", c.WorkerCacheSize, err)
+	}
+	for _, v := range []string{"0", "-5", "many", "1.5"} {
+		t.Setenv("HERALD_WORKER_CACHE_SIZE", v)
+		if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "HERALD_WORKER_CACHE_SIZE") {
+			t.Errorf("HERALD_WORKER_CACHE_SIZE=%s: err %v, want one naming the variable", v, err)
+		}
+	}
+}

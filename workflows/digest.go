@@ -193,8 +193,15 @@ func (d *digest) closesAt(ctx workflow.Context) (time.Time, error) {
 }
 
 // collect takes events into the open window until it closes: its time, its
-// max_items, or a flush.
+// max_items, or a flush. The close timer is started once and kept while the
+// close time stays put (fixed and scheduled windows: an event costs its digest
+// its signal and nothing more); a sliding window's close moves with each
+// event, so its timer is replaced.
 func (d *digest) collect(ctx workflow.Context) error {
+	var timer workflow.Future
+	var timerAt time.Time
+	cancelTimer := func() {}
+	defer func() { cancelTimer() }() // a flush or max_items closes before the timer
 	for !d.st.Flush && !d.full() {
 		at, err := d.closesAt(ctx)
 		if err != nil {
@@ -204,8 +211,11 @@ func (d *digest) collect(ctx workflow.Context) error {
 		if left <= 0 {
 			return nil
 		}
-		tctx, cancelTimer := workflow.WithCancel(ctx)
-		timer := workflow.NewTimer(tctx, left)
+		if timer == nil || !at.Equal(timerAt) {
+			cancelTimer()
+			tctx, cancel := workflow.WithCancel(ctx)
+			timer, timerAt, cancelTimer = workflow.NewTimer(tctx, left), at, cancel
+		}
 		fired := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(timer, func(workflow.Future) { fired = true })
@@ -222,7 +232,6 @@ func (d *digest) collect(ctx workflow.Context) error {
 		if fired {
 			return nil
 		}
-		cancelTimer()
 		if d.runEvents >= digestEventsPerRun {
 			// Continue as new with the window still open (the timer is
 			// re-created from the state in the next run).

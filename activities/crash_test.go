@@ -17,7 +17,7 @@ import (
 
 // workerProcess is a real `herald worker` process, killed with SIGKILL by the test.
 type workerProcess struct {
-	t   *testing.T
+	t   testing.TB
 	bin string
 	env []string
 	cmd *exec.Cmd
@@ -35,7 +35,7 @@ func (w *workerProcess) start() {
 }
 
 // buildHerald builds cmd/herald into the test's temporary directory.
-func buildHerald(t *testing.T) string {
+func buildHerald(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "herald")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/herald")
@@ -50,20 +50,30 @@ func buildHerald(t *testing.T) string {
 // directory, killed when the test ends; extraEnv goes last (it wins).
 func startWorkerProcess(t *testing.T, bin string, h *apitest.Harness, f apitest.Fakes, extraEnv ...string) *workerProcess {
 	t.Helper()
+	return startHeraldWorker(t, bin, h, append([]string{
+		"HERALD_SENDGRID_BASE_URL=" + f.SendGrid.URL,
+		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fakes' address: internal, refused by default
+	}, extraEnv...)...)
+}
+
+// startHeraldWorker starts bin as a worker of h's task queue against the test
+// services (no metrics listener unless env gives one), logging to a file in
+// the test's temporary directory, killed when the test ends; env goes last
+// (it wins).
+func startHeraldWorker(t testing.TB, bin string, h *apitest.Harness, env ...string) *workerProcess {
+	t.Helper()
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(),
+	base := append(os.Environ(),
 		"HERALD_DATABASE_URL="+testenv.DatabaseURL(t),
 		"HERALD_TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 		"HERALD_TASK_QUEUE="+h.TaskQueue,
-		"HERALD_SENDGRID_BASE_URL="+f.SendGrid.URL,
-		"HERALD_EGRESS_ALLOW=127.0.0.1", // the fakes' address: internal, refused by default
-		"HERALD_METRICS_ADDR=off",       // tests run side by side: no fixed port
+		"HERALD_METRICS_ADDR=off", // tests run side by side: no fixed port
 		"HERALD_SECRETS_KEY="+h.SecretsKey,
 	)
-	w := &workerProcess{t: t, bin: bin, log: logFile, env: append(env, extraEnv...)}
+	w := &workerProcess{t: t, bin: bin, log: logFile, env: append(base, env...)}
 	w.start()
 	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
 	return w

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -229,21 +230,6 @@ func BenchmarkDigest(b *testing.B) {
 	}
 }
 
-// rssKB is this process's peak resident set (VmHWM), in KiB.
-func rssKB() int {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	return 0
-}
-
 // historyActions counts a run chain's history events and, of them, the ones
 // Temporal bills as actions (starts, signals, timers, activities and local
 // activity markers, child starts, search attribute upserts, continue-as-new).
@@ -278,15 +264,30 @@ func historyActions(b *testing.B, c client.Client, workflowID string) (events, a
 // BenchmarkDailyDigests: users × events each into scheduled daily digests
 // (HERALD_BENCH_DIGEST_USERS, default 500; HERALD_BENCH_DIGEST_EVENTS, default
 // 4; the issue's full size is 10,000 × 20), posted through the API (a
-// digest-first flow: no run per event), then every digest flushed. It reports
-// this process's peak RSS (API and worker in one process), Temporal actions
-// and history events per event (the digests' histories) and the largest
-// digest's history.
+// digest-first flow: no run per event, 32 at a time), then every digest
+// flushed (closed and sent: the close path is measured too).
 //
-// Run it with: go test -run '^$' -bench BenchmarkDailyDigests -benchtime 1x ./activities/
+// The worker is a real `herald worker` process of its own (built from
+// cmd/herald, configured from the environment as in production; this process
+// runs the API and the bench's client). The bench samples the worker's RSS
+// from /proc every second (VmRSS, and VmHWM for the peak: goal < 256 MB) and
+// its own metrics endpoint (goroutines, Go heap, the SDK's sticky cache). It
+// reports the peak, a series, Temporal actions and history events per event
+// (counted in the digests' histories; also the server's `action` counter when
+// HERALD_TEMPORAL_METRICS_URL names the Temporal server's Prometheus
+// endpoint), the largest digest's history, the wall time of each phase and the
+// CPU of the worker, this process, PostgreSQL and Temporal per event.
+// HERALD_BENCH_WORKER_ENV (space-separated NAME=value) is added to the
+// worker's environment, to compare settings; HERALD_BENCH_DIGEST_WAIT_MIN
+// (default 120) bounds each wait (a run that times out still logs the
+// worker's RSS so far).
+//
+// Run it with: go test -run '^$' -bench BenchmarkDailyDigests -benchtime 1x -timeout 2h ./activities/
 func BenchmarkDailyDigests(b *testing.B) {
 	users, perUser := envInt("HERALD_BENCH_DIGEST_USERS", 500), envInt("HERALD_BENCH_DIGEST_EVENTS", 4)
-	h := apitest.Start(b, apitest.Options{})
+	wait := time.Duration(envInt("HERALD_BENCH_DIGEST_WAIT_MIN", 120)) * time.Minute
+	bin := buildHerald(b)
+	h := apitest.Start(b, apitest.Options{NoWorker: true})
 	tenantID, key := h.Tenant("bench-daily")
 	h.Template(key, templates.Template{ID: "daily", Category: "activity",
 		InApp: &templates.InAppContent{Title: "Today", Body: `{{.digest.count}} things happened, first: {{(index .digest.items 0).what}}`}})
@@ -301,6 +302,18 @@ func BenchmarkDailyDigests(b *testing.B) {
 	}
 	const def = `{"category":"activity","steps":[{"type":"digest","mode":"scheduled","schedule":{"every":"day","at":"09:00"}},
 		{"type":"send","template_id":"daily","channels":["in_app"]}]}`
+	metricsAddr := freeLoopbackAddr(b)
+	workerEnv := []string{"HERALD_METRICS_ADDR=" + metricsAddr, "HERALD_WORKER_STOP_TIMEOUT=0"}
+	workerEnv = append(workerEnv, strings.Fields(os.Getenv("HERALD_BENCH_WORKER_ENV"))...)
+	w := startHeraldWorker(b, bin, h, workerEnv...)
+	worker := &procSampler{pid: w.cmd.Process.Pid, metricsURL: "http://" + metricsAddr + "/metrics", start: time.Now()}
+	worker.run(time.Second)
+	// Logged even when a phase times out: the worker's memory so far.
+	b.Cleanup(func() {
+		worker.stop()
+		b.Logf("worker RSS per phase (peak VmHWM %d MB; goal < 256): %s", worker.peakKB()/1024, worker.phaseSummary())
+		b.Logf("worker RSS series: %s", worker.series(30))
+	})
 	wf := workflows.NewClient(h.Temporal, h.TaskQueue)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
 	pool := testenv.Pool(b)
@@ -311,48 +324,279 @@ func BenchmarkDailyDigests(b *testing.B) {
 		}
 		return v
 	}
+	temporalMetrics := os.Getenv("HERALD_TEMPORAL_METRICS_URL")
+	pgPort, temporalPort := portOf(testenv.DatabaseURL(b)), portOf(testenv.TemporalAddress(b))
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
 		suffix := strings.ReplaceAll(time.Now().Format("150405.000"), ".", "")
 		flowID := "daily-" + suffix
 		h.MustDo(http.StatusCreated, http.MethodPut, "/v1/flows/"+flowID, key, def)
 		n := users * perUser
-		took := concurrently(b, n, 32, func(i int) error {
+		actions0 := serverActions(hc, temporalMetrics)
+		cpu0, workerCPU0 := cpuSnapshot(pgPort, temporalPort), procJiffies(worker.pid)
+		start := time.Now()
+		worker.phase("accept")
+		accept := concurrently(b, n, 32, func(i int) error {
 			u := fmt.Sprintf("d%05d", i%users)
 			return postJSON(hc, h.URL+"/v1/notifications", key, map[string]any{"user_id": u, "flow_id": flowID,
 				"idempotency_key": fmt.Sprintf("daily-%s-%d", suffix, i), "data": map[string]any{"what": fmt.Sprintf("event %d for %s", i, u)}},
 				http.StatusAccepted)
 		})
-		h.Eventually(30*time.Minute, "every digest open", func() bool {
+		// Every digest has opened its window once the worker took each
+		// digest's first signal (the later ones may still be queued: the
+		// flushes queue behind them, so the close phase includes them).
+		worker.phase("open")
+		h.Eventually(wait, "every digest open", func() bool {
+			time.Sleep(time.Second)
 			return count(`SELECT count(*) FROM digests WHERE tenant_id = $1 AND flow_id = $2 AND status = 'open'`, tenantID, flowID) == users
 		})
-		joined := took
-		open := users
-		for u := 0; u < users; u++ {
-			if err := wf.FlushDigest(ctx, tenantID, flowID, fmt.Sprintf("d%05d", u), ""); err != nil {
-				b.Fatal(err)
-			}
-		}
-		h.Eventually(30*time.Minute, "every digest sent", func() bool {
+		allOpen := time.Since(start)
+		worker.phase("close")
+		closeStart := time.Now()
+		concurrently(b, users, 32, func(u int) error {
+			return wf.FlushDigest(ctx, tenantID, flowID, fmt.Sprintf("d%05d", u), "")
+		})
+		h.Eventually(wait, "every digest sent", func() bool {
+			time.Sleep(time.Second)
 			return count(`SELECT count(*) FROM inbox WHERE tenant_id = $1 AND body LIKE '% things happened%'`, tenantID) >= users*(it+1)
 		})
+		closed := time.Since(closeStart)
+		total := time.Since(start)
+		worker.phase("after")
+		cpu, workerCPU := cpuSnapshot(pgPort, temporalPort).minus(cpu0), procJiffies(worker.pid)-workerCPU0
 		if got := count(`SELECT COALESCE(sum(count), 0)::int FROM digests WHERE tenant_id = $1 AND flow_id = $2 AND status = $3`,
 			tenantID, flowID, herald.DigestSent); got != n {
 			b.Fatalf("the digests hold %d events, want %d", got, n)
 		}
 		time.Sleep(2 * time.Second)
+		actions1 := serverActions(hc, temporalMetrics)
 		// Temporal's share: every digest (an event has no run of its own).
+		var mu sync.Mutex
 		dgEvents, dgActions, largest := 0, 0, 0
-		for u := 0; u < users; u++ {
+		concurrently(b, users, 16, func(u int) error {
 			e, a := historyActions(b, h.Temporal, workflows.DigestWorkflowID(tenantID, flowID, fmt.Sprintf("d%05d", u), ""))
+			mu.Lock()
 			dgEvents, dgActions, largest = dgEvents+e, dgActions+a, max(largest, e)
-		}
+			mu.Unlock()
+			return nil
+		})
+		peakMB := float64(worker.peakKB()) / 1024
 		perEventActions := float64(dgActions) / float64(n)
-		b.ReportMetric(float64(rssKB())/1024, "peak-rss-MB")
+		ms := func(j uint64) float64 { return float64(j) * 10 / float64(n) }
+		b.ReportMetric(peakMB, "worker-peak-rss-MB")
 		b.ReportMetric(perEventActions, "actions/event")
 		b.ReportMetric(float64(largest), "largest-digest-history")
-		b.Logf("%d users x %d events into daily digests (%d open before the flush): accepted through the API in %s; peak RSS of API+worker %d MB (goal < 256); "+
-			"per event: %.2f Temporal actions (in its digest; no run of its own; sends not counted), %.2f history events; largest digest history %d events",
-			users, perUser, open, joined.Round(time.Millisecond), rssKB()/1024, perEventActions, float64(dgEvents)/float64(n), largest)
+		b.ReportMetric(total.Seconds(), "wall-s")
+		b.ReportMetric(float64(n)/total.Seconds(), "events/s")
+		b.Logf("%d users x %d events into daily digests, worker in its own process (env %q)", users, perUser, workerEnv[2:])
+		b.Logf("wall: %s in all, %.0f events/s: accepted through the API in %s (%.0f/s), every digest open at %s, "+
+			"%d digests flushed and sent in %s", total.Round(time.Second), float64(n)/total.Seconds(), accept.Round(time.Second),
+			float64(n)/accept.Seconds(), allOpen.Round(time.Second), users, closed.Round(time.Second))
+		b.Logf("worker peak RSS (VmHWM) %.0f MB (goal < 256)", peakMB)
+		b.Logf("per event: %.2f Temporal actions in its digest (no run of its own; the digest's send not counted), %.2f history events; largest digest history %d events",
+			perEventActions, float64(dgEvents)/float64(n), largest)
+		if actions0 >= 0 && actions1 >= 0 {
+			b.ReportMetric((actions1-actions0)/float64(n), "server-actions/event")
+			b.Logf("the Temporal server's action counter: %.0f over the run, %.2f per event (everything: signals, digests, the sends' runs)",
+				actions1-actions0, (actions1-actions0)/float64(n))
+		}
+		b.Logf("CPU per event: worker %.3f ms, API+bench %.3f, postgres %.3f, temporal %.3f (others on the machine %.3f)",
+			ms(workerCPU), ms(cpu["test"]), ms(cpu["postgres"]), ms(cpu["temporal"]), ms(cpu["other"]-min(cpu["other"], workerCPU)))
 	}
+}
+
+// freeLoopbackAddr is a loopback address with a port nothing listens on now.
+func freeLoopbackAddr(b testing.TB) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// procJiffies is a process's CPU time (user + system) in clock ticks.
+func procJiffies(pid int) uint64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return ut + st
+}
+
+// procStatusKB reads fields (VmRSS, VmHWM, …) of /proc/PID/status, in KiB.
+func procStatusKB(pid int, fields ...string) []int {
+	out := make([]int, len(fields))
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		for i, f := range fields {
+			if v, ok := strings.CutPrefix(line, f+":"); ok {
+				out[i], _ = strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			}
+		}
+	}
+	return out
+}
+
+// serverActions sums the Temporal server's `action` counter (-1: no URL, or
+// unreadable).
+func serverActions(hc *http.Client, url string) float64 {
+	if url == "" {
+		return -1
+	}
+	m, err := scrape(hc, url, "action{")
+	if err != nil {
+		return -1
+	}
+	return m["action{"]
+}
+
+// scrape sums, per wanted prefix, the samples of a Prometheus exposition whose
+// line starts with it (a metric name, or a name and "{").
+func scrape(hc *http.Client, url string, wanted ...string) (map[string]float64, error) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		for _, w := range wanted {
+			if !strings.HasPrefix(line, w) {
+				continue
+			}
+			rest := line[len(w):]
+			if !strings.HasSuffix(w, "{") && rest != "" && rest[0] != ' ' && rest[0] != '{' {
+				continue // a longer name
+			}
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+					out[w] += v
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// procSampler samples a process's RSS and its metrics endpoint every tick.
+type procSampler struct {
+	pid        int
+	metricsURL string
+	start      time.Time
+	mu         sync.Mutex
+	samples    []procSample
+	cur        string
+	done       chan struct{}
+	stopped    chan struct{}
+}
+
+type procSample struct {
+	at                 time.Duration
+	phase              string
+	rssKB, hwmKB       int
+	goroutines, heapMB float64
+	stickyCache        float64
+}
+
+func (p *procSampler) phase(name string) {
+	p.mu.Lock()
+	p.cur = name
+	p.mu.Unlock()
+	p.sample()
+}
+
+func (p *procSampler) run(every time.Duration) {
+	p.done, p.stopped = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+				p.sample()
+			}
+		}
+	}()
+}
+
+func (p *procSampler) stop() {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+		<-p.stopped
+	}
+}
+
+func (p *procSampler) sample() {
+	kb := procStatusKB(p.pid, "VmRSS", "VmHWM")
+	s := procSample{at: time.Since(p.start), rssKB: kb[0], hwmKB: kb[1]}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	if m, err := scrape(hc, p.metricsURL, "go_goroutines", "go_memstats_heap_inuse_bytes", "temporal_sticky_cache_size"); err == nil {
+		s.goroutines, s.heapMB, s.stickyCache = m["go_goroutines"], m["go_memstats_heap_inuse_bytes"]/(1<<20), m["temporal_sticky_cache_size"]
+	}
+	p.mu.Lock()
+	s.phase = p.cur
+	p.samples = append(p.samples, s)
+	p.mu.Unlock()
+}
+
+// peakKB is the process's peak RSS (its VmHWM) so far.
+func (p *procSampler) peakKB() int {
+	p.sample()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	peak := 0
+	for _, s := range p.samples {
+		peak = max(peak, s.hwmKB, s.rssKB)
+	}
+	return peak
+}
+
+// phaseSummary is each phase's peak RSS, goroutines, Go heap and sticky cache.
+func (p *procSampler) phaseSummary() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for i := 0; i < len(p.samples); {
+		ph := p.samples[i].phase
+		var rss, g, heap, cache float64
+		for ; i < len(p.samples) && p.samples[i].phase == ph; i++ {
+			s := p.samples[i]
+			rss, g, heap, cache = max(rss, float64(s.rssKB)/1024), max(g, s.goroutines), max(heap, s.heapMB), max(cache, s.stickyCache)
+		}
+		out = append(out, fmt.Sprintf("%s: RSS %.0f MB, Go heap in use %.0f MB, goroutines %.0f, sticky cache %.0f", ph, rss, heap, g, cache))
+	}
+	return strings.Join(out, "; ")
+}
+
+// series is at most n samples spread over the run: seconds, phase and RSS.
+func (p *procSampler) series(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	step := max(1, len(p.samples)/n)
+	for i := 0; i < len(p.samples); i += step {
+		s := p.samples[i]
+		out = append(out, fmt.Sprintf("%.0fs %s %.0fMB", s.at.Seconds(), s.phase, float64(s.rssKB)/1024))
+	}
+	return strings.Join(out, ", ")
 }

@@ -306,7 +306,7 @@ func BenchmarkDailyDigests(b *testing.B) {
 	workerEnv := []string{"HERALD_METRICS_ADDR=" + metricsAddr, "HERALD_WORKER_STOP_TIMEOUT=0"}
 	workerEnv = append(workerEnv, strings.Fields(os.Getenv("HERALD_BENCH_WORKER_ENV"))...)
 	w := startHeraldWorker(b, bin, h, workerEnv...)
-	worker := &procSampler{pid: w.cmd.Process.Pid, metricsURL: "http://" + metricsAddr + "/metrics", start: time.Now()}
+	worker := &procSampler{pid: w.cmd.Process.Pid, metricsURL: "http://" + metricsAddr + "/metrics", start: time.Now(), cur: "idle"}
 	worker.run(time.Second)
 	// Logged even when a phase times out: the worker's memory so far.
 	b.Cleanup(func() {

@@ -50,16 +50,16 @@ func sequenceOf(h *apitest.Harness, key, id string) int64 {
 }
 
 // 100 in-app notifications to one user, each submitted after the previous 202;
-// the inbox writes of the first ten fail for their first 1.5 s (a trigger
-// refuses them, the local activity retries with backoff) so later ones reach
-// the inbox first. The inbox still lists all 100 in accept order, on every
+// the inbox writes of the first ten fail until a later one is in the inbox (a
+// trigger refuses them, the local activity retries with backoff), so later
+// ones reach the inbox first. The inbox still lists all 100 in accept order, on every
 // page size, numbered 100 … 1; GET shows each one's number; the stream
 // announces each retried item once, late, with its sequence, and no other
 // item as late.
 func TestInboxOrderSurvivesRetriedInboxWrites(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	tenantID, key, token := inboxUser(t, h, "ada")
-	h.FailInboxWrites(tenantID, "flaky", 1500*time.Millisecond)
+	refused := h.FailInboxWrites(tenantID, "flaky")
 	st := h.OpenStream("", "/v1/users/ada/inbox/stream", token)
 	st.NextOf("ready", streamWithin)
 
@@ -100,6 +100,11 @@ func TestInboxOrderSurvivesRetriedInboxWrites(t *testing.T) {
 		if !late[ids[i]] {
 			t.Errorf("retried notification %d (%s) was not announced late", i, ids[i])
 		}
+	}
+	if n := refused(); n < 1 {
+		t.Fatalf("no inbox write was refused: the test injected no failure")
+	} else {
+		t.Logf("%d inbox writes refused and retried", n)
 	}
 
 	want := make([]string, n)

@@ -46,6 +46,10 @@ type Activities struct {
 	// NoDueSequence leaves notifications unnumbered (app.Options.NoDueSequence:
 	// the due-order bench's floor).
 	NoDueSequence bool
+	// ErasureKey keys store.ErasedUserID: a notification whose user was erased
+	// after it was accepted is anonymised with it when its workflow finds the
+	// user gone.
+	ErasureKey []byte
 
 	// campaignDataCache holds the data of the campaigns this worker sends.
 	campaignDataCache campaignDataCache
@@ -94,7 +98,15 @@ func (a *Activities) AssignDue(ctx context.Context, in contract.AssignDueInput) 
 func (a *Activities) LoadRecipient(ctx context.Context, in contract.LoadRecipientInput) (contract.Recipient, error) {
 	u, err := a.Store.GetUser(ctx, in.TenantID, in.UserID)
 	if errors.Is(err, herald.ErrNotFound) {
-		return contract.Recipient{}, contract.UnknownUser.New("user "+in.UserID+" does not exist", err)
+		if in.NotificationID != "" {
+			// Accepted just before the user's erasure: the notification row may
+			// have been written after the erasure's pass over the user's rows.
+			if err := a.Store.AnonymiseNotificationUser(ctx, in.TenantID, in.NotificationID, in.UserID,
+				store.ErasedUserID(a.ErasureKey, in.TenantID, in.UserID)); err != nil {
+				return contract.Recipient{}, err
+			}
+		}
+		return contract.Recipient{}, contract.UnknownUser.New("user does not exist (erased since acceptance)", err)
 	}
 	if err != nil {
 		return contract.Recipient{}, err
@@ -103,9 +115,25 @@ func (a *Activities) LoadRecipient(ctx context.Context, in contract.LoadRecipien
 		Locale: deref(u.Locale), Timezone: deref(u.Timezone)}, nil
 }
 
+// recipientPresent fails with contract.UnknownUser when the notification's
+// user was erased since the workflow loaded it (nothing is delivered then).
+func (a *Activities) recipientPresent(ctx context.Context, tenantID, notificationID string) error {
+	gone, err := a.Store.NotificationRecipientGone(ctx, tenantID, notificationID)
+	if err != nil {
+		return err
+	}
+	if gone {
+		return contract.UnknownUser.New("the notification's user was erased", nil)
+	}
+	return nil
+}
+
 // DeliverInApp stores the inbox row. The inbox's primary key is the delivery guard:
 // a retry after a crash inserts nothing and still reports delivered.
 func (a *Activities) DeliverInApp(ctx context.Context, in contract.DeliverInAppInput) (contract.DeliverResult, error) {
+	if err := a.recipientPresent(ctx, in.TenantID, in.NotificationID); err != nil {
+		return contract.DeliverResult{}, err
+	}
 	inserted, err := a.Store.DeliverToInbox(ctx, store.NewInboxItem{TenantID: in.TenantID, UserID: in.UserID,
 		NotificationID: in.NotificationID, Title: in.Title, Body: in.Body, ActionURL: in.ActionURL, Category: in.Category, CreatedAt: in.AcceptedAt})
 	if err != nil {

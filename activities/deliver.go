@@ -196,6 +196,9 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 			Status: herald.DeliverySent, Provider: r.Provider})
 		return contract.DeliverResult{Status: status, Duplicate: true}, nil
 	}
+	if err := a.recipientPresent(ctx, tags.TenantID, tags.NotificationID); err != nil {
+		return contract.DeliverResult{}, err
+	}
 
 	chain, err := a.Senders.Chain(ctx, tags.TenantID, tags.Channel)
 	if err != nil {

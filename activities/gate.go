@@ -17,6 +17,12 @@ import (
 // again when a quiet-hours wait ends, so a change made during the wait (an
 // opt-out, a STOP) counts.
 func (a *Activities) LoadPreferences(ctx context.Context, in contract.LoadPreferencesInput) (contract.PreferencesResult, error) {
+	// Read again after a quiet-hours wait: a user erased meanwhile gets nothing.
+	if ok, err := a.Store.UserExists(ctx, in.TenantID, in.UserID); err != nil {
+		return contract.PreferencesResult{}, err
+	} else if !ok {
+		return contract.PreferencesResult{}, contract.UnknownUser.New("user does not exist (erased)", nil)
+	}
 	ts, err := a.Store.GetTenantSettings(ctx, in.TenantID)
 	if err != nil {
 		return contract.PreferencesResult{}, err

@@ -78,6 +78,7 @@ const (
 	auditSuppressionDelete     = "suppression.delete"
 	auditUsersImport           = "users.import"
 	auditDigestFlush           = "digest.flush"
+	auditUserDelete            = "user.delete"
 )
 
 // auditOperatorKeyID stands for the operator key in api_key_id.
@@ -353,6 +354,6 @@ var auditActions = []string{
 	auditListCreate, auditListDelete, auditTopicSubscribe, auditTopicUnsubscribe,
 	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke, auditUserTokenMint, AuditTenantCreate,
 	auditWebhookEndpointCreate, auditWebhookEndpointUpdate, auditWebhookEndpointDelete, auditWebhookSecretRotate, auditWebhookReplay,
-	auditFlowPut, auditFlowDelete, auditDigestFlush,
+	auditFlowPut, auditFlowDelete, auditDigestFlush, auditUserDelete,
 	auditSuppressionPut, auditSuppressionDelete, auditUsersImport,
 }

@@ -24,6 +24,8 @@ type authenticator struct {
 	responder
 	store   *store.Store
 	metrics *metrics.Metrics
+	// erasureKey keys store.ErasedUserID (an erased user's revocation).
+	erasureKey []byte
 	// tenants maps an API key hash (and "id:" + a tenant id) to the tenant;
 	// nil when Config.AuthCacheTTL is 0.
 	tenants *expirable.LRU[string, store.Tenant]
@@ -54,7 +56,7 @@ func newAuthenticator(r responder, st *store.Store, m *metrics.Metrics, cacheTTL
 	if failures.PerSecond == 0 {
 		failures = DefaultAuthFailures
 	}
-	a := &authenticator{responder: r, store: st, metrics: m, tokenKey: tokenKey,
+	a := &authenticator{responder: r, store: st, metrics: m, tokenKey: tokenKey, erasureKey: store.ErasureKeyFrom(tokenKey),
 		badKeys:     expirable.NewLRU[string, struct{}](100_000, nil, badKeyTTL),
 		failures:    newPublicLimiter(PublicLimits{PerIP: failures}),
 		revocations: expirable.NewLRU[string, time.Time](100_000, nil, revocationCacheTTL)}
@@ -293,7 +295,9 @@ func (a *authenticator) userTokensNotBefore(c *gin.Context, tenantID, userID str
 	if at, ok := a.revocations.Get(key); ok {
 		return at, nil
 	}
-	at, err := a.store.UserTokensNotBefore(c.Request.Context(), tenantID, userID)
+	// A token minted before the user's erasure stays refused: the erasure
+	// records its revocation under the anonymous id.
+	at, err := a.store.UserTokensNotBefore(c.Request.Context(), tenantID, userID, store.ErasedUserID(a.erasureKey, tenantID, userID))
 	if err == nil {
 		a.revocations.Add(key, at)
 	}

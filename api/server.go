@@ -193,6 +193,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 		&webhookEndpointsRoom{responder: r, store: st, cfg: cfg.Webhooks},
 		&suppressionsRoom{responder: r, store: st},
 		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant, retention: operatorRetention(cfg.Retention)},
+		newErasureRoom(r, st, users, store.ErasureKeyFrom(cfg.Inbox.UserTokenKey)),
 	}}
 }
 

@@ -202,6 +202,17 @@ func (c *Client) GetUser(ctx context.Context, userID string) (*User, error) {
 	return doJSON[User](ctx, c, get(pathOf("v1", "users", userID), nil))
 }
 
+// DeleteUser is DELETE /v1/users/{id}: erases the user (docs/erasure.md) and
+// says what was deleted and anonymised per table.
+func (c *Client) DeleteUser(ctx context.Context, userID string) (*UserErasure, error) {
+	return doJSON[UserErasure](ctx, c, del(pathOf("v1", "users", userID)))
+}
+
+// GetUsage is GET /v1/usage: the tenant's rows, bytes and oldest row per table.
+func (c *Client) GetUsage(ctx context.Context) (*Usage, error) {
+	return doJSON[Usage](ctx, c, get(pathOf("v1", "usage"), nil))
+}
+
 // ListUserNotifications is GET /v1/users/{id}/notifications (the support view).
 func (c *Client) ListUserNotifications(ctx context.Context, userID string, params *ListUserNotificationsParams) (*SupportNotificationList, error) {
 	return doJSON[SupportNotificationList](ctx, c, get(pathOf("v1", "users", userID, "notifications"), queryOf(params)))

@@ -1206,6 +1206,21 @@ func (e UnsubscribeResultUnsubscribed) Valid() bool {
 	}
 }
 
+// Defines values for UserErasureStatus.
+const (
+	Erased UserErasureStatus = "erased"
+)
+
+// Valid indicates whether the value is a known member of the UserErasureStatus enum.
+func (e UserErasureStatus) Valid() bool {
+	switch e {
+	case Erased:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UserTokenTokenType.
 const (
 	Bearer UserTokenTokenType = "Bearer"
@@ -3137,6 +3152,32 @@ type SuppressionList struct {
 	NextCursor *NextCursor `json:"next_cursor"`
 }
 
+// TableUsage defines model for TableUsage.
+type TableUsage struct {
+	// Bytes Estimated, rows × the table's bytes per row.
+	Bytes int64 `json:"bytes"`
+
+	// Oldest When the oldest row kept was written (absent when the tenant has none, or oldest_unknown).
+	Oldest *time.Time `json:"oldest,omitempty"`
+
+	// OldestColumn The column oldest was read from.
+	OldestColumn *string `json:"oldest_column,omitempty"`
+
+	// OldestUnknown No index answered the oldest row within the bound.
+	OldestUnknown *bool `json:"oldest_unknown,omitempty"`
+
+	// Rows The tenant's rows (counted when rows_exact, else the planner's estimate).
+	Rows      int64  `json:"rows"`
+	RowsExact bool   `json:"rows_exact"`
+	Table     string `json:"table"`
+
+	// TableBytes The whole table's size with its indexes and TOAST, every tenant's.
+	TableBytes int64 `json:"table_bytes"`
+
+	// TableRows The whole table's rows, every tenant's (estimate).
+	TableRows int64 `json:"table_rows"`
+}
+
 // Template defines model for Template.
 type Template struct {
 	Category string `json:"category"`
@@ -3313,6 +3354,18 @@ type UnsubscribeResult struct {
 // UnsubscribeResultUnsubscribed defines model for UnsubscribeResult.Unsubscribed.
 type UnsubscribeResultUnsubscribed bool
 
+// Usage defines model for Usage.
+type Usage struct {
+	// Bytes The sum of the tables' estimated bytes.
+	Bytes      int64     `json:"bytes"`
+	ComputedAt time.Time `json:"computed_at"`
+
+	// Rows The sum of the tables' rows.
+	Rows     int64        `json:"rows"`
+	Tables   []TableUsage `json:"tables"`
+	TenantID string       `json:"tenant_id"`
+}
+
 // User defines model for User.
 type User struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -3328,6 +3381,32 @@ type User struct {
 	// control characters or '/', so it is safe in a URL path segment.
 	UserID ClientKey `json:"user_id"`
 }
+
+// UserErasure defines model for UserErasure.
+type UserErasure struct {
+	// Anonymised Rows kept but anonymised (user id replaced, addresses and content removed), per table.
+	Anonymised map[string]int64 `json:"anonymised"`
+
+	// Deleted Rows deleted, per table.
+	Deleted    map[string]int64 `json:"deleted"`
+	DurationMs int64            `json:"duration_ms"`
+
+	// ErasedID The anonymous id that replaces the user id in the rows kept for counts.
+	//
+	// Example: erased_5f1c0d2e9a7b44c1b0e3d2a1f9e8c7b6
+	ErasedID string `json:"erased_id"`
+
+	// Resumed An earlier erasure of this user had stopped part-way; this one finished it.
+	Resumed bool `json:"resumed"`
+
+	// Statements How many bounded statements the erasure ran.
+	Statements int               `json:"statements"`
+	Status     UserErasureStatus `json:"status"`
+	UserID     string            `json:"user_id"`
+}
+
+// UserErasureStatus defines model for UserErasure.Status.
+type UserErasureStatus string
 
 // UserImportResult defines model for UserImportResult.
 type UserImportResult struct {

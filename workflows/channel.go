@@ -20,6 +20,10 @@ import (
 // and runs each surviving channel's flow concurrently.
 func (w *notification) gateAndDeliver(ctx workflow.Context) error {
 	prefs, err := w.loadPreferences(ctx)
+	if contract.UnknownUser.Is(err) {
+		w.endAll(ctx, err) // erased between loading the profile and the preferences
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -82,6 +86,10 @@ func (w *notification) channelFlow(ctx workflow.Context, ch herald.Channel, d pr
 			return
 		}
 		prefs, err := w.loadPreferences(ctx)
+		if contract.UnknownUser.Is(err) {
+			w.suppress(ctx, ch, herald.ReasonUserDeleted) // erased during the wait
+			return
+		}
 		if err != nil {
 			w.finishChannel(ctx, ch, herald.DeliveryFailed, err, "")
 			return
@@ -186,6 +194,9 @@ func (w *notification) finishDelivery(ctx workflow.Context, channel herald.Chann
 		return
 	case contract.NoDevice.Is(err):
 		w.suppress(ctx, channel, herald.ReasonNoAddress)
+		return
+	case contract.UnknownUser.Is(err):
+		w.suppress(ctx, channel, herald.ReasonUserDeleted) // erased before the send
 		return
 	case channel == herald.ChannelInApp || w.cancelled || contract.IsPermanent(err):
 		w.finishChannel(ctx, channel, herald.DeliveryFailed, err, contract.FailureReason(err))

@@ -199,15 +199,25 @@ func (w *notification) scheduleAll(ctx workflow.Context) {
 func (w *notification) deliver(ctx workflow.Context) error {
 	w.setStatus(ctx, herald.NotificationSending)
 	if err := w.db(ctx, contract.LoadRecipient, contract.LoadRecipientInput{
-		TenantID: w.in.TenantID, UserID: w.in.UserID,
+		TenantID: w.in.TenantID, UserID: w.in.UserID, NotificationID: w.state.NotificationID,
 	}).Get(ctx, &w.recipient); err != nil {
-		// The user was deleted after acceptance: every channel fails with the reason.
-		for _, ch := range w.in.Channels {
-			w.finishChannel(ctx, ch, herald.DeliveryFailed, err, "")
-		}
+		w.endAll(ctx, err)
 		return nil
 	}
 	return w.gateAndDeliver(ctx)
+}
+
+// endAll ends every channel after the recipient could not be read: suppressed
+// with herald.ReasonUserDeleted when the user was erased after acceptance,
+// failed with the error otherwise.
+func (w *notification) endAll(ctx workflow.Context, err error) {
+	for _, ch := range w.in.Channels {
+		if contract.UnknownUser.Is(err) {
+			w.suppress(ctx, ch, herald.ReasonUserDeleted)
+		} else {
+			w.finishChannel(ctx, ch, herald.DeliveryFailed, err, "")
+		}
+	}
 }
 
 // recordStatus records the overall status. The deliveries table has the last

@@ -100,8 +100,9 @@ func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 		recorded = in
 		return nil
 	}).Once()
-	s.env.OnActivity(contract.LoadRecipient, mock.Anything, contract.LoadRecipientInput{TenantID: "t1", UserID: "u1"}).
-		Return(contract.Recipient{UserID: "u1"}, nil).Once()
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.MatchedBy(func(in contract.LoadRecipientInput) bool {
+		return in.TenantID == "t1" && in.UserID == "u1" && in.NotificationID == recorded.NotificationID
+	})).Return(contract.Recipient{UserID: "u1"}, nil).Once()
 	s.onGate(contract.PreferencesResult{})
 	s.env.OnActivity(contract.DeliverInApp, mock.Anything, mock.MatchedBy(func(in contract.DeliverInAppInput) bool {
 		return in.Title == "Shipped" && in.Body == "order: 42" && in.NotificationID == recorded.NotificationID
@@ -148,23 +149,47 @@ func (s *notificationSuite) TestRetriesATransientInboxFailure() {
 	s.Require().NoError(s.env.GetWorkflowError())
 }
 
-func (s *notificationSuite) TestDeletedUserFailsEveryChannelWithTheReason() {
+func (s *notificationSuite) TestErasedUserSuppressesEveryChannelUserDeleted() {
 	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
-	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{}, contract.UnknownUser.New("user u1 does not exist", nil)).Once()
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.MatchedBy(func(in contract.LoadRecipientInput) bool {
+		return in.NotificationID != "" // so the activity can anonymise the notification
+	})).Return(contract.Recipient{}, contract.UnknownUser.New("user does not exist (erased since acceptance)", nil)).Once()
 	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordChannelStatusInput) bool {
-		return in.Status == herald.DeliveryFailed && in.Error == "user u1 does not exist"
+		return in.Status == herald.DeliverySuppressed && in.Reason == herald.ReasonUserDeleted && in.Error == ""
 	})).Return(nil)
 	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.MatchedBy(func(in contract.RecordStatusInput) bool {
-		return in.Status == herald.NotificationFailed
-	})).Return(herald.NotificationFailed, nil).Once()
+		return in.Status == herald.NotificationSuppressed
+	})).Return(herald.NotificationSuppressed, nil).Once()
 
 	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute))
 	s.Require().NoError(s.env.GetWorkflowError())
 	var res NotificationResult
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
-	s.Equal(herald.NotificationFailed, res.Status)
-	s.Equal("user u1 does not exist", res.Channels[herald.ChannelInApp].LastError)
+	s.Equal(herald.NotificationSuppressed, res.Status)
+	s.Equal(herald.ReasonUserDeleted, res.Channels[herald.ChannelInApp].Reason)
+}
+
+func (s *notificationSuite) TestUserErasedDuringQuietHoursIsSuppressedUserDeleted() {
+	s.env.SetStartTime(time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC))
+	s.onAccepted(contract.Recipient{UserID: "u1", Phone: "+14155550100", Timezone: "UTC"})
+	quiet := preferences.Preferences{QuietHours: &preferences.QuietHours{Start: "22:00", End: "07:00", Timezone: "UTC"}}
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).Return(contract.PreferencesResult{Prefs: quiet}, nil).Once()
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).
+		Return(contract.PreferencesResult{}, contract.UnknownUser.New("user does not exist (erased)", nil)).Once()
+	var recorded []contract.RecordChannelStatusInput
+	s.env.OnActivity(contract.RecordChannelStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordChannelStatusInput) error {
+		recorded = append(recorded, in)
+		return nil
+	})
+	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationSuppressed, nil).Once()
+
+	s.env.ExecuteWorkflow(NotificationWorkflow, input(time.Minute, herald.ChannelSMS))
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Require().Len(recorded, 2, "scheduled for quiet hours, then suppressed")
+	s.Equal(herald.ReasonQuietHours, recorded[0].Reason)
+	last := recorded[len(recorded)-1]
+	s.Equal(herald.DeliverySuppressed, last.Status)
+	s.Equal(herald.ReasonUserDeleted, last.Reason)
 }
 
 func (s *notificationSuite) TestOptedOutChannelIsSuppressedBeforeRendering() {

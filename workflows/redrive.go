@@ -105,7 +105,7 @@ func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract
 			TenantID: tenantID, UserID: claim.UserID,
 		}).Get(ctx, &rcp)
 		if contract.UnknownUser.Is(err) {
-			return herald.ReasonNoAddress, nil // the user is gone: nowhere to send
+			return herald.ReasonUserDeleted, nil // the user was erased: nowhere to send
 		}
 		if err != nil {
 			return "", err
@@ -113,7 +113,9 @@ func recheckRedrive(ctx, dbCtx workflow.Context, tenantID string, claim contract
 		var prefs contract.PreferencesResult
 		if err := workflow.ExecuteActivity(dbCtx, contract.LoadPreferences, contract.LoadPreferencesInput{
 			TenantID: tenantID, UserID: claim.UserID, Email: rcp.Email, Phone: rcp.Phone,
-		}).Get(ctx, &prefs); err != nil {
+		}).Get(ctx, &prefs); contract.UnknownUser.Is(err) {
+			return herald.ReasonUserDeleted, nil
+		} else if err != nil {
 			return "", err
 		}
 		d := preferences.Evaluate(preferences.EvalInput{

@@ -122,11 +122,11 @@ func (s *redriveSuite) TestRemovedPhoneIsNoAddress() {
 	s.Zero(s.reopened)
 }
 
-func (s *redriveSuite) TestDeletedUserIsNoAddress() {
+func (s *redriveSuite) TestErasedUserIsUserDeleted() {
 	s.claim(herald.ChannelSMS, false)
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
-		Return(contract.Recipient{}, contract.UnknownUser.New("user u1 does not exist", nil)).Once()
-	s.Equal(herald.ReasonNoAddress, s.run().Reason)
+		Return(contract.Recipient{}, contract.UnknownUser.New("user does not exist", nil)).Once()
+	s.Equal(herald.ReasonUserDeleted, s.run().Reason)
 }
 
 func (s *redriveSuite) TestNoDeviceLeftIsNoAddress() {

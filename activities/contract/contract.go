@@ -90,6 +90,9 @@ type AssignDueInput struct {
 type LoadRecipientInput struct {
 	TenantID string
 	UserID   string
+	// NotificationID, when set, is the notification anonymised if the user
+	// turns out erased.
+	NotificationID string `json:",omitempty"`
 }
 
 // Recipient is what rendering and delivery need to know about the user.

@@ -175,7 +175,8 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		}, a.Sandbox),
 		Unsubscribe: signer, PublicBaseURL: cfg.PublicBaseURL, Limiter: limiter, Metrics: m,
 		Webhooks: emitter, WebhookSender: &webhooks.Sender{Store: a.Store, Keys: keys, Client: webhookClient},
-		Digests: workflows.NewClient(a.temporal, cfg.TaskQueue), NoDueSequence: opts.NoDueSequence, Retention: cfg.Retention}
+		Digests: workflows.NewClient(a.temporal, cfg.TaskQueue), NoDueSequence: opts.NoDueSequence, Retention: cfg.Retention,
+		ErasureKey: store.ErasureKeyFrom(tokenKey)}
 	a.Store.SetInboxCap(cfg.Retention.InboxItems)
 
 	apiStore, apiLimiter, apiTemporal := a.Store, limiter, a.temporal

@@ -37,4 +37,7 @@ const (
 	// worker does not fall back to the sandbox (production): the channel failed
 	// without a send. Configure a provider (PUT /v1/providers/{channel}) and send again.
 	ReasonNoProvider Reason = "no_provider"
+	// ReasonUserDeleted: the user was erased (DELETE /v1/users/{user_id}) while
+	// the notification was pending: nothing is sent (docs/erasure.md).
+	ReasonUserDeleted Reason = "user_deleted"
 )

@@ -75,13 +75,15 @@ func (s *Store) RevokeUserTokens(ctx context.Context, tenantID, userID string) (
 }
 
 // UserTokensNotBefore is the instant before which the user's tokens are
-// refused (the zero time: none are).
-func (s *Store) UserTokensNotBefore(ctx context.Context, tenantID, userID string) (time.Time, error) {
-	var at time.Time
-	err := s.db.QueryRow(ctx, `SELECT not_before FROM inbox_token_revocations WHERE tenant_id = $1 AND user_id = $2`,
-		tenantID, userID).Scan(&at)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, nil
+// refused (the zero time: none are). aliases are other ids the user's
+// revocations are recorded under (the anonymous id of an erasure): the latest
+// of all counts.
+func (s *Store) UserTokensNotBefore(ctx context.Context, tenantID, userID string, aliases ...string) (time.Time, error) {
+	var at *time.Time
+	err := s.db.QueryRow(ctx, `SELECT max(not_before) FROM inbox_token_revocations WHERE tenant_id = $1 AND user_id = ANY($2)`,
+		tenantID, append([]string{userID}, aliases...)).Scan(&at)
+	if err != nil || at == nil {
+		return time.Time{}, err
 	}
-	return at, err
+	return *at, nil
 }

@@ -39,6 +39,9 @@ Usage (running and administering Herald):
   herald tenant limits --tenant ID [--rate R] [--burst B] [--daily-quota Q] [--allow-critical=true|false]
                                  show or set (operator) a tenant's API limits and its right to send
                                  critical notifications; a flag left out keeps its value, 0 = default
+  herald tenant delete --confirm ID [--batch N] [--skip-temporal] ID
+                                 remove a tenant and all its data (keys revoked, workflows terminated,
+                                 every table emptied in bounded batches; run again to resume)
 
 Configuration comes from the environment; see docs/configuration.md (HERALD_DATABASE_URL,
 HERALD_TEMPORAL_ADDRESS, HERALD_TEMPORAL_NAMESPACE, HERALD_HTTP_ADDR, ...).

@@ -96,6 +96,8 @@ func runTenant(ctx context.Context, cfg config.Config, args []string, stdout io.
 		return nil
 	case "limits":
 		return runTenantLimits(ctx, st, args[1:], stdout)
+	case "delete":
+		return runTenantDelete(ctx, cfg, st, args[1:], stdout)
 	case "list":
 		ts, err := st.ListTenants(ctx)
 		if err != nil {

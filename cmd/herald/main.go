@@ -42,6 +42,9 @@ Usage (running and administering Herald):
   herald tenant delete --confirm ID [--batch N] [--skip-temporal] ID
                                  remove a tenant and all its data (keys revoked, workflows terminated,
                                  every table emptied in bounded batches; run again to resume)
+  herald data usage [--tenant ID]
+                                 rows, bytes and oldest row per table (estimates at bounded cost),
+                                 and the biggest tenants of each table; --tenant: one tenant's
 
 Configuration comes from the environment; see docs/configuration.md (HERALD_DATABASE_URL,
 HERALD_TEMPORAL_ADDRESS, HERALD_TEMPORAL_NAMESPACE, HERALD_HTTP_ADDR, ...).
@@ -116,6 +119,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger)
 		return runKey(ctx, cfg, args[1:], stdout)
 	case "tenant":
 		return runTenant(ctx, cfg, args[1:], stdout)
+	case "data":
+		return runData(ctx, cfg, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

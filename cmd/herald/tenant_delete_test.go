@@ -171,3 +171,42 @@ func TestTenantDelete(t *testing.T) {
 		t.Fatalf("second delete: %v", err)
 	}
 }
+
+// TestDataUsage: `herald data usage` lists every table with its size, and
+// with --tenant the tenant's rows (another tenant's not counted).
+func TestDataUsage(t *testing.T) {
+	t.Setenv("HERALD_DATABASE_URL", testenv.DatabaseURL(t))
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	tenantA, keyA := h.TenantWith("usage-cli-a", "order")
+	_, keyB := h.TenantWith("usage-cli-b", "order")
+	for i := range 3 {
+		h.PutUser(keyA, fmt.Sprintf("a%d", i), map[string]any{})
+	}
+	for i := range 7 {
+		h.PutUser(keyB, fmt.Sprintf("b%d", i), map[string]any{})
+	}
+	out, err := runCmd(t, "data", "usage")
+	if err != nil || !strings.Contains(out, "all tenants: ") || !strings.Contains(out, "\nnotifications ") || !strings.Contains(out, "\nusers ") {
+		t.Fatalf("data usage: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "data", "usage", "--tenant", tenantA)
+	if err != nil {
+		t.Fatalf("data usage --tenant: %v\n%s", err, out)
+	}
+	var users, templates string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && f[0] == "users":
+			users = f[1]
+		case len(f) >= 2 && f[0] == "templates":
+			templates = f[1]
+		}
+	}
+	if users != "3" || templates != "1" {
+		t.Fatalf("tenant A's users %q (want 3), templates %q (want 1):\n%s", users, templates, out)
+	}
+	if _, err := runCmd(t, "data", "usage", "--tenant", "t_nosuchtenant00000"); err == nil {
+		t.Fatal("an unknown tenant was accepted")
+	}
+}

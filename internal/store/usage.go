@@ -128,8 +128,11 @@ func (s *Store) plannerRows(ctx context.Context, table, tenantID string) (int64,
 			Rows float64 `json:"Plan Rows"`
 		} `json:"Plan"`
 	}
-	if err := json.Unmarshal(plan, &out); err != nil || len(out) == 0 {
-		return 0, fmt.Errorf("reading the plan of %s: %v", table, err)
+	if err := json.Unmarshal(plan, &out); err != nil {
+		return 0, fmt.Errorf("reading the plan of %s: %w", table, err)
+	}
+	if len(out) == 0 {
+		return 0, fmt.Errorf("reading the plan of %s: no plan", table)
 	}
 	return int64(out[0].Plan.Rows), nil
 }

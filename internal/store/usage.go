@@ -18,8 +18,8 @@ import (
 //
 //   - a table's total rows and bytes come from the catalog: the planner's
 //     reltuples (summed over partitions) and pg_total_relation_size (table,
-//     indexes and TOAST, summed over partitions); a table never analysed is
-//     counted, at most UsageExactLimit*10 rows;
+//     indexes and TOAST, summed over partitions); a table never analysed, or
+//     estimated under UsageExactLimit*10 rows, is counted (stopping there);
 //   - a tenant's rows are counted exactly up to UsageExactLimit (an index range
 //     read that stops there), and above that are the planner's estimate for
 //     "tenant_id = $1" (pg_stats: the tenant's share of the table);
@@ -207,13 +207,17 @@ func (s *Store) AllUsage(ctx context.Context) (Usage, error) {
 // UsageExactLimit+1), sizes them and finds the oldest.
 func (s *Store) tableUsage(ctx context.Context, t usageTable, where string, args ...any) (TableUsage, error) {
 	tu := TableUsage{Table: t.name, TableRows: t.rows, TableBytes: t.bytes, OldestColumn: t.timeCol}
-	if !t.analysed {
-		// Never analysed (a new or small table): count it, boundedly.
+	if !t.analysed || t.rows < UsageExactLimit*10 {
+		// Never analysed, or small (where the estimate may be stale by a
+		// large factor): count it, stopping at 100,000 rows.
 		n, err := s.boundedCount(ctx, t.name, "true", UsageExactLimit*10)
 		if err != nil {
 			return tu, err
 		}
-		tu.TableRows = n
+		tu.TableRows = max(n, t.rows)
+		if n <= UsageExactLimit*10 {
+			tu.TableRows = n
+		}
 	}
 	n, err := s.boundedCount(ctx, t.name, where, UsageExactLimit, args...)
 	if err != nil {

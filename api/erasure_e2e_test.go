@@ -113,6 +113,7 @@ func TestDeleteUserErasesEverywhere(t *testing.T) {
 	for _, id := range delivered {
 		h.AwaitChannel(keyA, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 20*time.Second)
 		h.AwaitChannel(keyA, id, herald.ChannelSMS, herald.DeliverySent, "", 20*time.Second)
+		h.AwaitChannel(keyA, id, herald.ChannelEmail, herald.DeliverySent, "", 20*time.Second)
 	}
 	// In flight: scheduled a few seconds ahead, so it is still waiting when the user goes.
 	pending := h.Accept(keyA, map[string]any{"user_id": user, "template_id": "order", "channels": []string{"in_app", "email"},

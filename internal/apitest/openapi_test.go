@@ -285,10 +285,10 @@ func TestOpenAPIOperationsAndRouting(t *testing.T) {
 		{name: "undocumented route answering 404", method: "GET", path: "/v1/tenants", status: 404, body: notFound},
 		{name: "undocumented route answering 404 with a bad body", method: "GET", path: "/nope", status: 404, ct: "text/plain", body: "404 page not found",
 			wantErr: []string{"Content-Type"}},
-		{name: "undocumented method answering 405", method: "DELETE", path: "/v1/users/u1", status: 405,
+		{name: "undocumented method answering 405", method: "DELETE", path: "/v1/users/u1/preferences", status: 405,
 			header: map[string]string{"Allow": "PUT, GET"}, body: notAllowed},
-		{name: "405 without Allow", method: "DELETE", path: "/v1/users/u1", status: 405, body: notAllowed, wantErr: []string{"Allow"}},
-		{name: "undocumented method answering 200", method: "DELETE", path: "/v1/users/u1", status: 200, body: `{}`,
+		{name: "405 without Allow", method: "DELETE", path: "/v1/users/u1/preferences", status: 405, body: notAllowed, wantErr: []string{"Allow"}},
+		{name: "undocumented method answering 200", method: "DELETE", path: "/v1/users/u1/preferences", status: 200, body: `{}`,
 			wantErr: []string{"not with method DELETE"}},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,7 +105,11 @@ func seedUser(b *testing.B, pool *pgxpool.Pool, tenantID, userID string, n int) 
 			SELECT $1, 'n_' || $2 || '_' || i, 'email', 'k_' || $2 || '_' || i, $2 || '@example.com', 'Hello', 'Body', '{}'
 			FROM generate_series(1, $3::int / 5) i`,
 	} {
-		if _, err := pool.Exec(ctx, q, tenantID, userID, n); err != nil {
+		args := []any{tenantID, userID}
+		if strings.Contains(q, "$3") {
+			args = append(args, n)
+		}
+		if _, err := pool.Exec(ctx, q, args...); err != nil {
 			b.Fatalf("%s: %v", q, err)
 		}
 	}

@@ -90,6 +90,11 @@ func (a *Activities) AssignDue(ctx context.Context, in contract.AssignDueInput) 
 	if a.NoDueSequence {
 		return 0, nil
 	}
+	// A user erased while the notification waited is not numbered again (the
+	// erasure removed the sequence): LoadRecipient then ends it user_deleted.
+	if ok, err := a.Store.UserExists(ctx, in.TenantID, in.UserID); err != nil || !ok {
+		return 0, err
+	}
 	return a.Store.AssignDue(ctx, in.TenantID, in.UserID, in.NotificationID)
 }
 

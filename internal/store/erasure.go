@@ -90,7 +90,7 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID, erasedID string
 		e.perUser("topic_subscribers"), e.perUser("user_preferences"),
 		e.deleteProfile,
 		// The rest, now that nothing new can be delivered to the user.
-		e.perUser("recipient_list_members"), e.perUser("cap_ledger"), e.perUser("flow_waiters"),
+		e.perUser("recipient_list_members"), e.perUser("cap_ledger"), e.perUser("flow_waiters"), e.perUser("due_sequences"),
 		e.perUser("digest_events"), e.perUser("digests"),
 		e.campaignPending, e.notifications, e.flowRuns, e.listSamples, e.auditLog,
 	}
@@ -254,6 +254,8 @@ func (e *erasure) notifications(ctx context.Context, s *Store) error {
 			}{
 				{"sandbox_messages", true, `DELETE FROM sandbox_messages WHERE tenant_id = $1 AND notification_id = ANY($2)`},
 				{"cap_ledger", true, `DELETE FROM cap_ledger WHERE tenant_id = $1 AND notification_id = ANY($2)`},
+				// The due order of inbox items that are gone.
+				{"notification_sequences", true, `DELETE FROM notification_sequences WHERE tenant_id = $1 AND notification_id = ANY($2)`},
 				{"dead_letters", false, `UPDATE dead_letters SET payload = '{}'::jsonb, last_error = NULL
 					WHERE tenant_id = $1 AND notification_id = ANY($2)`},
 				{"delivery_attempts", false, `UPDATE delivery_attempts SET error = NULL
@@ -278,7 +280,7 @@ func (e *erasure) notifications(ctx context.Context, s *Store) error {
 			tag, err := tx.db.Exec(ctx, `UPDATE notifications SET user_id = $3 WHERE tenant_id = $1 AND id = ANY($2)`,
 				e.tenantID, ids, e.erasedID)
 			e.res.Anonymised["notifications"] += tag.RowsAffected()
-			e.res.Statements += 9
+			e.res.Statements += 10
 			return err
 		})
 		if err != nil {
@@ -407,9 +409,20 @@ func jsonString(s string) string {
 // a notification recorded after its user's erasure (accepted just before it)
 // is anonymised when its workflow finds the user gone.
 func (s *Store) AnonymiseNotificationUser(ctx context.Context, tenantID, notificationID, userID, erasedID string) error {
-	_, err := s.db.Exec(ctx, `UPDATE notifications SET user_id = $4 WHERE tenant_id = $1 AND id = $2 AND user_id = $3`,
-		tenantID, notificationID, userID, erasedID)
-	return err
+	return s.InTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `UPDATE notifications SET user_id = $4 WHERE tenant_id = $1 AND id = $2 AND user_id = $3`,
+			tenantID, notificationID, userID, erasedID); err != nil {
+			return err
+		}
+		if _, err := tx.db.Exec(ctx, `DELETE FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2`,
+			tenantID, notificationID); err != nil {
+			return err
+		}
+		_, err := tx.db.Exec(ctx, `
+			DELETE FROM due_sequences d WHERE d.tenant_id = $1 AND d.user_id = $2
+			AND NOT EXISTS (SELECT 1 FROM users u WHERE u.tenant_id = $1 AND u.user_id = $2)`, tenantID, userID)
+		return err
+	})
 }
 
 // NotificationRecipientGone reports whether the notification exists and its

@@ -68,19 +68,28 @@ const ProviderInbox = "inbox"
 
 // RecordAccepted writes the notification row, now being worked on ("sending"), and
 // one pending delivery row per channel; a notification due now that the accept
-// path could not number is numbered in its user's due sequence.
-func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAcceptedInput) error {
+// path could not number is numbered in its user's due sequence; for a
+// notification due now with ordered channels it returns their places in their
+// lanes (ordering.go).
+func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAcceptedInput) (contract.RecordAcceptedResult, error) {
 	status := herald.NotificationSending
 	if in.Scheduled {
 		status = herald.NotificationScheduled
 	}
-	return a.Store.InsertNotification(ctx, store.Notification{
+	if err := a.Store.InsertNotification(ctx, store.Notification{
 		TenantID: in.TenantID, ID: in.NotificationID, UserID: in.UserID, TemplateID: in.TemplateID,
 		Channels: in.Channels, WorkflowID: in.WorkflowID, RunID: in.RunID, DedupKeyHash: in.DedupKeyHash,
 		Status: status, AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 		Dedup: &store.Dedup{KeyHash: in.DedupKeyHash, BodyHash: in.BodyHash, FirstSeenAt: in.AcceptedAt, DedupUntil: &in.DedupUntil},
 		Due:   !in.Scheduled && !a.NoDueSequence,
-	})
+	}); err != nil {
+		return contract.RecordAcceptedResult{}, err
+	}
+	if in.OrderingKey == "" || len(in.Ordered) == 0 {
+		return contract.RecordAcceptedResult{}, nil
+	}
+	places, err := a.orderPlaces(ctx, in.TenantID, in.UserID, in.OrderingKey, in.NotificationID, in.WorkflowID, in.RunID, in.Ordered)
+	return contract.RecordAcceptedResult{Places: places}, err
 }
 
 // AssignDue numbers a scheduled notification in its user's due sequence when

@@ -41,6 +41,9 @@ type createNotificationRequest struct {
 	DedupTTLSec    *int64          `json:"dedup_ttl_sec"`
 	SendAt         *string         `json:"send_at"`
 	Priority       *string         `json:"priority"`
+	// OrderingKey puts the notification's provider channels in order lanes
+	// (docs/ordering.md); absent: the template's ordering, if any.
+	OrderingKey *string `json:"ordering_key"`
 }
 
 // acceptedNotification is a validated request, ready to start.
@@ -90,9 +93,13 @@ func (h *notificationsRoom) validateNotification(c *gin.Context, req createNotif
 	if out.lane, err = requestedLane(req.Priority); err != nil {
 		return out, err
 	}
+	orderingKey, err := validOrderingKey(req.OrderingKey)
+	if err != nil {
+		return out, err
+	}
 	var hash []byte
 	if out.clientKey != "" {
-		h, herr := bodyHash(*req.UserID, target{templateID: templateID}, data, channels, req.Channels != nil, req.SendAt != nil, sendAt.given)
+		h, herr := bodyHash(*req.UserID, target{templateID: templateID}, data, channels, req.Channels != nil, req.SendAt != nil, sendAt.given, req.OrderingKey)
 		if herr != nil {
 			return out, badField("data", "invalid_field", "data cannot be encoded: %v", herr)
 		}
@@ -104,9 +111,21 @@ func (h *notificationsRoom) validateNotification(c *gin.Context, req createNotif
 	}
 	out.input = workflows.NotificationInput{
 		TenantID: tenantOf(c).ID, UserID: *req.UserID, TemplateID: templateID,
-		Channels: channels, Data: data, DedupWindow: window, SendAt: sendAt.ahead, BodyHash: hash,
+		Channels: channels, Data: data, DedupWindow: window, SendAt: sendAt.ahead, BodyHash: hash, OrderingKey: orderingKey,
 	}
 	return out, nil
+}
+
+// validOrderingKey is ordering_key when given: 1 to herald.MaxOrderingKeyLen
+// letters, digits, '_', '-', '.', ':' or '/'.
+func validOrderingKey(k *string) (string, *httpError) {
+	if k == nil {
+		return "", nil
+	}
+	if !herald.IsOrderingKey(*k) {
+		return "", badField("ordering_key", "invalid_field", "ordering_key must be 1 to %d letters, digits, '_', '-', '.', ':' or '/'", herald.MaxOrderingKeyLen)
+	}
+	return *k, nil
 }
 
 // dedupWindow is dedup_ttl_sec when given (minDedupTTL to maxDedupTTL), else the
@@ -242,6 +261,7 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 		h.duplicate(c, acc, workflowID, run.RunID, seenAt)
 	default:
 		c.Set(acceptLaneKey, lane)
+		h.claimOrderPlaces(ctx, in, workflowID, run.RunID, ids.NotificationID(acc.key, run.RunID))
 		// The start is the acceptance. The workflow's first activity writes the
 		// ledger row with the notification, in the same statement; until then a
 		// duplicate is answered by the start and the memo's body hash.
@@ -286,6 +306,12 @@ func (h *notificationsRoom) applyTemplate(c *gin.Context, in *workflows.Notifica
 	}
 	in.TemplateVersion, in.Category = t.Version, t.Category
 	in.Critical = t.Critical && h.settings.criticalAllowed(c.Request.Context(), h.log, in.TenantID)
+	if in.OrderingKey == "" {
+		in.OrderingKey = t.Ordering
+	}
+	if in.OrderingKey != "" {
+		in.OrderMaxHold = h.ordering.holdFor(c.Request.Context(), h.settings, h.log, in.TenantID)
+	}
 	return nil
 }
 
@@ -467,9 +493,9 @@ type target struct {
 // bodyHash is the SHA-256 of the canonical form of what makes a submission the
 // same notification: user, template (or flow), data (keys sorted at every
 // depth, numbers as written), the channels (sorted; "absent" differs from any
-// list) and send_at (the instant, whatever its notation; "absent" differs from
-// any time).
-func bodyHash(userID string, to target, data map[string]any, channels []herald.Channel, hasChannels, hasSendAt bool, sendAt time.Time) ([]byte, error) {
+// list), send_at (the instant, whatever its notation; "absent" differs from
+// any time) and ordering_key ("absent" differs from any key).
+func bodyHash(userID string, to target, data map[string]any, channels []herald.Channel, hasChannels, hasSendAt bool, sendAt time.Time, orderingKey *string) ([]byte, error) {
 	body := map[string]any{"user_id": userID, "data": data}
 	if to.flowID != "" {
 		body["flow_id"] = to.flowID
@@ -485,6 +511,9 @@ func bodyHash(userID string, to target, data map[string]any, channels []herald.C
 	}
 	if hasSendAt {
 		body["send_at"] = sendAt.UTC().Format(time.RFC3339Nano)
+	}
+	if orderingKey != nil {
+		body["ordering_key"] = *orderingKey
 	}
 	canon, err := ids.CanonicalJSON(body)
 	if err != nil {

@@ -20,6 +20,8 @@ type accountRoom struct {
 	defaults TenantLimits
 	// retention is the operator's retention policy (Config.Retention).
 	retention retention.Policy
+	// ordering bounds the tenant's ordering_max_hold (Config.Ordering).
+	ordering OrderingConfig
 }
 
 func (h *accountRoom) register(v1, public gin.IRouter, mw *middleware) {

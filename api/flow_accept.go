@@ -51,6 +51,8 @@ func (h *notificationsRoom) validateFlowEvent(c *gin.Context, req createNotifica
 		return out, badField("channels", "invalid_field", "a flow's send steps name their channels; leave channels out with flow_id")
 	case req.SendAt != nil:
 		return out, badField("send_at", "invalid_field", "a flow event starts at once; give the flow a delay step to wait")
+	case req.OrderingKey != nil:
+		return out, badField("ordering_key", "invalid_field", "ordering_key applies to template notifications; leave it out with flow_id")
 	}
 	if err := validID("user_id", *req.UserID); err != nil {
 		return out, err
@@ -74,7 +76,7 @@ func (h *notificationsRoom) validateFlowEvent(c *gin.Context, req createNotifica
 	}
 	hash := append([]byte(nil), out.key[:]...) // content-derived: the key is the body (see validateNotification)
 	if out.clientKey != "" {
-		h, herr := bodyHash(*req.UserID, target{flowID: *req.FlowID}, data, nil, false, false, time.Time{})
+		h, herr := bodyHash(*req.UserID, target{flowID: *req.FlowID}, data, nil, false, false, time.Time{}, nil)
 		if herr != nil {
 			return out, badField("data", "invalid_field", "data cannot be encoded: %v", herr)
 		}

@@ -38,6 +38,8 @@ type notificationsRoom struct {
 	numberDue bool
 	// retention is the operator's retention policy (Config.Retention).
 	retention retention.Policy
+	// ordering bounds the tenants' max_hold (Config.Ordering).
+	ordering OrderingConfig
 }
 
 func (h *notificationsRoom) register(v1, public gin.IRouter, mw *middleware) {
@@ -59,6 +61,10 @@ type channelView struct {
 	store.Delivery
 	// History is every provider attempt with its outcome and error, oldest first.
 	History []store.Attempt `json:"history"`
+	// Ordering is the channel's place in its order lane (an ordered provider
+	// channel only): seq, whether and how long it waited, behind which
+	// notification, and whether the hold bound ran out (docs/ordering.md).
+	Ordering *store.OrderInfo `json:"ordering,omitempty"`
 }
 
 // notificationHeader is what the status view and the support view say first
@@ -129,6 +135,9 @@ func (h *notificationsRoom) getNotification(c *gin.Context) {
 	n, err := h.store.GetNotification(c.Request.Context(), tenantID, id)
 	if err == nil {
 		v, herr := h.withHistory(c.Request.Context(), tenantID, viewFromStore(n))
+		if herr == nil {
+			v, herr = h.withOrdering(c.Request.Context(), tenantID, v)
+		}
 		if herr == nil && n.TemplateID == "" {
 			v, herr = h.withFlowRun(c.Request.Context(), tenantID, v)
 		}
@@ -197,6 +206,20 @@ func (h *notificationsRoom) withHistory(ctx context.Context, tenantID string, v 
 	for i := range v.Channels {
 		if h := hist[v.Channels[i].Channel]; h != nil {
 			v.Channels[i].History = h
+		}
+	}
+	return v, nil
+}
+
+// withOrdering adds the ordered channels' places in their lanes.
+func (h *notificationsRoom) withOrdering(ctx context.Context, tenantID string, v notificationView) (notificationView, error) {
+	places, err := h.store.ListOrderHandoffs(ctx, tenantID, v.NotificationID)
+	if err != nil {
+		return v, err
+	}
+	for i := range v.Channels {
+		if o, ok := places[v.Channels[i].Channel]; ok {
+			v.Channels[i].Ordering = &o
 		}
 	}
 	return v, nil

@@ -33,6 +33,8 @@ type settingsView struct {
 	CategoryCaps  map[string]int                        `json:"category_caps"`
 	DefaultLocale string                                `json:"default_locale"`
 	RetryPolicies map[herald.Channel]herald.RetryPolicy `json:"retry_policies"`
+	// OrderingMaxHold is the tenant's effective max_hold (docs/ordering.md).
+	OrderingMaxHold string `json:"ordering_max_hold"`
 	// API limits on POST /v1/notifications, the operator's (read-only here); 0
 	// means the server default.
 	APIRatePerSecond float64 `json:"api_rate_per_second"`

@@ -70,6 +70,7 @@ type Config struct {
 	// tenant's default and the longest it may set (PUT /v1/settings
 	// "retention"); the zero Policy is retention.Defaults.
 	Retention retention.Policy
+	Ordering  OrderingConfig
 }
 
 // LimitConfig are the API's rate limits and quotas.
@@ -179,7 +180,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 	return &Server{store: st, workflows: wf, mw: mw, inbox: inbox, metricsToken: cfg.MetricsToken, rooms: []room{
 		&notificationsRoom{responder: r, store: st, workflows: wf, users: users, templates: templates, settings: settings,
 			flows: flowDefs, engine: engine, defaultDedupWindow: cfg.DefaultDedupWindow, metrics: cfg.Metrics,
-			numberDue: !cfg.NoDueSequence, retention: cfg.Retention},
+			numberDue: !cfg.NoDueSequence, retention: cfg.Retention, ordering: cfg.Ordering},
 		campaigns,
 		inbox,
 		&usersRoom{responder: r, store: st, users: users, unsubscribe: cfg.Unsubscribe,
@@ -192,7 +193,8 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 			emitter:           cfg.Webhooks.Emitter},
 		&webhookEndpointsRoom{responder: r, store: st, cfg: cfg.Webhooks},
 		&suppressionsRoom{responder: r, store: st},
-		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant, retention: operatorRetention(cfg.Retention)},
+		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant, retention: operatorRetention(cfg.Retention),
+			ordering: cfg.Ordering},
 		newErasureRoom(r, st, users, store.ErasureKeyFrom(cfg.Inbox.UserTokenKey)),
 	}}
 }

@@ -25,6 +25,9 @@ type putSettingsRequest struct {
 	DefaultLocale *string        `json:"default_locale"`
 	// RetryPolicies override the provider retry policy per channel (email, sms, push).
 	RetryPolicies map[string]retryPolicyRequest `json:"retry_policies"`
+	// OrderingMaxHold bounds how long an ordered channel waits for an earlier
+	// one (a Go duration within the operator's bounds; absent: the default).
+	OrderingMaxHold *string `json:"ordering_max_hold"`
 	// The API limits and allow_critical are the operator's (store.TenantLimits):
 	// see operatorOnlyFields.
 	APIRatePerSecond *float64 `json:"api_rate_per_second"`
@@ -191,6 +194,10 @@ func (h *accountRoom) putSettings(c *gin.Context) {
 	if verr == nil {
 		keep, verr = req.retention(h.retention)
 	}
+	var hold time.Duration
+	if verr == nil {
+		hold, verr = h.ordering.validHold(req.OrderingMaxHold)
+	}
 	if verr != nil {
 		h.abort(c, verr)
 		return
@@ -212,6 +219,7 @@ func (h *accountRoom) putSettings(c *gin.Context) {
 		ts.CategoryCaps = caps
 		ts.RetryPolicies = retries
 		ts.Retention = keep
+		ts.OrderingMaxHold = hold
 		ts.DefaultLocale = ""
 		if req.DefaultLocale != nil {
 			ts.DefaultLocale = *req.DefaultLocale
@@ -220,6 +228,7 @@ func (h *accountRoom) putSettings(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
+	h.settings.forget(tenantID) // this process's accept path sees the new max_hold at once (others within seconds)
 	h.answerSettings(c, tenantID)
 }
 
@@ -240,6 +249,7 @@ func (h *accountRoom) answerSettings(c *gin.Context, tenantID string) {
 		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{}
 	}
 	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies,
+		OrderingMaxHold: h.ordering.clamp(ts.OrderingMaxHold).String(),
 		APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota,
 		Retention: viewRetention(ts.Retention.Policy(h.retention)), RetentionMax: viewRetention(h.retention)})
 }

@@ -79,6 +79,7 @@ type putTemplateRequest struct {
 	Category      string                       `json:"category"`
 	Critical      bool                         `json:"critical"`
 	DefaultLocale string                       `json:"default_locale"`
+	Ordering      string                       `json:"ordering"`
 	Email         *templates.EmailContent      `json:"email"`
 	SMS           *templates.SMSContent        `json:"sms"`
 	Push          *templates.PushContent       `json:"push"`
@@ -156,7 +157,11 @@ func (h *templatesRoom) putTemplate(c *gin.Context) {
 			return
 		}
 	}
-	t := templates.Template{ID: id, Category: req.Category, Critical: req.Critical, DefaultLocale: req.DefaultLocale,
+	if req.Ordering != "" && !herald.IsOrderingKey(req.Ordering) {
+		h.abort(c, badField("ordering", "invalid_field", "ordering is an ordering key (\"user\": one lane per user and channel): 1 to %d letters, digits, '_', '-', '.', ':' or '/'", herald.MaxOrderingKeyLen))
+		return
+	}
+	t := templates.Template{ID: id, Category: req.Category, Critical: req.Critical, DefaultLocale: req.DefaultLocale, Ordering: req.Ordering,
 		Email: req.Email, SMS: req.SMS, Push: req.Push, InApp: req.InApp, Locales: req.Locales}
 	if errs := templates.Validate(t); len(errs) > 0 {
 		msg := errs[0].Error()

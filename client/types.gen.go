@@ -1693,11 +1693,15 @@ type ChannelDelivery struct {
 	History   []ChannelDelivery_History `json:"history"`
 	LastError *string                   `json:"last_error"`
 
+	// Ordering An ordered provider channel's place in its lane (user, channel, ordering key);
+	// absent for a channel without an ordering key. See docs/ordering.md.
+	Ordering *ChannelOrdering `json:"ordering,omitempty"`
+
 	// Provider The provider used (`inbox` for in_app), null before one was tried.
 	Provider          *string `json:"provider"`
 	ProviderMessageID *string `json:"provider_message_id"`
 
-	// Reason Why the channel is as it is: a suppression reason (no_address, opted_out_channel, opted_out_category, cap_exceeded); why it is scheduled (send_at, quiet_hours); cancelled_by_request; dead_lettered (provider retries ran out; see GET /v1/dead-letters); render_failed; content_too_large (the rendered channel is over 512 KiB, possible only when the user's locale changed after acceptance); no_provider (the tenant configured no provider for the channel and the server has no sandbox fallback: nothing was sent); or the provider's reason for a permanent failure or bounce.
+	// Reason Why the channel is as it is: a suppression reason (no_address, opted_out_channel, opted_out_category, cap_exceeded); why it is scheduled (send_at, quiet_hours); cancelled_by_request; dead_lettered (provider retries ran out; see GET /v1/dead-letters); render_failed; content_too_large (the rendered channel is over 512 KiB, possible only when the user's locale changed after acceptance); no_provider (the tenant configured no provider for the channel and the server has no sandbox fallback: nothing was sent); order_timeout (an ordered channel waited for an earlier notification of its lane for the whole ordering_max_hold and was handed to the provider anyway); or the provider's reason for a permanent failure or bounce.
 	Reason *string    `json:"reason"`
 	SentAt *time.Time `json:"sent_at"`
 
@@ -1724,6 +1728,35 @@ type ChannelDelivery_History struct {
 
 // ChannelName A channel Herald delivers: the in-app inbox, email, SMS or push.
 type ChannelName string
+
+// ChannelOrdering An ordered provider channel's place in its lane (user, channel, ordering key);
+// absent for a channel without an ordering key. See docs/ordering.md.
+type ChannelOrdering struct {
+	// BehindNotificationID The earlier notification it waited behind.
+	BehindNotificationID *string `json:"behind_notification_id"`
+
+	// ClaimedAt When it took its place (became due).
+	ClaimedAt time.Time `json:"claimed_at"`
+
+	// DoneAt When the channel ended and let the next one go.
+	DoneAt *time.Time `json:"done_at"`
+
+	// OrderTimeout The wait reached ordering_max_hold and the channel went anyway (reason order_timeout).
+	OrderTimeout bool   `json:"order_timeout"`
+	OrderingKey  string `json:"ordering_key"`
+
+	// Seq The place in the lane, in the order the lane's notifications became due.
+	Seq int64 `json:"seq"`
+
+	// Waited The channel found an earlier notification of its lane pending and waited for it.
+	Waited bool `json:"waited"`
+
+	// WaitedMs How long it waited (null while waiting, or when it did not wait).
+	WaitedMs *int64 `json:"waited_ms"`
+
+	// Waiting It is waiting now.
+	Waiting bool `json:"waiting"`
+}
 
 // ChannelOutcome A channel's outcome (the status API's ChannelDelivery without its attempt history).
 type ChannelOutcome struct {
@@ -1812,6 +1845,17 @@ type CreateNotificationRequest struct {
 	// IdempotencyKey The dedup key; null counts as absent, an empty string is 400. Equivalent to
 	// the `Idempotency-Key` header.
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+
+	// OrderingKey Ordered delivery on the provider channels (email, sms, push): the
+	// notifications with the same user, channel and ordering key are handed to
+	// the provider in the order they became due (accepted, or at `send_at`); a
+	// later one waits while an earlier one is still pending on that channel, up
+	// to the tenant's `ordering_max_hold` (GET /v1/settings), then goes with
+	// reason `order_timeout`. Absent: the template's `ordering`, if any; else
+	// never held. 1 to 64 letters, digits, '_', '-', '.', ':' or '/'; anything
+	// else is 400 `invalid_field` (not allowed with `flow_id`). Part of the body
+	// an idempotency key is compared with. See docs/ordering.md.
+	OrderingKey *string `json:"ordering_key,omitempty"`
 
 	// Priority The lane: `normal` (absent or null) or `bulk`. Critical templates always use
 	// the critical lane. Anything else is 400 `invalid_field`.
@@ -2742,6 +2786,13 @@ type PutSettingsRequest struct {
 	// DefaultLocale A BCP 47 tag; absent or null is `en`.
 	DefaultLocale *string `json:"default_locale,omitempty"`
 
+	// OrderingMaxHold How long an ordered channel waits at most for an earlier notification of
+	// its lane before it goes with reason `order_timeout` (a Go duration such as
+	// `2m`); absent or null is the default, 5m. It must lie within the operator's
+	// bounds (HERALD_ORDERING_MAX_HOLD_MIN, 1s, and HERALD_ORDERING_MAX_HOLD_MAX,
+	// 1h, by default): else 400 `invalid_field` with field `ordering_max_hold`.
+	OrderingMaxHold *string `json:"ordering_max_hold,omitempty"`
+
 	// Retention Shortens what the tenant's rows are kept for (docs/retention.md): each duration at
 	// least `1s` and at most the operator's (`retention_max`), `inbox_items` 1 to the
 	// operator's. Absent or null: the operator's for every kind.
@@ -2814,8 +2865,15 @@ type PutTemplateRequest struct {
 
 	// Locales Variants keyed by BCP 47 tag (`de`, `pt-BR`), distinct from the base locale.
 	Locales map[string]TemplateVariant `json:"locales,omitempty"`
-	Push    *PushContent               `json:"push,omitempty"`
-	Sms     *SMSContent                `json:"sms,omitempty"`
+
+	// Ordering The ordering key of the notifications sent with this template when the
+	// request gives no `ordering_key`: `user` puts all of a user's notifications
+	// of a channel in one lane (see `ordering_key` on POST /v1/notifications).
+	// Absent or empty: unordered. 1 to 64 letters, digits, '_', '-', '.', ':' or
+	// '/'; anything else is 400 `invalid_field` with field `ordering`.
+	Ordering *string      `json:"ordering,omitempty"`
+	Push     *PushContent `json:"push,omitempty"`
+	Sms      *SMSContent  `json:"sms,omitempty"`
 }
 
 // PutUserRequest Every field is optional; omitted or null clears it.
@@ -3200,6 +3258,9 @@ type Template struct {
 	InApp   *InAppContent              `json:"in_app,omitempty"`
 	Locales map[string]TemplateVariant `json:"locales,omitempty"`
 
+	// Ordering The default ordering key (absent when unordered).
+	Ordering *string `json:"ordering,omitempty"`
+
 	// Push A title or a body is required; every data value is a text/template, keys are literal (FCM-reserved keys are rejected).
 	Push    *PushContent `json:"push,omitempty"`
 	Sms     *SMSContent  `json:"sms,omitempty"`
@@ -3311,6 +3372,9 @@ type TenantSettings struct {
 	// DailyQuota The tenant's daily quota, set by the operator (0 = the server default).
 	DailyQuota    int    `json:"daily_quota"`
 	DefaultLocale string `json:"default_locale"`
+
+	// OrderingMaxHold The tenant's effective hold bound of ordered channels (docs/ordering.md).
+	OrderingMaxHold GoDuration `json:"ordering_max_hold"`
 
 	// Retention What the tenant's rows are kept for (docs/retention.md): `retention` is what applies
 	// (the tenant's own settings where it has them, the operator's otherwise),

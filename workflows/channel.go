@@ -77,8 +77,17 @@ func (w *notification) loadPreferences(ctx workflow.Context) (contract.Preferenc
 }
 
 // channelFlow waits out quiet hours (re-reading preferences when the wait ends, so a
-// change made meanwhile is honoured), then renders and delivers the channel.
+// change made meanwhile is honoured), then renders and delivers the channel; an
+// ordered channel takes its place in its lane first and waits for its turn
+// right before the delivery (ordering.go).
 func (w *notification) channelFlow(ctx workflow.Context, ch herald.Channel, d preferences.Decision, tenantLocale string) {
+	if w.ordered(ch) {
+		// The channel is due: its place in its order lane (ordering.go).
+		if d.Action != preferences.Suppress {
+			w.joinLane(ctx, ch)
+		}
+		defer w.leaveLane(ctx, ch)
+	}
 	for d.Action == preferences.Defer {
 		w.schedule(ctx, ch, d.Reason)
 		if err := workflow.Sleep(ctx, d.DeferUntil.Sub(workflow.Now(ctx))); err != nil {
@@ -115,6 +124,10 @@ func (w *notification) channelFlow(ctx workflow.Context, ch herald.Channel, d pr
 			reason = herald.ReasonContentTooLarge
 		}
 		w.finishChannel(ctx, ch, herald.DeliveryFailed, err, reason)
+		return
+	}
+	if err := w.awaitTurn(ctx, ch); err != nil {
+		w.finishChannel(ctx, ch, herald.DeliveryCancelled, err, "")
 		return
 	}
 	w.deliverChannel(ctx, ch, r)

@@ -21,6 +21,10 @@ func LaneTaskQueue(base string, lane herald.Lane) string {
 // QueryStatus returns the workflow's NotificationState.
 const QueryStatus = "status"
 
+// SignalOrderingReleased tells a notification waiting for its turn in an order
+// lane that the earlier ones ended (payload contract.OrderReleased: the channel).
+const SignalOrderingReleased = "ordering-released"
+
 // UpdateCancel cancels a notification not yet sent on any channel; it is rejected
 // (herald.ErrTypeAlreadySent) otherwise.
 const UpdateCancel = "cancel"

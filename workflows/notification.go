@@ -36,6 +36,12 @@ type NotificationInput struct {
 	// activity records it in the dedup ledger, from which the API answers the
 	// key's later submissions: the same body a duplicate, another one 422.
 	BodyHash []byte
+	// OrderingKey puts each provider channel in the lane (tenant, user, channel,
+	// key): handed to the provider in the order the lane's notifications became
+	// due, each waiting for an earlier one still pending up to OrderMaxHold (0:
+	// herald.DefaultOrderMaxHold). "": never held (docs/ordering.md).
+	OrderingKey  string
+	OrderMaxHold time.Duration
 }
 
 // ChannelState is one channel's progress as the workflow knows it.
@@ -93,6 +99,12 @@ type notification struct {
 	recorded bool
 	// cancelling: the cancel update is still recording; the final status waits for it.
 	cancelling bool
+
+	// lanes are the ordered channels' places (ordering.go); released marks the
+	// channels an ordering-released signal let go; listening: the signal is read.
+	lanes     map[herald.Channel]*orderSlot
+	released  map[herald.Channel]bool
+	listening bool
 }
 
 // setupNotification derives the notification id from the workflow and run IDs and
@@ -103,7 +115,8 @@ func setupNotification(ctx workflow.Context, in NotificationInput) (*notificatio
 	if err != nil {
 		return nil, contract.BadWorkflowID.New(err.Error(), err)
 	}
-	w := &notification{in: in, info: info, keyHex: key.String()}
+	w := &notification{in: in, info: info, keyHex: key.String(),
+		lanes: map[herald.Channel]*orderSlot{}, released: map[herald.Channel]bool{}}
 	w.state = NotificationState{
 		NotificationID: ids.NotificationID(key, info.WorkflowExecution.RunID),
 		UserID:         in.UserID,
@@ -134,16 +147,18 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchAttrNotificationID.ValueSet(w.state.NotificationID)); err != nil {
 		return w.state, err
 	}
+	var accepted contract.RecordAcceptedResult
 	if err := w.db(ctx, contract.RecordAccepted, contract.RecordAcceptedInput{
 		TenantID: w.in.TenantID, NotificationID: w.state.NotificationID, UserID: w.in.UserID,
 		TemplateID: w.in.TemplateID, Channels: w.in.Channels, WorkflowID: w.info.WorkflowExecution.ID,
 		RunID: w.info.WorkflowExecution.RunID, DedupKeyHash: w.keyHex, AcceptedAt: w.state.AcceptedAt,
 		TemplateVersion: w.in.TemplateVersion, Category: w.in.Category, Scheduled: w.scheduled(),
-		BodyHash: w.in.BodyHash, DedupUntil: w.state.DedupUntil,
-	}).Get(ctx, nil); err != nil {
+		BodyHash: w.in.BodyHash, DedupUntil: w.state.DedupUntil, OrderingKey: w.in.OrderingKey, Ordered: w.dueOrdered(),
+	}).Get(ctx, &accepted); err != nil {
 		return w.state, err
 	}
 	w.recorded = true
+	w.takePlaces(ctx, accepted.Places)
 
 	if wait := w.in.SendAt.Sub(workflow.Now(ctx)); !w.in.SendAt.IsZero() && wait > 0 && !w.cancelled {
 		w.scheduleAll(ctx)
@@ -168,6 +183,7 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 			return w.state, err
 		}
 	}
+	w.leaveLanes(ctx)
 	if err := w.recordStatus(ctx); err != nil {
 		return w.state, err
 	}

@@ -52,7 +52,8 @@ var Names = []string{RecordAccepted, AssignDue, LoadRecipient, LoadPreferences, 
 	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook,
 	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus,
 	FlowRecord, FlowStep, FlowTemplate, FlowThrottle, FlowWait, FlowWaitDone, DigestAdd, DigestRemove, DigestOpen, DigestClose,
-	MaintenancePrune, MaintenanceReport}
+	MaintenancePrune, MaintenanceReport,
+	ClaimOrder, ReleaseOrder, FinishOrderWait}
 
 // RecordAcceptedInput describes the accepted notification.
 type RecordAcceptedInput struct {
@@ -76,6 +77,11 @@ type RecordAcceptedInput struct {
 	// Nil BodyHash: no ledger row.
 	BodyHash   []byte
 	DedupUntil time.Time
+	// OrderingKey and Ordered: the notification is due now and these provider
+	// channels are ordered; RecordAccepted returns their places in their lanes
+	// (RecordAcceptedResult, docs/ordering.md).
+	OrderingKey string
+	Ordered     []herald.Channel
 }
 
 // AssignDueInput names a scheduled notification whose send_at has come: it

@@ -208,6 +208,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 		Webhooks:  api.WebhookConfig{Emitter: emitter, Keys: keys, Egress: policy},
 		Campaigns: api.CampaignConfig{PageSize: cfg.CampaignPageSize, Window: cfg.CampaignWindow, InDoubtWait: cfg.CampaignInDoubtWait},
 		Retention: cfg.Retention,
+		Ordering:  api.OrderingConfig{MinHold: cfg.OrderingMinHold, MaxHold: cfg.OrderingMaxHold},
 	}
 	a.hub = inboxlive.New(pool.Config().ConnConfig, inboxlive.Limits{PerUser: cfg.InboxStreamsPerUser,
 		PerTenant: cfg.InboxStreamsPerTenant, PerProcess: cfg.InboxStreamsPerProcess,

@@ -175,6 +175,11 @@ type Config struct {
 	// HERALD_MAINTENANCE_EVERY: how often the maintenance Schedule runs
 	// (default DefaultMaintenanceEvery).
 	MaintenanceEvery time.Duration
+	// HERALD_ORDERING_MAX_HOLD_MIN, HERALD_ORDERING_MAX_HOLD_MAX: the bounds of
+	// a tenant's ordering_max_hold, how long an ordered channel waits for an
+	// earlier one (defaults api.DefaultOrderingMinHold, DefaultOrderingMaxHold;
+	// docs/ordering.md).
+	OrderingMinHold, OrderingMaxHold time.Duration
 }
 
 // DefaultMaintenanceEvery is HERALD_MAINTENANCE_EVERY's default.
@@ -403,6 +408,15 @@ func FromEnv() (Config, error) {
 	}
 	if c.CampaignInDoubtWait, err = duration("HERALD_CAMPAIGN_IN_DOUBT_WAIT", activities.DefaultInDoubtWait); err != nil {
 		return c, err
+	}
+	if c.OrderingMinHold, err = duration("HERALD_ORDERING_MAX_HOLD_MIN", api.DefaultOrderingMinHold); err != nil {
+		return c, err
+	}
+	if c.OrderingMaxHold, err = duration("HERALD_ORDERING_MAX_HOLD_MAX", api.DefaultOrderingMaxHold); err != nil {
+		return c, err
+	}
+	if c.OrderingMinHold > c.OrderingMaxHold {
+		return c, fmt.Errorf("HERALD_ORDERING_MAX_HOLD_MIN (%s) is over HERALD_ORDERING_MAX_HOLD_MAX (%s)", c.OrderingMinHold, c.OrderingMaxHold)
 	}
 	if c.CampaignPageSize < 1 || c.CampaignPageSize > 1000 || c.CampaignWindow < 1 || c.CampaignWindow > 32 {
 		return c, fmt.Errorf("HERALD_CAMPAIGN_PAGE_SIZE must be 1 to 1000 and HERALD_CAMPAIGN_WINDOW 1 to 32")

@@ -40,4 +40,9 @@ const (
 	// ReasonUserDeleted: the user was erased (DELETE /v1/users/{user_id}) while
 	// the notification was pending: nothing is sent (docs/erasure.md).
 	ReasonUserDeleted Reason = "user_deleted"
+	// ReasonOrderTimeout: an ordered channel (an ordering key) waited for an
+	// earlier notification of its lane still pending on that channel for the
+	// whole hold bound (max_hold) and was handed to the provider anyway
+	// (docs/ordering.md).
+	ReasonOrderTimeout Reason = "order_timeout"
 )

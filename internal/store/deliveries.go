@@ -109,3 +109,11 @@ func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID str
 func rank(expr string) string {
 	return "(" + fmt.Sprintf(deliveryRankSQL, expr) + ")"
 }
+
+// SetDeliveryReason sets a channel's reason without touching its status (an
+// ordered channel that went past its hold bound: herald.ReasonOrderTimeout).
+func (s *Store) SetDeliveryReason(ctx context.Context, tenantID, notificationID string, channel herald.Channel, reason herald.Reason) error {
+	_, err := s.db.Exec(ctx, `UPDATE deliveries SET reason = $4, updated_at = now() WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`,
+		tenantID, notificationID, channel, reason)
+	return err
+}

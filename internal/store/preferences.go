@@ -69,6 +69,9 @@ type TenantSettings struct {
 	DefaultLocale string         `json:"default_locale"`
 	// RetryPolicies override the default provider retry policy per channel.
 	RetryPolicies map[herald.Channel]herald.RetryPolicy `json:"retry_policies"`
+	// OrderingMaxHold bounds an ordered channel's wait for an earlier one (0:
+	// the server default; the API keeps it within the operator's bounds).
+	OrderingMaxHold time.Duration `json:"ordering_max_hold"`
 	// APIRatePerSecond, APIBurst and DailyQuota override the default limits on
 	// POST /v1/notifications (0: use the default), and AllowCritical lets the
 	// tenant's critical templates be critical. They are the operator's
@@ -105,14 +108,15 @@ func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantS
 	var burst, quota, concurrent *int
 	var audience, listBytes *int64
 	var allow *bool
+	var holdMs *int64
 	err := s.db.QueryRow(ctx, `
-		SELECT s.preference_defaults, s.category_caps, s.default_locale, s.retry_policies, s.retention,
+		SELECT s.preference_defaults, s.category_caps, s.default_locale, s.retry_policies, s.retention, s.ordering_max_hold_ms,
 			l.api_rate_per_second, l.api_burst, l.daily_quota, l.allow_critical,
 			l.max_audience_size, l.max_concurrent_campaigns, l.max_list_bytes
 		FROM (SELECT $1::text AS id) k
 		LEFT JOIN tenant_settings s ON s.tenant_id = k.id
 		LEFT JOIN tenant_limits l ON l.tenant_id = k.id`, tenantID).
-		Scan(&prefs, &caps, &locale, &retries, &keep, &rate, &burst, &quota, &allow, &audience, &concurrent, &listBytes)
+		Scan(&prefs, &caps, &locale, &retries, &keep, &holdMs, &rate, &burst, &quota, &allow, &audience, &concurrent, &listBytes)
 	if err != nil {
 		return ts, err
 	}
@@ -124,6 +128,9 @@ func (s *Store) GetTenantSettings(ctx context.Context, tenantID string) (TenantS
 		return ts, nil
 	}
 	ts.DefaultLocale = *locale
+	if holdMs != nil {
+		ts.OrderingMaxHold = time.Duration(*holdMs) * time.Millisecond
+	}
 	if err := json.Unmarshal(prefs, &ts.PreferenceDefaults); err != nil {
 		return ts, err
 	}
@@ -163,14 +170,20 @@ func (s *Store) PutTenantSettings(ctx context.Context, tenantID string, ts Tenan
 	if err != nil {
 		return err
 	}
+	var holdMs *int64
+	if ts.OrderingMaxHold > 0 {
+		ms := max(ts.OrderingMaxHold.Milliseconds(), 1)
+		holdMs = &ms
+	}
 	// The operator's limits in ts are not written: they live in tenant_limits.
 	_, err = s.db.Exec(ctx, `
-		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies, retention)
-		VALUES ($1, $2, $3, $4, $5, $6)
+		INSERT INTO tenant_settings (tenant_id, preference_defaults, category_caps, default_locale, retry_policies, retention, ordering_max_hold_ms)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (tenant_id) DO UPDATE SET preference_defaults = EXCLUDED.preference_defaults,
 			category_caps = EXCLUDED.category_caps, default_locale = EXCLUDED.default_locale,
-			retry_policies = EXCLUDED.retry_policies, retention = EXCLUDED.retention, updated_at = now()`,
-		tenantID, prefs, caps, ts.DefaultLocale, retries, keep)
+			retry_policies = EXCLUDED.retry_policies, retention = EXCLUDED.retention,
+			ordering_max_hold_ms = EXCLUDED.ordering_max_hold_ms, updated_at = now()`,
+		tenantID, prefs, caps, ts.DefaultLocale, retries, keep, holdMs)
 	return err
 }
 

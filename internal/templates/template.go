@@ -75,6 +75,10 @@ type Template struct {
 	Critical bool `json:"critical"`
 	// DefaultLocale is the locale of the base content; empty means "en".
 	DefaultLocale string `json:"default_locale,omitempty"`
+	// Ordering is the ordering key of the notifications sent with the template
+	// when the request gives none (herald.OrderingPerUser, "user": one lane per
+	// user and channel); empty: unordered (docs/ordering.md).
+	Ordering string `json:"ordering,omitempty"`
 
 	Email *EmailContent `json:"email,omitempty"`
 	SMS   *SMSContent   `json:"sms,omitempty"`

@@ -144,6 +144,7 @@ type Fake struct {
 	Script[Behavior]
 
 	mu       sync.Mutex
+	rules    []rule
 	requests []*Request
 	accepted int
 	seq      int
@@ -259,7 +260,10 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
-	b := Take(&f.Script)
+	b, matched := f.ruleFor(req)
+	if !matched {
+		b = Take(&f.Script)
+	}
 	if b.Hold != nil {
 		f.holds = append(f.holds, b.Hold)
 	}
@@ -302,6 +306,39 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.write(w, req, f.acceptMessage(req))
+}
+
+// rule is a behaviour for the requests a predicate picks (When).
+type rule struct {
+	match func(*Request) bool
+	b     Behavior
+}
+
+// When makes every later request match picks behave as b, before Next and
+// Always (a provider failing one recipient's or one message's sends while it
+// accepts the others); the latest matching rule wins. ClearWhen ends them.
+// match must not call the fake's methods.
+func (f *Fake) When(match func(*Request) bool, b Behavior) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, rule{match: match, b: b})
+}
+
+// ClearWhen forgets every When rule.
+func (f *Fake) ClearWhen() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = nil
+}
+
+// ruleFor is the behaviour of the latest When rule matching req (f.mu held).
+func (f *Fake) ruleFor(req *Request) (Behavior, bool) {
+	for i := len(f.rules) - 1; i >= 0; i-- {
+		if f.rules[i].match(req) {
+			return f.rules[i].b, true
+		}
+	}
+	return Behavior{}, false
 }
 
 // acceptMessage counts req as accepted and builds the success answer.

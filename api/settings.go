@@ -249,7 +249,7 @@ func (h *accountRoom) answerSettings(c *gin.Context, tenantID string) {
 		ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{}
 	}
 	c.JSON(http.StatusOK, settingsView{CategoryCaps: ts.CategoryCaps, DefaultLocale: ts.DefaultLocale, RetryPolicies: ts.RetryPolicies,
-		OrderingMaxHold: h.ordering.clamp(ts.OrderingMaxHold).String(),
+		OrderingMaxHold:  h.ordering.clamp(ts.OrderingMaxHold).String(),
 		APIRatePerSecond: ts.APIRatePerSecond, APIBurst: ts.APIBurst, DailyQuota: ts.DailyQuota,
 		Retention: viewRetention(ts.Retention.Policy(h.retention)), RetentionMax: viewRetention(h.retention)})
 }

@@ -64,10 +64,11 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 		"number text": func(b map[string]any) {
 			b["data"].(map[string]any)["order"] = map[string]any{"id": 1234.5, "items": []any{"a", "b"}}
 		},
-		"channels":    func(b map[string]any) { b["channels"] = []string{"in_app"} },
-		"no channels": func(b map[string]any) { delete(b, "channels") },
-		"send_at":     func(b map[string]any) { b["send_at"] = sendAt.Add(time.Minute).Format(time.RFC3339) },
-		"no send_at":  func(b map[string]any) { delete(b, "send_at") },
+		"channels":     func(b map[string]any) { b["channels"] = []string{"in_app"} },
+		"no channels":  func(b map[string]any) { delete(b, "channels") },
+		"send_at":      func(b map[string]any) { b["send_at"] = sendAt.Add(time.Minute).Format(time.RFC3339) },
+		"no send_at":   func(b map[string]any) { delete(b, "send_at") },
+		"ordering_key": func(b map[string]any) { b["ordering_key"] = "orders" },
 	} {
 		r := h.Submit(key, body(mod))
 		if r.Status != http.StatusUnprocessableEntity {

@@ -97,11 +97,11 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 	}
 
 	// Settings: caps and default locale, independent of the preference defaults.
-	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"ordering_max_hold":"5m0s","api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("default settings: %s", r.Body)
 	}
 	r = h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 5}, "default_locale": "de-AT"})
-	if string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
+	if string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"ordering_max_hold":"5m0s","api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("settings: %s", r.Body)
 	}
 	apitest.WantError(t, h.Do(http.MethodPut, "/v1/settings", key, map[string]any{"category_caps": map[string]any{"marketing": 0}}), 400, "invalid_field", "category_caps.marketing")
@@ -114,10 +114,10 @@ func TestPreferencesAndSettingsAPI(t *testing.T) {
 		t.Fatalf("PUT /v1/settings lost the preference defaults: %s", r.Body)
 	}
 	h.MustDo(http.StatusOK, http.MethodPut, "/v1/preferences/defaults", key, map[string]any{})
-	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", key, nil); string(r.Body) != `{"category_caps":{"marketing":5},"default_locale":"de-AT","retry_policies":{},"ordering_max_hold":"5m0s","api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("PUT /v1/preferences/defaults lost the settings: %s", r.Body)
 	}
-	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
+	if r = h.MustDo(http.StatusOK, http.MethodGet, "/v1/settings", otherKey, nil); string(r.Body) != `{"category_caps":{},"default_locale":"en","retry_policies":{},"ordering_max_hold":"5m0s","api_rate_per_second":0,"api_burst":0,"daily_quota":0`+defaultRetentionJSON {
 		t.Fatalf("other tenant's settings: %s", r.Body)
 	}
 }

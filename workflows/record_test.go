@@ -33,7 +33,9 @@ const recordEnv = "HERALD_RECORD_HISTORIES"
 
 // TestRecordHistories records one history per scenario of the live path: one
 // channel; all four channels; scheduled then cancelled; scheduled then due; a
-// quiet-hours wait; a dead letter. Each scenario must end in its expected status before it is written.
+// quiet-hours wait; ordered email (one released by its signal, the one that
+// signalled it, one timed out); a dead letter. Each scenario must end in its
+// expected status before it is written.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv(recordEnv) != "1" {
 		t.Skip("set " + recordEnv + "=1 to record the replay histories")
@@ -87,8 +89,43 @@ func TestRecordHistories(t *testing.T) {
 	runs = append(runs, recorded{"quiet_hours", id})
 	h.MustDo(http.StatusOK, http.MethodPut, "/v1/users/ada/preferences", key, map[string]any{"quiet_hours": map[string]any{"start": "", "end": ""}})
 
-	// A SendGrid outage with the tenant's email policy at 2 attempts: dead letter.
+	// Ordered email (docs/ordering.md): an earlier one whose provider fails until
+	// the test lets it through, a later one waiting for it and released by its
+	// signal; then one whose hold bound (1 s) runs out: order_timeout.
 	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com"}`)
+	subject := func(title string) func(*providertest.Request) bool {
+		return func(r *providertest.Request) bool {
+			m, err := providertest.DecodeMail(*r)
+			return err == nil && len(m.Personalizations) > 0 && m.Personalizations[0].Subject == title
+		}
+	}
+	ordered := func(name, title string) string {
+		return submit(name, map[string]any{"channels": []string{"email"}, "ordering_key": "user", "dedup_ttl_sec": 5,
+			"data": map[string]any{"title": title, "body": "Your order shipped"}})
+	}
+	sg.When(subject("Earlier"), providertest.Fail500())
+	earlier := ordered("ordered_earlier", "Earlier")
+	later := ordered("ordered_released", "Later")
+	h.Eventually(30*time.Second, "the later one waiting", func() bool {
+		_, chans := h.Channels(key, later)
+		o, _ := chans["email"]["ordering"].(map[string]any)
+		return o != nil && o["waiting"] == true
+	})
+	sg.ClearWhen()
+	h.AwaitStatus(key, earlier, "sent", 60*time.Second)
+	h.AwaitStatus(key, later, "sent", 30*time.Second)
+	runs = append(runs, recorded{"ordered_earlier", earlier}, recorded{"ordered_released", later})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"ordering_max_hold": "1s"})
+	sg.When(subject("Stuck"), providertest.Fail500())
+	stuck := ordered("ordered_stuck", "Stuck")
+	id = ordered("ordered_timeout", "Timed out")
+	h.AwaitChannel(key, id, "email", "sent", "order_timeout", 30*time.Second)
+	sg.ClearWhen()
+	h.AwaitStatus(key, stuck, "sent", 60*time.Second)
+	runs = append(runs, recorded{"ordered_timeout", id})
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{})
+
+	// A SendGrid outage with the tenant's email policy at 2 attempts: dead letter.
 	sg.Always(providertest.Fail500())
 	h.MustDo(http.StatusOK, http.MethodPut, "/v1/settings", key, map[string]any{"retry_policies": map[string]any{"email": map[string]any{"maximum_attempts": 2, "initial_interval": "100ms"}}})
 	id = submit("dead_letter", map[string]any{"channels": []string{"email"}, "dedup_ttl_sec": 5})

@@ -226,29 +226,32 @@ func (s *Store) ListOrderHandoffs(ctx context.Context, tenantID, notificationID 
 	return out, rows.Err()
 }
 
-// PruneOrderHandoffs deletes at most limit hand-offs done before doneBefore,
-// and the lanes left with no hand-off that were created before it; it returns
-// how many hand-offs it deleted (call it again while that is limit). A done
-// hand-off is never read by a claim or a release again, only by the status
-// view. A lane deleted and taken again starts at seq 1 under a new id.
-func (s *Store) PruneOrderHandoffs(ctx context.Context, doneBefore time.Time, limit int) (int, error) {
+// PruneOrderHandoffs deletes at most limit of the tenant's hand-offs done
+// before doneBefore, then at most limit of its lanes left with no hand-off
+// that were created before it; it returns how many rows it deleted (call it
+// again until 0). A done hand-off is never read by a claim or a release again,
+// only by the status view. A lane deleted and taken again starts at seq 1
+// under a new id.
+func (s *Store) PruneOrderHandoffs(ctx context.Context, tenantID string, doneBefore time.Time, limit int) (int, error) {
 	var n int
 	err := s.InTx(ctx, func(tx *Store) error {
 		tag, err := tx.db.Exec(ctx, `
 			DELETE FROM order_handoffs WHERE (lane_id, seq) IN (
-				SELECT lane_id, seq FROM order_handoffs WHERE done_at IS NOT NULL AND done_at < $1 LIMIT $2)`,
-			doneBefore, limit)
+				SELECT lane_id, seq FROM order_handoffs
+				WHERE tenant_id = $1 AND done_at IS NOT NULL AND done_at < $2 LIMIT $3)`,
+			tenantID, doneBefore, limit)
 		if err != nil {
 			return err
 		}
 		n = int(tag.RowsAffected())
 		// Idle lanes: locked before the delete, so a claim that holds the lane
 		// (and is about to insert its hand-off) is skipped, never cut off.
-		_, err = tx.db.Exec(ctx, `
-			DELETE FROM order_lanes l WHERE l.id IN (
-				SELECT id FROM order_lanes WHERE created_at < $1
-				  AND NOT EXISTS (SELECT 1 FROM order_handoffs h WHERE h.lane_id = order_lanes.id)
-				LIMIT $2 FOR UPDATE SKIP LOCKED)`, doneBefore, limit)
+		tag, err = tx.db.Exec(ctx, `
+			DELETE FROM order_lanes WHERE id IN (
+				SELECT id FROM order_lanes l WHERE l.tenant_id = $1 AND l.created_at < $2
+				  AND NOT EXISTS (SELECT 1 FROM order_handoffs h WHERE h.lane_id = l.id)
+				LIMIT $3 FOR UPDATE SKIP LOCKED)`, tenantID, doneBefore, limit)
+		n += int(tag.RowsAffected())
 		return err
 	})
 	return n, err

@@ -42,7 +42,7 @@ CREATE TABLE order_handoffs (
 -- The pending hand-offs of a lane, the only ones the claim and the release look at.
 CREATE INDEX order_handoffs_pending_idx ON order_handoffs (lane_id, seq) WHERE done_at IS NULL;
 -- The bounded clean-up of done hand-offs (store.PruneOrderHandoffs).
-CREATE INDEX order_handoffs_done_idx ON order_handoffs (done_at) WHERE done_at IS NOT NULL;
+CREATE INDEX order_handoffs_done_idx ON order_handoffs (tenant_id, done_at) WHERE done_at IS NOT NULL;
 
 -- The tenant's hold bound (PUT /v1/settings ordering_max_hold), within the
 -- operator's HERALD_ORDERING_MAX_HOLD_MIN..MAX; NULL: the server default.

@@ -79,7 +79,7 @@ func (s *notificationSuite) onGate(prefs contract.PreferencesResult) {
 // onAccepted mocks what every live notification runs first: recording the
 // acceptance, then loading the recipient r.
 func (s *notificationSuite) onAccepted(r contract.Recipient) {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(contract.RecordAcceptedResult{}, nil)
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).Return(r, nil)
 }
 
@@ -96,9 +96,9 @@ func (s *notificationSuite) onChannelStatus() *contract.RecordChannelStatusInput
 
 func (s *notificationSuite) TestDeliversInAppThenHoldsTheDedupWindow() {
 	var recorded contract.RecordAcceptedInput
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordAcceptedInput) error {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.RecordAcceptedInput) (contract.RecordAcceptedResult, error) {
 		recorded = in
-		return nil
+		return contract.RecordAcceptedResult{}, nil
 	}).Once()
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.MatchedBy(func(in contract.LoadRecipientInput) bool {
 		return in.TenantID == "t1" && in.UserID == "u1" && in.NotificationID == recorded.NotificationID
@@ -150,7 +150,7 @@ func (s *notificationSuite) TestRetriesATransientInboxFailure() {
 }
 
 func (s *notificationSuite) TestErasedUserSuppressesEveryChannelUserDeleted() {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(contract.RecordAcceptedResult{}, nil)
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.MatchedBy(func(in contract.LoadRecipientInput) bool {
 		return in.NotificationID != "" // so the activity can anonymise the notification
 	})).Return(contract.Recipient{}, contract.UnknownUser.New("user does not exist (erased since acceptance)", nil)).Once()
@@ -243,7 +243,7 @@ func (s *notificationSuite) TestSuppressedAddressIsSuppressedBeforeRendering() {
 }
 
 func (s *notificationSuite) TestExhaustedProviderRetriesAreDeadLettered() {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(nil)
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).Return(contract.RecordAcceptedResult{}, nil)
 	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).
 		Return(contract.Recipient{UserID: "u1", Email: "ada@example.com"}, nil)
 	s.onGate(contract.PreferencesResult{RetryPolicies: map[herald.Channel]herald.RetryPolicy{herald.ChannelEmail: {MaximumAttempts: 3}}})
@@ -298,7 +298,7 @@ func (s *notificationSuite) TestQuietHoursDeferThenRereadPreferences() {
 }
 
 func (s *notificationSuite) TestCancelWhileScheduled() {
-	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.MatchedBy(func(in contract.RecordAcceptedInput) bool { return in.Scheduled })).Return(nil).Once()
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.MatchedBy(func(in contract.RecordAcceptedInput) bool { return in.Scheduled })).Return(contract.RecordAcceptedResult{}, nil).Once()
 	cancelled := s.onChannelStatus()
 	s.env.OnActivity(contract.RecordStatus, mock.Anything, mock.Anything).Return(herald.NotificationCancelled, nil)
 	s.env.RegisterDelayedCallback(func() {

@@ -96,7 +96,7 @@ func TestRecordHistories(t *testing.T) {
 	subject := func(title string) func(*providertest.Request) bool {
 		return func(r *providertest.Request) bool {
 			m, err := providertest.DecodeMail(*r)
-			return err == nil && len(m.Personalizations) > 0 && m.Personalizations[0].Subject == title
+			return err == nil && (m.Subject == title || len(m.Personalizations) > 0 && m.Personalizations[0].Subject == title)
 		}
 	}
 	ordered := func(name, title string) string {

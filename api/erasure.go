@@ -12,6 +12,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/workflows"
 )
 
 // erasureRoom erases a user (DELETE /v1/users/{user_id}) and reports the
@@ -26,13 +27,23 @@ type erasureRoom struct {
 	// usage caches each tenant's usage for usageCacheTTL: its queries are
 	// bounded, but a dashboard polling it need not repeat them.
 	usage *expirable.LRU[string, store.Usage]
+	// workflows deletes the erased user's closed runs from namespace.
+	workflows *workflows.Client
+	namespace string
 }
+
+// erasedRunsPerRequest bounds the closed Temporal runs one erasure deletes
+// (the rest age out with the namespace's retention: docs/erasure.md).
+const erasedRunsPerRequest = 1000
 
 // usageCacheTTL is how long a tenant's usage is served from the cache.
 const usageCacheTTL = time.Minute
 
-func newErasureRoom(r responder, st *store.Store, users *userDirectory, erasureKey []byte) *erasureRoom {
-	return &erasureRoom{responder: r, store: st, users: users, erasureKey: erasureKey,
+func newErasureRoom(r responder, st *store.Store, users *userDirectory, erasureKey []byte, wf *workflows.Client, namespace string) *erasureRoom {
+	if namespace == "" {
+		namespace = "default"
+	}
+	return &erasureRoom{responder: r, store: st, users: users, erasureKey: erasureKey, workflows: wf, namespace: namespace,
 		usage: expirable.NewLRU[string, store.Usage](10_000, nil, usageCacheTTL)}
 }
 
@@ -46,7 +57,14 @@ type deleteUserResponse struct {
 	UserID string `json:"user_id"`
 	Status string `json:"status"`
 	store.ErasureResult
-	DurationMs int64 `json:"duration_ms"`
+	// TemporalRunsDeleted is how many of the user's closed workflow runs were
+	// deleted from Temporal; TemporalRunsMore says more remain (they age out
+	// with the namespace's retention); TemporalError says the deletion failed
+	// (the database erasure stands).
+	TemporalRunsDeleted int    `json:"temporal_runs_deleted"`
+	TemporalRunsMore    bool   `json:"temporal_runs_more"`
+	TemporalError       string `json:"temporal_error,omitempty"`
+	DurationMs          int64  `json:"duration_ms"`
 }
 
 // deleteUser erases the user synchronously in bounded batches and answers
@@ -95,8 +113,18 @@ func (h *erasureRoom) deleteUser(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, deleteUserResponse{UserID: userID, Status: "erased", ErasureResult: res,
-		DurationMs: time.Since(start).Milliseconds()})
+	out := deleteUserResponse{UserID: userID, Status: "erased", ErasureResult: res}
+	if h.workflows != nil {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out.TemporalRunsDeleted, out.TemporalRunsMore, err = h.workflows.DeleteClosedUserRuns(tctx, h.namespace, t.ID, userID, erasedRunsPerRequest)
+		cancel()
+		if err != nil {
+			h.log.Warn("deleting an erased user's closed runs failed", "tenant_id", t.ID, "error", err)
+			out.TemporalError = "deleting the user's closed workflow runs failed; they age out with the namespace's retention"
+		}
+	}
+	out.DurationMs = time.Since(start).Milliseconds()
+	c.JSON(http.StatusOK, out)
 }
 
 // forget drops the cached answer that the user exists (an erasure or a

@@ -2,11 +2,15 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
@@ -123,6 +127,21 @@ func TestDeleteUserErasesEverywhere(t *testing.T) {
 	userTokenA := h.UserToken(keyA, user)
 	h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/"+user+"/inbox", userTokenA, nil)
 
+	// A closed run of the user's (terminated here; runs stay open for their dedup window).
+	wfID := h.MustDo(http.StatusOK, http.MethodGet, "/v1/notifications/"+delivered[0], keyA, nil).Str("workflow_id")
+	if err := h.Temporal.TerminateWorkflow(context.Background(), wfID, "", "closed for the erasure test"); err != nil {
+		t.Fatal(err)
+	}
+	closedRuns := func() int {
+		resp, err := h.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("HeraldTenant = '%s' AND HeraldUser = '%s' AND ExecutionStatus != 'Running'", tenantA, user)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.Executions)
+	}
+	h.Eventually(10*time.Second, "the terminated run visible", func() bool { return closedRuns() == 1 })
+
 	if before := searchCatalog(t, tenantA, needles...); len(before) < 10 {
 		t.Fatalf("before the erasure the search finds the user in only %v: the search cannot fail", before)
 	}
@@ -140,6 +159,16 @@ func TestDeleteUserErasesEverywhere(t *testing.T) {
 			t.Errorf("deleted[%s] = %v, want %v (%s)", table, deleted[table], want, r.Body)
 		}
 	}
+	if r.JSON["temporal_runs_deleted"] != float64(1) {
+		t.Errorf("temporal_runs_deleted = %v, want the one closed run", r.JSON["temporal_runs_deleted"])
+	}
+	// Deletion is asynchronous in Temporal: the history goes first, the visibility record after.
+	h.Eventually(30*time.Second, "the closed run's history deleted from Temporal", func() bool {
+		_, err := h.Temporal.DescribeWorkflowExecution(context.Background(), wfID, "")
+		var nf *serviceerror.NotFound
+		return errors.As(err, &nf)
+	})
+	t.Logf("closed runs still listed by visibility after the history went: %d", closedRuns())
 	if anonymised["notifications"] != float64(4) {
 		t.Errorf("anonymised notifications = %v, want 4 (%s)", anonymised["notifications"], r.Body)
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	// PublicBaseURL is how providers and browsers reach this API (Twilio signs
 	// the full URL; the inbox demo page is served from it).
 	PublicBaseURL string
+	// TemporalNamespace is the namespace Herald's workflows run in (a user's
+	// erasure deletes the user's closed runs there; "": "default").
+	TemporalNamespace string
 	// OperatorKey (HERALD_OPERATOR_KEY) opens the operator API
 	// (/v1/operator/...); "" turns it off (404).
 	OperatorKey string
@@ -195,7 +198,7 @@ func New(st *store.Store, wf *workflows.Client, cfg Config, log *slog.Logger) *S
 		&suppressionsRoom{responder: r, store: st},
 		&accountRoom{responder: r, store: st, auth: auth, settings: settings, defaults: cfg.Limits.Tenant, retention: operatorRetention(cfg.Retention),
 			ordering: cfg.Ordering},
-		newErasureRoom(r, st, users, store.ErasureKeyFrom(cfg.Inbox.UserTokenKey)),
+		newErasureRoom(r, st, users, store.ErasureKeyFrom(cfg.Inbox.UserTokenKey), wf, cfg.TemporalNamespace),
 	}}
 }
 

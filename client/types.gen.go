@@ -3466,7 +3466,16 @@ type UserErasure struct {
 	// Statements How many bounded statements the erasure ran.
 	Statements int               `json:"statements"`
 	Status     UserErasureStatus `json:"status"`
-	UserID     string            `json:"user_id"`
+
+	// TemporalError Deleting the closed runs failed (the database erasure stands); they age out with the retention.
+	TemporalError *string `json:"temporal_error,omitempty"`
+
+	// TemporalRunsDeleted The user's closed workflow runs deleted from Temporal (history and visibility; at most 1,000).
+	TemporalRunsDeleted int `json:"temporal_runs_deleted"`
+
+	// TemporalRunsMore More closed runs remain; they age out with the namespace's retention.
+	TemporalRunsMore bool   `json:"temporal_runs_more"`
+	UserID           string `json:"user_id"`
 }
 
 // UserErasureStatus defines model for UserErasure.Status.

@@ -192,6 +192,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, tc client.Client, opts Options) 
 	}
 	apiCfg := api.Config{
 		NoDueSequence:      opts.NoDueSequence,
+		TemporalNamespace:  cfg.TemporalNamespace,
 		DefaultDedupWindow: cfg.DefaultDedupWindow, AuthCacheTTL: authTTL, PublicBaseURL: cfg.PublicBaseURL,
 		OperatorKey: cfg.OperatorKey, Metrics: m, MetricsToken: cfg.MetricsToken, Unsubscribe: signer,
 		Limits: api.LimitConfig{Limiter: apiLimiter,

@@ -152,7 +152,7 @@ func TestInboxComponentPlacesLateItemsInChromium(t *testing.T) {
 	h.Eventually(30*time.Second, "the stream to be live", func() bool { return strings.HasSuffix(titles(), "#live") })
 
 	h.Accept(key, map[string]any{"user_id": "ada", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": freshKey("sched"),
-		"data": map[string]any{"title": "scheduled", "body": "b"}, "send_at": time.Now().Add(2500 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
+		"data": map[string]any{"title": "scheduled", "body": "b"}, "send_at": time.Now().Add(8 * time.Second).UTC().Format(time.RFC3339Nano)})
 	early := sendInApp(t, h, key, "ada", "flaky early")
 	sendInApp(t, h, key, "ada", "later")
 	waitDelivered(h, key, early)

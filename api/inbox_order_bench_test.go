@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/testenv"
 )
 
@@ -29,8 +30,12 @@ import (
 //	go test -run '^$' -bench BenchmarkDueSequenceCost -benchtime 1x -timeout 20m ./api/
 func BenchmarkDueSequenceCost(b *testing.B) {
 	const n, clients, rounds = 400, 16, 3
-	floor := apitest.Start(b, apitest.Options{NoDueSequence: true})
-	due := apitest.Start(b, apitest.Options{})
+	// One user's burst must fit in the inbox: the default cap (100 items) would
+	// prune the burst while it is counted.
+	policy := retention.Defaults
+	policy.InboxItems = 2 * n
+	floor := apitest.Start(b, apitest.Options{NoDueSequence: true, Retention: policy})
+	due := apitest.Start(b, apitest.Options{Retention: policy})
 	for _, users := range []int{50, 1} {
 		b.Run(fmt.Sprintf("users=%d", users), func(b *testing.B) {
 			for range b.N {

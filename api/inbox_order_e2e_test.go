@@ -207,14 +207,20 @@ func TestScheduledNotificationNumberedWhenDue(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key, token := inboxUser(t, h, "ada")
 
-	sendAt := time.Now().Add(3 * time.Second).UTC()
+	// send_at leaves room for a loaded machine: "first" is numbered before its
+	// 202, so only its accept has to happen before send_at.
+	sendAt := time.Now().Add(10 * time.Second).UTC()
 	scheduled := h.Accept(key, map[string]any{"user_id": "ada", "template_id": "hi", "channels": []string{"in_app"},
 		"data": map[string]any{"title": "scheduled", "body": "b"}, "idempotency_key": freshKey("sched"), "send_at": sendAt.Format(time.RFC3339Nano)})
 	first := sendInApp(t, h, key, "ada", "first")
-	waitDelivered(h, key, first)
-	if s := sequenceOf(h, key, scheduled); s != 0 {
+	s := sequenceOf(h, key, scheduled)
+	if !time.Now().Before(sendAt) {
+		t.Fatalf("accepting \"first\" took until after send_at (%s): the machine is too slow for this test's premise", sendAt)
+	}
+	if s != 0 {
 		t.Fatalf("the scheduled notification has sequence %d before send_at", s)
 	}
+	waitDelivered(h, key, first)
 	waitDelivered(h, key, scheduled)
 	second := sendInApp(t, h, key, "ada", "second")
 	waitDelivered(h, key, second)

@@ -164,7 +164,7 @@ func TestDeleteUserErasesEverywhere(t *testing.T) {
 	}
 	// Deletion is asynchronous in Temporal: the history goes first, the visibility record after.
 	h.Eventually(30*time.Second, "the closed run's history deleted from Temporal", func() bool {
-		_, err := h.Temporal.DescribeWorkflowExecution(context.Background(), wfID, "")
+		_, err := h.Temporal.DescribeWorkflow(context.Background(), wfID, "")
 		var nf *serviceerror.NotFound
 		return errors.As(err, &nf)
 	})

@@ -27,7 +27,7 @@ import (
 
 // DefaultCacheSize is how many workflow runs a worker process keeps in memory
 // between their workflow tasks (HERALD_WORKER_CACHE_SIZE; the Temporal SDK's
-// default is 10,000). A kept run costs the worker about 60-90 KB of RSS (its
+// default is 10,000). A kept run costs the worker about 70 KB of RSS (its
 // goroutine's stack, the SDK's state machines, the run's own state), so open
 // digests — one run each, waiting for their window — would hold the worker's
 // memory in proportion to their number: 10,000 users with a daily digest open

@@ -226,33 +226,35 @@ func (s *Store) ListOrderHandoffs(ctx context.Context, tenantID, notificationID 
 	return out, rows.Err()
 }
 
+// The maintenance workflow's statements for the lanes (Prune kinds
+// PruneOrderHandoffs, PruneOrderLanes; $1 the tenant, $2 the cut-off, $3 the
+// batch). A done hand-off is never read by a claim or a release again, only by
+// the status view. An idle lane is locked before the delete, so a claim that
+// holds it (about to insert its hand-off) is skipped, never cut off; a lane
+// deleted and taken again starts at seq 1 under a new id.
+const (
+	pruneOrderHandoffsSQL = `DELETE FROM order_handoffs h USING (
+			SELECT lane_id, seq FROM order_handoffs
+			WHERE tenant_id = $1 AND done_at IS NOT NULL AND done_at < $2 LIMIT $3) x
+		WHERE h.lane_id = x.lane_id AND h.seq = x.seq`
+	pruneOrderLanesSQL = `DELETE FROM order_lanes WHERE id IN (
+			SELECT id FROM order_lanes l WHERE l.tenant_id = $1 AND l.created_at < $2
+			  AND NOT EXISTS (SELECT 1 FROM order_handoffs h WHERE h.lane_id = l.id)
+			LIMIT $3 FOR UPDATE SKIP LOCKED)`
+)
+
 // PruneOrderHandoffs deletes at most limit of the tenant's hand-offs done
-// before doneBefore, then at most limit of its lanes left with no hand-off
-// that were created before it; it returns how many rows it deleted (call it
-// again until 0). A done hand-off is never read by a claim or a release again,
-// only by the status view. A lane deleted and taken again starts at seq 1
-// under a new id.
+// before doneBefore, then at most limit of its lanes created before it and
+// left with none; it returns how many rows it deleted (call it again until 0).
+// The maintenance workflow runs the same statements (Prune).
 func (s *Store) PruneOrderHandoffs(ctx context.Context, tenantID string, doneBefore time.Time, limit int) (int, error) {
-	var n int
-	err := s.InTx(ctx, func(tx *Store) error {
-		tag, err := tx.db.Exec(ctx, `
-			DELETE FROM order_handoffs WHERE (lane_id, seq) IN (
-				SELECT lane_id, seq FROM order_handoffs
-				WHERE tenant_id = $1 AND done_at IS NOT NULL AND done_at < $2 LIMIT $3)`,
-			tenantID, doneBefore, limit)
+	n := 0
+	for _, q := range []string{pruneOrderHandoffsSQL, pruneOrderLanesSQL} {
+		tag, err := s.db.Exec(ctx, q, tenantID, doneBefore, limit)
 		if err != nil {
-			return err
+			return n, err
 		}
-		n = int(tag.RowsAffected())
-		// Idle lanes: locked before the delete, so a claim that holds the lane
-		// (and is about to insert its hand-off) is skipped, never cut off.
-		tag, err = tx.db.Exec(ctx, `
-			DELETE FROM order_lanes WHERE id IN (
-				SELECT id FROM order_lanes l WHERE l.tenant_id = $1 AND l.created_at < $2
-				  AND NOT EXISTS (SELECT 1 FROM order_handoffs h WHERE h.lane_id = l.id)
-				LIMIT $3 FOR UPDATE SKIP LOCKED)`, tenantID, doneBefore, limit)
 		n += int(tag.RowsAffected())
-		return err
-	})
-	return n, err
+	}
+	return n, nil
 }

@@ -49,6 +49,11 @@ const (
 	// PruneInboxEvents: inbox events written before the cut-off (the inbox's
 	// age limit; the log also keeps only InboxEventRetention per user).
 	PruneInboxEvents PruneKind = "inbox_events"
+	// PruneOrderHandoffs: ordered channels' hand-offs done before the cut-off
+	// (only the status view reads them then); PruneOrderLanes: lanes created
+	// before it left with none (order_lanes.go, docs/ordering.md).
+	PruneOrderHandoffs PruneKind = "order_handoffs"
+	PruneOrderLanes    PruneKind = "order_lanes"
 )
 
 // pruneSQL is each kind's statement: $1 the tenant, $2 the cut-off, $3 the
@@ -86,12 +91,14 @@ var pruneSQL = map[PruneKind]string{
 	PruneInboxEvents: `DELETE FROM inbox_events e USING (
 			SELECT user_id, seq FROM inbox_events WHERE tenant_id = $1 AND created_at < $2 LIMIT $3) x
 		WHERE e.tenant_id = $1 AND e.user_id = x.user_id AND e.seq = x.seq`,
+	PruneOrderHandoffs: pruneOrderHandoffsSQL,
+	PruneOrderLanes:    pruneOrderLanesSQL,
 }
 
 // PruneKinds lists every kind Prune deletes, in the order a run takes them
 // (webhook attempts before their messages).
 var PruneKinds = []PruneKind{PruneNotifications, PruneLedger, PruneCapLedger, PruneSandbox, PruneWebhookAttempts,
-	PruneWebhookMessages, PruneDeadLetters, PruneAudit, PruneCampaigns, PruneInboxEvents}
+	PruneWebhookMessages, PruneDeadLetters, PruneAudit, PruneCampaigns, PruneInboxEvents, PruneOrderHandoffs, PruneOrderLanes}
 
 // Prune deletes up to limit of the tenant's rows of kind older than cutoff
 // and returns how many it deleted (fewer than limit: none are left).

@@ -62,6 +62,13 @@ var pruneSQL = map[PruneKind]string{
 	PruneNotifications: `WITH x AS (
 			SELECT id FROM notifications WHERE tenant_id = $1 AND accepted_at < $2
 			AND status NOT IN ('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` + string(herald.NotificationSending) + `')
+			-- A notification scheduled far ahead keeps its history for the whole
+			-- retention after it ended, not after it was accepted.
+			AND updated_at < $2
+			-- An open or redriving dead letter keeps its notification (the dead
+			-- letter would go with it: ON DELETE CASCADE).
+			AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.tenant_id = $1 AND d.notification_id = notifications.id
+				AND d.status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `'))
 			LIMIT $3
 		), numbers AS (
 			DELETE FROM notification_sequences s USING x WHERE s.tenant_id = $1 AND s.notification_id = x.id
@@ -79,9 +86,9 @@ var pruneSQL = map[PruneKind]string{
 	PruneWebhookAttempts: `DELETE FROM webhook_attempts WHERE id IN (
 			SELECT id FROM webhook_attempts WHERE tenant_id = $1 AND at < $2 LIMIT $3)`,
 	PruneWebhookMessages: `DELETE FROM webhook_messages WHERE id IN (
-			SELECT id FROM webhook_messages WHERE tenant_id = $1 AND created_at < $2 AND status <> 'pending' LIMIT $3)`,
+			SELECT id FROM webhook_messages WHERE tenant_id = $1 AND created_at < $2 AND status <> '` + WebhookPending + `' LIMIT $3)`,
 	PruneDeadLetters: `DELETE FROM dead_letters WHERE id IN (
-			SELECT id FROM dead_letters WHERE tenant_id = $1 AND status = 'redriven' AND updated_at < $2 LIMIT $3)`,
+			SELECT id FROM dead_letters WHERE tenant_id = $1 AND status = '` + DeadLetterRedriven + `' AND updated_at < $2 LIMIT $3)`,
 	PruneAudit: `DELETE FROM audit_log a USING (
 			SELECT id FROM audit_log WHERE tenant_id = $1 AND at < $2 LIMIT $3) x
 		WHERE a.tenant_id = $1 AND a.id = x.id`,

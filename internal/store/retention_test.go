@@ -142,7 +142,7 @@ func TestInboxCapWalkAndAgeLimit(t *testing.T) {
 // Prune deletes only the tenant's rows older than the cut-off, a batch at a
 // time, and keeps notifications still in flight.
 func TestPruneDeletesOnlyExpiredRowsOfTheTenant(t *testing.T) {
-	st, ctx := txStore(t)
+	st, tx, ctx := txStoreWithTx(t)
 	a, _ := mustTenant(t, st, ctx)
 	b, _ := mustTenant(t, st, ctx)
 	old := time.Now().Add(-2 * time.Hour)
@@ -160,6 +160,25 @@ func TestPruneDeletesOnlyExpiredRowsOfTheTenant(t *testing.T) {
 			Channels: []herald.Channel{herald.ChannelInApp}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: herald.NotificationDelivered, AcceptedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
+		// Accepted long ago and ended long ago, except n_old3 below.
+		if _, err := tx.Exec(ctx, `UPDATE notifications SET updated_at = accepted_at WHERE tenant_id = $1`, tn); err != nil {
+			t.Fatal(err)
+		}
+		// n_late: accepted long ago for a send_at far ahead, delivered just now.
+		// n_dead: ended long ago, but its dead letter is still open.
+		for _, id := range []string{"n_late", "n_dead"} {
+			if err := st.InsertNotification(ctx, store.Notification{TenantID: tn, ID: id, UserID: "ada", TemplateID: "tpl",
+				Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: herald.NotificationFailed, AcceptedAt: old}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE notifications SET updated_at = accepted_at WHERE tenant_id = $1 AND id = 'n_dead'`, tn); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.PutDeadLetter(ctx, store.DeadLetter{TenantID: tn, NotificationID: "n_dead", Channel: herald.ChannelEmail,
+			TemplateID: "tpl", Attempts: 3, LastError: "refused", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cut := time.Now().Add(-time.Hour)
 	if n, err := st.Prune(ctx, store.PruneNotifications, a.ID, cut, 1); err != nil || n != 1 {
@@ -175,7 +194,7 @@ func TestPruneDeletesOnlyExpiredRowsOfTheTenant(t *testing.T) {
 		tenant, id string
 		kept       bool
 	}{{a.ID, "n_old0", false}, {a.ID, "n_old1", false}, {a.ID, "n_old2", true}, {a.ID, "n_new", true},
-		{b.ID, "n_old0", true}, {b.ID, "n_new", true}} {
+		{a.ID, "n_late", true}, {a.ID, "n_dead", true}, {b.ID, "n_old0", true}, {b.ID, "n_new", true}} {
 		_, err := st.GetNotification(ctx, c.tenant, c.id)
 		if kept := err == nil; kept != c.kept {
 			t.Errorf("%s/%s kept=%v, want %v (%v)", c.tenant, c.id, kept, c.kept, err)

@@ -189,13 +189,12 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 	return true, nil
 }
 
-// AuditMaintenanceKeyID is the api_key_id of the audit entries maintenance
-// writes (no API key made them).
-const AuditMaintenanceKeyID = "maintenance"
-
-// AuditRetentionPruned is the action of the entry that tells a tenant what
-// maintenance deleted of its rows (details.deleted: kind → rows).
-const AuditRetentionPruned = "retention.pruned"
+// The audit entries maintenance writes: defined in internal/retention, where
+// the API's audit-log filter reads the action too.
+const (
+	AuditMaintenanceKeyID = retention.AuditKeyID
+	AuditRetentionPruned  = retention.AuditPruned
+)
 
 // auditPrune writes the tenant's audit entry for what a slice deleted of its
 // rows (nothing deleted: no entry). A failure is logged, not returned: the

@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/webhooks"
 )
@@ -355,5 +356,5 @@ var auditActions = []string{
 	auditInboxSettingsPut, auditInboxSecretRotate, auditUserTokensRevoke, auditUserTokenMint, AuditTenantCreate,
 	auditWebhookEndpointCreate, auditWebhookEndpointUpdate, auditWebhookEndpointDelete, auditWebhookSecretRotate, auditWebhookReplay,
 	auditFlowPut, auditFlowDelete, auditDigestFlush, auditUserDelete,
-	auditSuppressionPut, auditSuppressionDelete, auditUsersImport,
+	auditSuppressionPut, auditSuppressionDelete, auditUsersImport, retention.AuditPruned,
 }

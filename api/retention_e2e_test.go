@@ -146,6 +146,9 @@ func TestRetentionEndToEnd(t *testing.T) {
 	if len(log) != 1 || log[0]["action"] != activities.AuditRetentionPruned || log[0]["api_key_id"] != activities.AuditMaintenanceKeyID {
 		t.Fatalf("audit log after the run: %v", log)
 	}
+	if pruned := supportItems(t, h.MustDo(http.StatusOK, http.MethodGet, "/v1/audit-log?action="+activities.AuditRetentionPruned, key, nil)); len(pruned) != 1 {
+		t.Fatalf("audit log filtered by %s: %v", activities.AuditRetentionPruned, pruned)
+	}
 	if d, _ := h.Store.GetNotification(context.Background(), tenantOfKey(t, h, key), fresh); d.Dedup != nil {
 		t.Fatalf("fresh's ledger row outlived its window: %+v", d.Dedup)
 	}

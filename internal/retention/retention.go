@@ -164,3 +164,12 @@ func (t Tenant) IsZero() bool { return t == Tenant{} }
 // Shortens reports whether t shortens any kind of op's: only such a tenant
 // needs rows of its own deleted before the operator's cut-off.
 func (t Tenant) Shortens(op Policy) bool { return t.Policy(op) != op }
+
+// AuditKeyID is the api_key_id of the audit entries maintenance writes (no API
+// key made them).
+const AuditKeyID = "maintenance"
+
+// AuditPruned is the action of the audit entry that tells a tenant what
+// maintenance deleted of its rows (details.deleted: kind → rows); GET
+// /v1/audit-log filters by it like by the API's own actions.
+const AuditPruned = "retention.pruned"

@@ -19,14 +19,14 @@ func TestEnsureMaintenanceScheduleIsIdempotent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tq := testenv.UniqueName(t, "tq")
-	h := tc.ScheduleClient().GetHandle(ctx, workflows.MaintenanceScheduleID)
-	_ = h.Delete(ctx) // a schedule left by an earlier run of this test
-	created, err := EnsureMaintenanceSchedule(ctx, tc, tq, time.Hour)
+	id := testenv.UniqueName(t, workflows.MaintenanceScheduleID)
+	h := tc.ScheduleClient().GetHandle(ctx, id)
+	created, err := ensureMaintenanceSchedule(ctx, tc, id, tq, time.Hour)
 	if err != nil || !created {
 		t.Fatalf("first call: created %v, %v", created, err)
 	}
 	t.Cleanup(func() { _ = h.Delete(context.Background()) })
-	created, err = EnsureMaintenanceSchedule(ctx, tc, tq, 2*time.Hour)
+	created, err = ensureMaintenanceSchedule(ctx, tc, id, tq, 2*time.Hour)
 	if err != nil || created {
 		t.Fatalf("second call: created %v, %v", created, err)
 	}

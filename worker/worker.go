@@ -181,6 +181,13 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 // does; calling it again changes nothing. It says whether it created the
 // Schedule.
 func EnsureMaintenanceSchedule(ctx context.Context, c client.Client, taskQueue string, every time.Duration) (created bool, err error) {
+	return ensureMaintenanceSchedule(ctx, c, workflows.MaintenanceScheduleID, taskQueue, every)
+}
+
+// ensureMaintenanceSchedule is EnsureMaintenanceSchedule for the Schedule id
+// (a test's own, so that worker processes of other tests, which ensure the
+// real one at start, cannot race it).
+func ensureMaintenanceSchedule(ctx context.Context, c client.Client, id, taskQueue string, every time.Duration) (created bool, err error) {
 	if every <= 0 {
 		every = time.Hour
 	}
@@ -189,7 +196,7 @@ func EnsureMaintenanceSchedule(ctx context.Context, c client.Client, taskQueue s
 		Args: []any{workflows.MaintenanceInput{}}, TaskQueue: taskQueue,
 		WorkflowExecutionTimeout: 24 * time.Hour}
 	_, err = c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID: workflows.MaintenanceScheduleID, Spec: spec, Action: action,
+		ID: id, Spec: spec, Action: action,
 		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: every,
 		Memo: map[string]any{"what": "Herald maintenance: retention, partitions (docs/retention.md)"},
 	})
@@ -199,7 +206,7 @@ func EnsureMaintenanceSchedule(ctx context.Context, c client.Client, taskQueue s
 	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
 		return false, fmt.Errorf("create the maintenance schedule: %w", err)
 	}
-	h := c.ScheduleClient().GetHandle(ctx, workflows.MaintenanceScheduleID)
+	h := c.ScheduleClient().GetHandle(ctx, id)
 	err = h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		s := in.Description.Schedule
 		s.Spec, s.Action = &spec, action

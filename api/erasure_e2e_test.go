@@ -107,7 +107,7 @@ func TestDeleteUserErasesEverywhere(t *testing.T) {
 		for i := range 3 {
 			id := h.Accept(k, map[string]any{"user_id": user, "template_id": "order", "channels": []string{"in_app", "email", "sms"},
 				"data":            map[string]any{"title": "Hello " + email, "body": "we will call " + phone},
-				"idempotency_key": fmt.Sprintf("erase-%d", i)})
+				"idempotency_key": fmt.Sprintf("erase-%d", i), "ordering_key": "account"}) // ordered: the lanes name the user too
 			if k == keyA {
 				delivered = append(delivered, id)
 			}

@@ -90,9 +90,16 @@ func (s *Store) EraseUser(ctx context.Context, tenantID, userID, erasedID string
 		e.perUser("topic_subscribers"), e.perUser("user_preferences"),
 		e.deleteProfile,
 		// The rest, now that nothing new can be delivered to the user.
-		e.perUser("recipient_list_members"), e.perUser("cap_ledger"), e.perUser("flow_waiters"), e.perUser("due_sequences"),
+		e.perUser("recipient_list_members"), e.perUser("cap_ledger"), e.perUser("flow_waiters"),
+		// The user's numbers before their counter: a number the accept path took
+		// for a run that never recorded its notification names the user too, and
+		// a re-created user starts counting at 1 again.
+		e.perUser("notification_sequences"), e.perUser("due_sequences"),
 		e.perUser("digest_events"), e.perUser("digests"),
 		e.campaignPending, e.notifications, e.flowRuns, e.listSamples, e.auditLog,
+		// The user's ordered-delivery lanes (their hand-offs go with them): the
+		// user's notifications have ended or end suppressed, so none waits.
+		e.perUser("order_lanes"),
 	}
 	for _, step := range steps {
 		if err := step(ctx, s); err != nil {

@@ -150,6 +150,11 @@ func (h *erasureRoom) getUsage(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
+	// The whole tables' totals are every tenant's: the operator's view (herald
+	// data usage) shows them, a tenant's does not.
+	for i := range u.Tables {
+		u.Tables[i].TableRows, u.Tables[i].TableBytes = 0, 0
+	}
 	h.usage.Add(t.ID, u)
 	c.JSON(http.StatusOK, u)
 }

@@ -3228,12 +3228,6 @@ type TableUsage struct {
 	Rows      int64  `json:"rows"`
 	RowsExact bool   `json:"rows_exact"`
 	Table     string `json:"table"`
-
-	// TableBytes The whole table's size with its indexes and TOAST, every tenant's.
-	TableBytes int64 `json:"table_bytes"`
-
-	// TableRows The whole table's rows, every tenant's (estimate).
-	TableRows int64 `json:"table_rows"`
 }
 
 // Template defines model for Template.

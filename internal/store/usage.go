@@ -58,8 +58,8 @@ type TableUsage struct {
 	OldestUnknown bool       `json:"oldest_unknown,omitempty"`
 	// TableRows and TableBytes are the whole table's (every tenant's):
 	// the catalog's estimate and size.
-	TableRows  int64 `json:"table_rows"`
-	TableBytes int64 `json:"table_bytes"`
+	TableRows  int64 `json:"table_rows,omitempty"`
+	TableBytes int64 `json:"table_bytes,omitempty"`
 }
 
 // Usage is what a tenant (or everyone) keeps.

@@ -201,7 +201,7 @@ func TestOpenAPIGetNotification(t *testing.T) {
 	channel := `{"channel":"in_app","status":"delivered","provider":"inbox","provider_message_id":null,"attempts":1,` +
 		`"last_error":null,"reason":null,"sent_at":null,"delivered_at":"2026-05-01T10:00:01Z","updated_at":"2026-05-01T10:00:01Z","history":[]}`
 	view := func(channels string) string {
-		return `{"notification_id":"` + testNotificationID + `","user_id":"u1","template_id":"welcome","status":"delivered",` +
+		return `{"notification_id":"` + testNotificationID + `","user_id":"u1","template_id":"welcome","status":"delivered","sequence":7,` +
 			`"accepted_at":"2026-05-01T10:00:00Z","updated_at":"2026-05-01T10:00:01Z",` +
 			`"workflow_id":"notification/t_0123456789abcdef/5f2b8e0c1d9a4b7e8f3a6c2d1e0b9a8c",` +
 			`"run_id":"0189f3a2-b4c5-4d6e-8f7a-9b0c1d2e3f40","channels":[` + channels + `],` +
@@ -211,7 +211,9 @@ func TestOpenAPIGetNotification(t *testing.T) {
 	checkExchanges(t, []exchange{
 		{name: "200", method: "GET", path: path, status: 200, body: view(channel)},
 		{name: "200 fallback view", method: "GET", path: path, status: 200,
-			body: strings.NewReplacer(`"u1"`, `""`, `"welcome"`, `""`, `"delivered"`, `"queued"`).Replace(view(""))},
+			body: strings.NewReplacer(`"u1"`, `""`, `"welcome"`, `""`, `"delivered"`, `"queued"`, `"sequence":7`, `"sequence":null`).Replace(view(""))},
+		{name: "200 without sequence", method: "GET", path: path, status: 200,
+			body: strings.Replace(view(""), `"sequence":7,`, ``, 1), wantErr: []string{"sequence"}},
 		{name: "200 unknown channel status", method: "GET", path: path, status: 200,
 			body: view(strings.Replace(channel, `"delivered"`, `"done"`, 1)), wantErr: []string{"status"}},
 		{name: "200 channel without last_error", method: "GET", path: path, status: 200,
@@ -233,7 +235,7 @@ func TestOpenAPIGetNotification(t *testing.T) {
 func TestOpenAPIUsersAndInbox(t *testing.T) {
 	user := `{"user_id":"u1","name":null,"email":"ada@example.com","phone":null,"locale":"en-US","timezone":null,` +
 		`"created_at":"2026-05-01T10:00:00Z","updated_at":"2026-05-01T10:00:00Z"}`
-	item := `{"notification_id":"` + testNotificationID + `","title":"Hi","body":"Hello","action_url":null,"category":"",` +
+	item := `{"notification_id":"` + testNotificationID + `","sequence":7,"title":"Hi","body":"Hello","action_url":null,"category":"",` +
 		`"created_at":"2026-05-01T10:00:00Z","read_at":null,"seen_at":null,"archived_at":null}`
 	counts := `"counts":{"total":1,"unread":1,"unseen":1}`
 	itemWithCounts := strings.TrimSuffix(item, "}") + "," + counts + "}"

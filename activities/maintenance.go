@@ -41,10 +41,21 @@ type maintenanceStep struct {
 	cutoff func(now time.Time, p retention.Policy) time.Time
 	// kind is the store.Prune kind; "" for the inbox steps.
 	kind store.PruneKind
+	// partitioned, for a kind held in time partitions, is its retention: the
+	// operator's cut-off drops whole partitions (MaintenancePartitions), so
+	// rows are deleted one by one only for a tenant whose own is shorter.
+	partitioned func(retention.Policy) time.Duration
 }
 
 var maintenanceSteps = []maintenanceStep{
 	{name: string(store.PruneNotifications), kind: store.PruneNotifications,
+		cutoff:      func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) },
+		partitioned: func(p retention.Policy) time.Duration { return p.Notifications }},
+	{name: string(store.PruneReceipts), kind: store.PruneReceipts,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
+	{name: string(store.PruneOldDeadLetters), kind: store.PruneOldDeadLetters,
+		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
+	{name: string(store.PruneSequences), kind: store.PruneSequences,
 		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
 	{name: string(store.PruneLedger), kind: store.PruneLedger,
 		cutoff: func(now time.Time, _ retention.Policy) time.Time { return now }},
@@ -59,7 +70,8 @@ var maintenanceSteps = []maintenanceStep{
 	{name: string(store.PruneDeadLetters), kind: store.PruneDeadLetters,
 		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.DeadLetters) }},
 	{name: string(store.PruneAudit), kind: store.PruneAudit,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Audit) }},
+		cutoff:      func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Audit) },
+		partitioned: func(p retention.Policy) time.Duration { return p.Audit }},
 	{name: string(store.PruneCampaigns), kind: store.PruneCampaigns,
 		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Campaigns) }},
 	{name: string(store.PruneOrderHandoffs), kind: store.PruneOrderHandoffs,
@@ -67,7 +79,8 @@ var maintenanceSteps = []maintenanceStep{
 	{name: string(store.PruneOrderLanes), kind: store.PruneOrderLanes,
 		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
 	{name: string(store.PruneInboxEvents), kind: store.PruneInboxEvents,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.InboxAge) }},
+		cutoff:      func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.InboxAge) },
+		partitioned: func(p retention.Policy) time.Duration { return p.InboxAge }},
 	{name: MaintenanceInboxAge, cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.InboxAge) }},
 	{name: MaintenanceInboxCap},
 }
@@ -141,6 +154,9 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 	worked := false
 	for ; cur.Step < len(maintenanceSteps); cur.Step, cur.User = cur.Step+1, "" {
 		step := maintenanceSteps[cur.Step]
+		if step.partitioned != nil && step.partitioned(p) >= step.partitioned(op) {
+			continue // the operator's retention: whole partitions go
+		}
 		for {
 			// Every slice makes progress: the deadline is checked after a
 			// batch, never before the first.
@@ -216,10 +232,49 @@ func (a *Activities) auditPrune(ctx context.Context, tenantID string, deleted ma
 	}
 }
 
+// MaintenancePartitions keeps every partitioned table's partitions
+// (store.PartitionedTables): created from the one holding now to
+// store.PartitionAhead ahead, and those wholly past the operator's retention
+// detached concurrently and dropped. Every DDL statement runs with
+// store.DDLLockTimeout and is retried on a lock timeout; each attempt's time
+// is recorded (herald_maintenance_lock_wait_seconds).
+func (a *Activities) MaintenancePartitions(ctx context.Context, in contract.MaintenancePartitionsInput) (contract.MaintenancePartitionsResult, error) {
+	op := a.retentionPolicy()
+	var res contract.MaintenancePartitionsResult
+	var stats store.DDLStats
+	for _, t := range store.PartitionedTables {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, t.Table)
+		}
+		observe := func(d time.Duration) { a.Metrics.MaintenanceLockWait(t.Table, d) }
+		created, err := a.Store.EnsurePartitions(ctx, t, in.Now, store.PartitionAhead, &stats, observe)
+		res.Created = append(res.Created, created...)
+		for range created {
+			a.Metrics.MaintenancePartition(t.Table, "created")
+		}
+		if err != nil {
+			return res, err
+		}
+		dropped, err := a.Store.DropPartitions(ctx, t, in.Now.Add(-t.Keep(op)), &stats, observe)
+		res.Dropped = append(res.Dropped, dropped...)
+		for range dropped {
+			a.Metrics.MaintenancePartition(t.Table, "dropped")
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	res.Statements, res.Retries, res.MaxWait = stats.Statements, stats.Retries, stats.MaxWait
+	return res, nil
+}
+
 // MaintenanceReport records a finished run: its report in maintenance_runs and
 // the run metrics.
 func (a *Activities) MaintenanceReport(ctx context.Context, in contract.MaintenanceReportInput) error {
-	raw, err := json.Marshal(map[string]any{"deleted": in.Deleted, "tenants": in.Tenants, "slices": in.Slices})
+	raw, err := json.Marshal(map[string]any{"deleted": in.Deleted, "tenants": in.Tenants, "slices": in.Slices,
+		"partitions": map[string]any{"created": in.Partitions.Created, "dropped": in.Partitions.Dropped,
+			"statements": in.Partitions.Statements, "lock_retries": in.Partitions.Retries,
+			"max_wait_ms": in.Partitions.MaxWait.Milliseconds()}})
 	if err != nil {
 		return err
 	}

@@ -12,9 +12,11 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/retention"
+	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/workflows"
 )
@@ -222,5 +224,97 @@ func TestInboxCapUnderConcurrentDeliveries(t *testing.T) {
 	runMaintenance(t, h)
 	if got := kept(); !slices.Equal(got, newest(4)) {
 		t.Fatalf("after the cap went down to 4: %v, want %v", got, newest(4))
+	}
+}
+
+// A partition past the operator's retention is detached and dropped while
+// accepts go on: no accept fails, and no accept waits more than a bound over
+// the slowest accept before the drop (the lock waits are measured and
+// logged). The dropped partitions' rows are gone; the other partitions and
+// the new notifications are untouched.
+func TestPartitionDroppedWhileAcceptsContinue(t *testing.T) {
+	keep := retention.Defaults
+	keep.Notifications = 3 * retention.Day
+	h := apitest.Start(t, apitest.Options{Retention: keep})
+	tenantID, key := h.TenantWith("partitions", e2eTemplates...)
+	createUser(h, key, "ada")
+	ctx := context.Background()
+	old := time.Now().Add(-5 * retention.Day)
+	for i := range 200 {
+		if err := h.Store.InsertNotification(ctx, store.Notification{TenantID: tenantID, ID: fmt.Sprintf("n_old%03d", i), UserID: "ada",
+			TemplateID: "order_shipped", Channels: []herald.Channel{herald.ChannelInApp, herald.ChannelEmail}, WorkflowID: "wf", RunID: "r",
+			DedupKeyHash: "k", Status: herald.NotificationDelivered, AcceptedAt: old}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type sample struct {
+		start time.Time
+		took  time.Duration
+	}
+	var mu sync.Mutex
+	var samples []sample
+	var failures []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				r := h.Submit(key, map[string]any{"user_id": "ada", "template_id": "order_shipped", "channels": []string{"in_app"},
+					"data": map[string]any{"order_id": "o"}, "idempotency_key": freshKey("drop")})
+				mu.Lock()
+				samples = append(samples, sample{t0, time.Since(t0)})
+				if r.Status != http.StatusAccepted {
+					failures = append(failures, fmt.Sprintf("%d %s", r.Status, r.Body))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond) // accepts before the drop: the floor
+	dropStart := time.Now()
+	res, err := h.Activities().MaintenancePartitions(ctx, contract.MaintenancePartitionsInput{Now: time.Now()})
+	dropEnd := time.Now()
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("partitions step: %v", err)
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%d accepts failed during the drop, first: %s", len(failures), failures[0])
+	}
+	var before, during time.Duration
+	var nBefore, nDuring int
+	for _, s := range samples {
+		switch {
+		case s.start.Before(dropStart):
+			before, nBefore = max(before, s.took), nBefore+1
+		case s.start.Before(dropEnd):
+			during, nDuring = max(during, s.took), nDuring+1
+		}
+	}
+	oldDay := store.PartitionedTables[0].PartitionName(store.PartitionedTables[0].Start(old))
+	if !slices.Contains(res.Dropped, oldDay) {
+		t.Fatalf("dropped %v, want %s among them", res.Dropped, oldDay)
+	}
+	t.Logf("dropped %d partitions in %s (%d DDL statements, %d lock retries, longest statement %s); accepts: %d before, slowest %s; %d during, slowest %s",
+		len(res.Dropped), dropEnd.Sub(dropStart).Round(time.Millisecond), res.Statements, res.Retries, res.MaxWait.Round(time.Millisecond),
+		nBefore, before.Round(time.Millisecond), nDuring, during.Round(time.Millisecond))
+	if nDuring == 0 {
+		t.Fatal("no accept ran during the drop")
+	}
+	if bound := before + time.Second; during > bound {
+		t.Fatalf("an accept took %s during the drop, over the bound %s (the slowest before it + 1 s)", during, bound)
+	}
+	if _, err := h.Store.GetNotification(ctx, tenantID, "n_old000"); err == nil {
+		t.Fatal("a notification of a dropped partition is still there")
 	}
 }

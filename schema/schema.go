@@ -72,3 +72,17 @@ func closeMigrate(m *migrate.Migrate, err *error) {
 		*err = errors.Join(srcErr, dbErr)
 	}
 }
+
+// To migrates up or down to version: the tests of a migration run it on a
+// database at the version before it.
+func To(databaseURL string, version uint) (err error) {
+	m, err := newMigrate(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer closeMigrate(m, &err)
+	if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrate to %d: %w", version, err)
+	}
+	return nil
+}

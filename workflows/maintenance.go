@@ -10,7 +10,8 @@ import (
 )
 
 // MaintenanceWorkflow is one run of Herald's maintenance (docs/retention.md):
-// a prune pass over every tenant (contract.MaintenancePrune slices, each
+// the partitions step (contract.MaintenancePartitions: partitions created
+// ahead, expired ones detached and dropped), then a prune pass over every tenant (contract.MaintenancePrune slices, each
 // bounded in time and resumable from its cursor), then the run's report
 // (contract.MaintenanceReport). The maintenance Schedule
 // (MaintenanceScheduleID) starts it every HERALD_MAINTENANCE_EVERY with the
@@ -37,6 +38,9 @@ type MaintenanceInput struct {
 	Deleted map[string]int64
 	Tenants int
 	Slices  int
+	// Partitions is what the partitions step did (PartitionsDone: it ran).
+	Partitions     contract.MaintenancePartitionsResult
+	PartitionsDone bool
 	// Budget bounds each slice (0: contract.DefaultMaintenanceBudget);
 	// SlicesPerRun bounds a run's slices before it continues as new (0:
 	// maintenanceSlicesPerRun).
@@ -46,9 +50,10 @@ type MaintenanceInput struct {
 
 // MaintenanceResult is a finished run's counts.
 type MaintenanceResult struct {
-	Deleted map[string]int64
-	Tenants int
-	Slices  int
+	Deleted    map[string]int64
+	Tenants    int
+	Slices     int
+	Partitions contract.MaintenancePartitionsResult
 }
 
 // maintenanceSlicesPerRun bounds a run's slices before it continues as new
@@ -82,6 +87,13 @@ func (m *maintenance) setup(ctx workflow.Context) {
 }
 
 func (m *maintenance) run(ctx workflow.Context) (MaintenanceResult, error) {
+	if !m.in.PartitionsDone {
+		if err := workflow.ExecuteActivity(m.dbCtx, contract.MaintenancePartitions, contract.MaintenancePartitionsInput{Now: m.in.StartedAt}).
+			Get(ctx, &m.in.Partitions); err != nil {
+			return MaintenanceResult{}, err
+		}
+		m.in.PartitionsDone = true
+	}
 	perRun := m.in.SlicesPerRun
 	if perRun <= 0 {
 		perRun = maintenanceSlicesPerRun
@@ -107,11 +119,11 @@ func (m *maintenance) run(ctx workflow.Context) (MaintenanceResult, error) {
 	info := workflow.GetInfo(ctx)
 	if err := workflow.ExecuteActivity(m.dbCtx, contract.MaintenanceReport, contract.MaintenanceReportInput{
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, StartedAt: m.in.StartedAt,
-		Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices,
+		Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices, Partitions: m.in.Partitions,
 	}).Get(ctx, nil); err != nil {
 		return MaintenanceResult{}, err
 	}
-	return MaintenanceResult{Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices}, nil
+	return MaintenanceResult{Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices, Partitions: m.in.Partitions}, nil
 }
 
 // addCounts adds src's counts into dst (sums: the order does not matter).

@@ -22,7 +22,7 @@ import (
 	"github.com/herald-notify/herald/workflows"
 )
 
-// A pass of several slices: each starts where the previous stopped, with the
+// The partitions step runs once, first; then a pass of several slices: each starts where the previous stopped, with the
 // run's clock; the counts add up; a run continues as new after SlicesPerRun
 // slices carrying its cursor, clock and counts; the report comes once, at the
 // end.
@@ -40,6 +40,11 @@ func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 		return contract.MaintenancePruneResult{Deleted: map[string]int64{"notifications": 10}, Tenants: 1,
 			Next: contract.MaintenanceCursor{TenantID: string(rune('a' + n)), Step: n}, Done: n == 3}, nil
 	}, activity.RegisterOptions{Name: contract.MaintenancePrune})
+	partitionRuns := 0
+	env.RegisterActivityWithOptions(func(_ context.Context, in contract.MaintenancePartitionsInput) (contract.MaintenancePartitionsResult, error) {
+		partitionRuns++
+		return contract.MaintenancePartitionsResult{Dropped: []string{"notifications_p20261101"}}, nil
+	}, activity.RegisterOptions{Name: contract.MaintenancePartitions})
 	env.RegisterActivityWithOptions(func(context.Context, contract.MaintenanceReportInput) error {
 		t.Error("a report before the pass is over")
 		return nil
@@ -53,7 +58,8 @@ func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(cont.Input, &next); err != nil {
 		t.Fatal(err)
 	}
-	if !next.StartedAt.Equal(started) || next.From.TenantID != "c" || next.Deleted["notifications"] != 20 || next.Slices != 2 {
+	if !next.StartedAt.Equal(started) || next.From.TenantID != "c" || next.Deleted["notifications"] != 20 || next.Slices != 2 ||
+		!next.PartitionsDone || partitionRuns != 1 {
 		t.Fatalf("continued with %+v", next)
 	}
 
@@ -75,7 +81,7 @@ func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Deleted["notifications"] != 20 || res.Deleted["inbox"] != 5 || res.Slices != 3 || res.Tenants != 3 ||
-		!report.StartedAt.Equal(started) || report.Deleted["inbox"] != 5 {
+		!report.StartedAt.Equal(started) || report.Deleted["inbox"] != 5 || len(report.Partitions.Dropped) != 1 {
 		t.Fatalf("result %+v, report %+v", res, report)
 	}
 }

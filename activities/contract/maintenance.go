@@ -8,6 +8,9 @@ const (
 	// MaintenancePrune deletes expired rows tenant by tenant for a bounded
 	// time, heartbeating its position.
 	MaintenancePrune = "MaintenancePrune"
+	// MaintenancePartitions creates the partitioned tables' partitions
+	// ahead and detaches and drops those past the operator's retention.
+	MaintenancePartitions = "MaintenancePartitions"
 	// MaintenanceReport records a finished run (metrics, maintenance_runs).
 	MaintenanceReport = "MaintenanceReport"
 )
@@ -58,4 +61,22 @@ type MaintenanceReportInput struct {
 	Deleted    map[string]int64
 	Tenants    int
 	Slices     int
+	Partitions MaintenancePartitionsResult
+}
+
+// MaintenancePartitionsInput is the run's clock.
+type MaintenancePartitionsInput struct {
+	Now time.Time
+}
+
+// MaintenancePartitionsResult is what the partition step did.
+type MaintenancePartitionsResult struct {
+	// Created and Dropped list partitions by name.
+	Created []string
+	Dropped []string
+	// Statements is how many DDL statements ran, Retries how many attempts
+	// timed out on their lock, MaxWait the longest attempt.
+	Statements int
+	Retries    int
+	MaxWait    time.Duration
 }

@@ -99,8 +99,8 @@ func seedTenant(b *testing.B, pool *pgxpool.Pool, tenantID string, n int) int64 
 		`INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at)
 			SELECT $1, 'n_' || $1 || '_' || i, 'u' || i, 'order', ARRAY['in_app', 'email'], 'wf', 'run', md5($1 || i), 'delivered', now()
 			FROM generate_series(1, $2::int) i`,
-		`INSERT INTO deliveries (tenant_id, notification_id, channel, status)
-			SELECT $1, 'n_' || $1 || '_' || i, ch, 'delivered' FROM generate_series(1, $2::int) i, unnest(ARRAY['in_app', 'email']) ch`,
+		`INSERT INTO deliveries (tenant_id, notification_id, channel, status, accepted_at)
+			SELECT $1, 'n_' || $1 || '_' || i, ch, 'delivered', now() FROM generate_series(1, $2::int) i, unnest(ARRAY['in_app', 'email']) ch`,
 		`INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, subject, body, payload)
 			SELECT $1, 'n_' || $1 || '_' || i, 'email', 'k_' || i, 'u' || i || '@example.com', 'Hello', 'Body', '{}' FROM generate_series(1, $2::int) i`,
 		`INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, category, created_at)

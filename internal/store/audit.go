@@ -59,10 +59,12 @@ func (s *Store) BeginAudit(ctx context.Context, tenantID string, e AuditEntry) (
 // when nothing was changed (a refused request), no entry at all.
 func (s *Store) FinishAudit(ctx context.Context, tenantID string, id int64, status int, changed bool) error {
 	if !changed {
-		_, err := s.db.Exec(ctx, `DELETE FROM audit_log WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+		_, err := s.db.Exec(ctx, `DELETE FROM audit_log WHERE tenant_id = $1 AND id = $2 AND at > now() - interval '1 day'`, tenantID, id)
 		return err
 	}
-	_, err := s.db.Exec(ctx, `UPDATE audit_log SET status = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, status)
+	// The entry was written moments ago (BeginAudit): the time bound lets the
+	// weekly partitions (migration 0102) prune to the newest one or two.
+	_, err := s.db.Exec(ctx, `UPDATE audit_log SET status = $3 WHERE tenant_id = $1 AND id = $2 AND at > now() - interval '1 day'`, tenantID, id, status)
 	return err
 }
 

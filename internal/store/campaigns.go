@@ -366,20 +366,32 @@ type CampaignNotifications struct {
 // and a single notification to one user are in the order they became due.
 func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotifications) error {
 	return s.InTx(ctx, func(tx *Store) error {
+		// A recipient's accepted_at is when its campaign became due (its
+		// send_at, or its creation), fixed when the campaign is created, the
+		// same for every run of every batch: it is part of the notification's
+		// and the delivery guard's keys (migration 0102), so a re-run batch
+		// must write the same one to find the rows it wrote before.
+		// n.AcceptedAt only stands in for a campaign row that is missing.
+		acceptedAt := n.AcceptedAt
+		if err := tx.db.QueryRow(ctx, `SELECT greatest(created_at, COALESCE(send_at, created_at)) FROM campaigns WHERE tenant_id = $1 AND id = $2`,
+			n.TenantID, n.CampaignID).Scan(&acceptedAt); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 		if _, err := tx.db.Exec(ctx, `
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status,
 				accepted_at, template_version, category, campaign_id)
 			SELECT $1, t.id, t.uid, $2, $3, $4, '', $5, $6, $7, $8, NULLIF($9, ''), $5
 			FROM unnest($10::text[], $11::text[]) AS t(id, uid)
-			ON CONFLICT (tenant_id, id) DO NOTHING`,
-			n.TenantID, n.TemplateID, n.Channels, n.WorkflowID, n.CampaignID, herald.NotificationSending, n.AcceptedAt,
+			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING`,
+			n.TenantID, n.TemplateID, n.Channels, n.WorkflowID, n.CampaignID, herald.NotificationSending, acceptedAt,
 			n.TemplateVersion, n.Category, n.NotificationIDs, n.UserIDs); err != nil {
 			return err
 		}
 		_, err := tx.db.Exec(ctx, `
-			INSERT INTO deliveries (tenant_id, notification_id, channel, status, campaign_id)
-			SELECT $1, id, ch, $4, $5 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
-			ON CONFLICT (notification_id, channel) DO NOTHING`, n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending, n.CampaignID)
+			INSERT INTO deliveries (tenant_id, notification_id, channel, status, campaign_id, accepted_at)
+			SELECT $1, id, ch, $4, $5, $6 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
+			ON CONFLICT (tenant_id, notification_id, channel, accepted_at) DO NOTHING`,
+			n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending, n.CampaignID, acceptedAt)
 		if err != nil {
 			return err
 		}

@@ -166,7 +166,7 @@ func (s *Store) CloseDigest(ctx context.Context, p CloseDigestParams) (ClosedDig
 			}
 			tag, err := tx.db.Exec(ctx, `
 				UPDATE digest_events SET digest_id = $3
-				WHERE seq IN (
+				WHERE tenant_id = $1 AND seq IN (
 					SELECT seq FROM digest_events
 					WHERE digest_key = $2 AND digest_id IS NULL AND NOT cancelled AND tenant_id = $1
 						AND seq <= $4 AND ($6 = 0 OR seq = $6)

@@ -160,6 +160,7 @@ func TestDigestEventKeysTakeOverAndPrune(t *testing.T) {
 	st, tx, ctx := txStoreWithTx(t)
 	tn, _ := mustTenant(t, st, ctx)
 	at := time.Date(2026, 3, 7, 15, 0, 0, 0, time.UTC)
+	partitionsAt(t, tx, at) // a day of its own, long past: its partitions
 	accept := func(id string, when time.Time) store.AcceptedDigestEvent {
 		t.Helper()
 		a, err := st.AcceptDigestEvent(ctx, store.AcceptDigestEventParams{TenantID: tn.ID, UserID: "u", FlowID: "f", FlowVersion: 1,

@@ -99,8 +99,8 @@ func seedUser(b *testing.B, pool *pgxpool.Pool, tenantID, userID string, n int) 
 		`INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at)
 			SELECT $1, 'n_' || $2 || '_' || i, $2, 'order', ARRAY['in_app', 'email'], 'wf', 'run', md5($2 || i), 'delivered', now()
 			FROM generate_series(1, $3::int / 5) i`,
-		`INSERT INTO deliveries (tenant_id, notification_id, channel, status)
-			SELECT $1, 'n_' || $2 || '_' || i, ch, 'delivered' FROM generate_series(1, $3::int / 5) i, unnest(ARRAY['in_app', 'email']) ch`,
+		`INSERT INTO deliveries (tenant_id, notification_id, channel, status, accepted_at)
+			SELECT $1, 'n_' || $2 || '_' || i, ch, 'delivered', now() FROM generate_series(1, $3::int / 5) i, unnest(ARRAY['in_app', 'email']) ch`,
 		`INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, subject, body, payload)
 			SELECT $1, 'n_' || $2 || '_' || i, 'email', 'k_' || $2 || '_' || i, $2 || '@example.com', 'Hello', 'Body', '{}'
 			FROM generate_series(1, $3::int / 5) i`,

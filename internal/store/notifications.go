@@ -48,7 +48,9 @@ type Notification struct {
 // (ledgerSQL needs the notification row anyway). A duplicate that got to the
 // ledger first left a row with its count and no body hash; this fills the hash
 // and the window in and keeps the count. Re-running it (an activity retry)
-// changes nothing. With n.Due it also numbers the notification in its user's
+// changes nothing: n.AcceptedAt, part of both tables' keys (they are
+// partitioned by it, migration 0102), is the workflow input's, the same on
+// every retry. With n.Due it also numbers the notification in its user's
 // due sequence when nothing did yet (as AssignDue; the accept path usually has).
 func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 	err := s.insertNotification(ctx, n)
@@ -77,11 +79,11 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
 				template_version, category)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
-			ON CONFLICT (tenant_id, id) DO NOTHING
+			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING
 		), channels AS (
-			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason)
-			SELECT $1, $2, ch, $13, NULLIF($14, '') FROM unnest($5::text[]) AS ch
-			ON CONFLICT (notification_id, channel) DO NOTHING
+			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason, accepted_at)
+			SELECT $1, $2, ch, $13, NULLIF($14, ''), $10 FROM unnest($5::text[]) AS ch
+			ON CONFLICT (tenant_id, notification_id, channel, accepted_at) DO NOTHING
 		), ledger AS (
 			INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
 			SELECT $1, $2, $8, $15, $16, $16, 0, $17 WHERE $15::bytea IS NOT NULL

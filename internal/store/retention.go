@@ -23,11 +23,22 @@ type PruneKind string
 // The kinds Prune deletes.
 const (
 	// PruneNotifications: notifications accepted before the cut-off and no
-	// longer in flight; their deliveries, attempts, receipts and dead letters
-	// go with them (foreign keys ON DELETE CASCADE), and their due-sequence
-	// numbers (notification_sequences, in the same statement; the user's
-	// counter stays, so numbers never repeat).
+	// longer in flight, with their deliveries, attempts, receipts, dead
+	// letters and due-sequence numbers (notification_sequences; the user's
+	// counter stays, so numbers never repeat), in one statement (a tenant's
+	// shorter retention: the operator's drops partitions).
 	PruneNotifications PruneKind = "notifications"
+	// PruneReceipts: provider receipts received before the cut-off (the
+	// notification history's: their notification's partition is gone).
+	PruneReceipts PruneKind = "provider_receipts"
+	// PruneOldDeadLetters: dead letters, open or not, older than the
+	// notification history's retention whose notification is gone (its
+	// partition dropped: nothing is left to redrive).
+	PruneOldDeadLetters PruneKind = "dead_letters_expired"
+	// PruneSequences: due-sequence numbers assigned before the cut-off (the
+	// notification history's: their notifications' partitions are gone; the
+	// users' counters stay).
+	PruneSequences PruneKind = "notification_sequences"
 	// PruneLedger: dedup-ledger rows whose window ended before the cut-off.
 	PruneLedger PruneKind = "dedup_ledger"
 	// PruneCapLedger: cap claims older than the cut-off.
@@ -59,22 +70,43 @@ const (
 // pruneSQL is each kind's statement: $1 the tenant, $2 the cut-off, $3 the
 // batch. The inner SELECT walks the kind's (tenant_id, time) index.
 var pruneSQL = map[PruneKind]string{
-	PruneNotifications: `WITH x AS (
-			SELECT id FROM notifications WHERE tenant_id = $1 AND accepted_at < $2
-			AND status NOT IN ('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` + string(herald.NotificationSending) + `')
-			-- A notification scheduled far ahead keeps its history for the whole
-			-- retention after it ended, not after it was accepted.
-			AND updated_at < $2
-			-- An open or redriving dead letter keeps its notification (the dead
-			-- letter would go with it: ON DELETE CASCADE).
-			AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.tenant_id = $1 AND d.notification_id = notifications.id
-				AND d.status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `'))
-			LIMIT $3
+	// Deliveries, attempts, receipts and dead letters have no foreign key to
+	// notifications (partitioned tables, migration 0102): the statement
+	// deletes them with their notifications.
+	PruneNotifications: `WITH n AS (
+			DELETE FROM notifications n USING (
+				SELECT id, accepted_at FROM notifications WHERE tenant_id = $1 AND accepted_at < $2
+				AND status NOT IN ('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` + string(herald.NotificationSending) + `')
+				-- A notification scheduled far ahead keeps its history for the whole
+				-- retention after it ended, not after it was accepted.
+				AND updated_at < $2
+				-- An open or redriving dead letter keeps its notification (it is
+				-- deleted with it, below).
+				AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.tenant_id = $1 AND d.notification_id = notifications.id
+					AND d.status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `'))
+				LIMIT $3) x
+			WHERE n.tenant_id = $1 AND n.id = x.id AND n.accepted_at = x.accepted_at
+			RETURNING n.id, n.accepted_at
+		), d AS (
+			DELETE FROM deliveries d USING n WHERE d.tenant_id = $1 AND d.notification_id = n.id AND d.accepted_at = n.accepted_at
+		), a AS (
+			DELETE FROM delivery_attempts a USING n WHERE a.tenant_id = $1 AND a.notification_id = n.id
+		), r AS (
+			DELETE FROM provider_receipts r USING n WHERE r.tenant_id = $1 AND r.notification_id = n.id
+		), l AS (
+			DELETE FROM dead_letters l USING n WHERE l.tenant_id = $1 AND l.notification_id = n.id
 		), numbers AS (
-			DELETE FROM notification_sequences s USING x WHERE s.tenant_id = $1 AND s.notification_id = x.id
+			DELETE FROM notification_sequences s USING n WHERE s.tenant_id = $1 AND s.notification_id = n.id
 		)
-		DELETE FROM notifications n USING x
-		WHERE n.tenant_id = $1 AND n.id = x.id`,
+		SELECT count(*) FROM n`,
+	PruneReceipts: `DELETE FROM provider_receipts WHERE tenant_id = $1 AND id IN (
+			SELECT id FROM provider_receipts WHERE tenant_id = $1 AND received_at < $2 LIMIT $3)`,
+	PruneOldDeadLetters: `DELETE FROM dead_letters WHERE tenant_id = $1 AND id IN (
+			SELECT id FROM dead_letters l WHERE tenant_id = $1 AND created_at < $2
+			AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.tenant_id = $1 AND n.id = l.notification_id) LIMIT $3)`,
+	PruneSequences: `DELETE FROM notification_sequences s USING (
+			SELECT notification_id FROM notification_sequences WHERE tenant_id = $1 AND assigned_at < $2 LIMIT $3) x
+		WHERE s.tenant_id = $1 AND s.notification_id = x.notification_id`,
 	PruneLedger: `DELETE FROM notification_dedup d USING (
 			SELECT notification_id FROM notification_dedup WHERE tenant_id = $1 AND dedup_until < $2 LIMIT $3) x
 		WHERE d.tenant_id = $1 AND d.notification_id = x.notification_id`,
@@ -104,8 +136,9 @@ var pruneSQL = map[PruneKind]string{
 
 // PruneKinds lists every kind Prune deletes, in the order a run takes them
 // (webhook attempts before their messages).
-var PruneKinds = []PruneKind{PruneNotifications, PruneLedger, PruneCapLedger, PruneSandbox, PruneWebhookAttempts,
-	PruneWebhookMessages, PruneDeadLetters, PruneAudit, PruneCampaigns, PruneInboxEvents, PruneOrderHandoffs, PruneOrderLanes}
+var PruneKinds = []PruneKind{PruneNotifications, PruneReceipts, PruneOldDeadLetters, PruneSequences, PruneLedger, PruneCapLedger,
+	PruneSandbox, PruneWebhookAttempts, PruneWebhookMessages, PruneDeadLetters, PruneAudit, PruneCampaigns, PruneInboxEvents,
+	PruneOrderHandoffs, PruneOrderLanes}
 
 // Prune deletes up to limit of the tenant's rows of kind older than cutoff
 // and returns how many it deleted (fewer than limit: none are left).
@@ -113,6 +146,13 @@ func (s *Store) Prune(ctx context.Context, kind PruneKind, tenantID string, cuto
 	q, ok := pruneSQL[kind]
 	if !ok {
 		return 0, fmt.Errorf("no such prune kind %q", kind)
+	}
+	if kind == PruneNotifications { // a WITH … SELECT count(*)
+		var n int64
+		if err := s.db.QueryRow(ctx, q, tenantID, cutoff, limit).Scan(&n); err != nil {
+			return 0, fmt.Errorf("prune %s of tenant %s: %w", kind, tenantID, err)
+		}
+		return n, nil
 	}
 	tag, err := s.db.Exec(ctx, q, tenantID, cutoff, limit)
 	if err != nil {

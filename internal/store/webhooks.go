@@ -340,7 +340,7 @@ type ListWebhookAttemptsParams struct {
 func (s *Store) ListWebhookAttempts(ctx context.Context, p ListWebhookAttemptsParams) ([]WebhookAttempt, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT a.id, m.msg_id, m.event_type, m.notification_id, m.status, a.attempt, a.status_code, a.outcome, a.error, a.duration_ms, a.at
-		FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_id
+		FROM webhook_attempts a JOIN webhook_messages m ON m.tenant_id = a.tenant_id AND m.id = a.message_id
 		WHERE a.tenant_id = $1 AND a.endpoint_id = $2 AND ($3 = '' OR m.status = $3) AND ($4 = 0 OR a.id < $4)
 		ORDER BY a.id DESC LIMIT $5`, p.TenantID, p.EndpointID, p.Status, p.BeforeID, p.Limit)
 	if err != nil {

@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herald-notify/herald/internal/retention"
+)
+
+// The time partitions of the high-volume tables (migration 0102,
+// docs/retention.md#time-partitions). The maintenance workflow creates each
+// table's partitions ahead of time and detaches and drops those wholly past
+// the operator's retention, so expiry never deletes rows one by one. A tenant
+// with a shorter retention has its own rows deleted in batches (Prune).
+
+// PartitionedTable is one partitioned table: its partition key column, the
+// span of one partition, and the retention that expires it.
+type PartitionedTable struct {
+	Table  string
+	Column string
+	// Unit is "day" or "week" (weeks start on Monday, UTC).
+	Unit string
+	// Keep is how long the operator keeps its rows.
+	Keep func(retention.Policy) time.Duration
+}
+
+// PartitionedTables lists every partitioned table.
+var PartitionedTables = []PartitionedTable{
+	{Table: "notifications", Column: "accepted_at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }},
+	{Table: "deliveries", Column: "accepted_at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }},
+	{Table: "delivery_attempts", Column: "at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }},
+	{Table: "inbox_events", Column: "created_at", Unit: "week", Keep: func(p retention.Policy) time.Duration { return p.InboxAge }},
+	{Table: "audit_log", Column: "at", Unit: "week", Keep: func(p retention.Policy) time.Duration { return p.Audit }},
+}
+
+// span is one partition's length.
+func (t PartitionedTable) span() time.Duration {
+	if t.Unit == "week" {
+		return 7 * retention.Day
+	}
+	return retention.Day
+}
+
+// Start is the start of the partition that holds time at.
+func (t PartitionedTable) Start(at time.Time) time.Time {
+	d := at.UTC().Truncate(retention.Day)
+	if t.Unit == "week" {
+		// Monday: Go's Weekday has Sunday = 0.
+		d = d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7))
+	}
+	return d
+}
+
+// PartitionName is the name of the partition starting at start.
+func (t PartitionedTable) PartitionName(start time.Time) string {
+	return t.Table + "_p" + start.UTC().Format("20060102")
+}
+
+// PartitionAhead is how far ahead the maintenance workflow keeps partitions:
+// a week of runs may fail before an insert finds no partition.
+const PartitionAhead = 7 * retention.Day
+
+// Partition is one partition of a table.
+type Partition struct {
+	Name       string
+	Start, End time.Time
+	// Attached is false for a table left detached by an interrupted drop.
+	Attached bool
+}
+
+// Partitions lists the table's partitions, attached or left detached, oldest
+// first.
+func (s *Store) Partitions(ctx context.Context, t PartitionedTable) ([]Partition, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT c.relname, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid AND i.inhparent = $1::regclass)
+		FROM pg_class c
+		WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname LIKE $2
+		ORDER BY c.relname`, t.Table, t.Table+`\_p%`)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Partition, error) {
+		var p Partition
+		err := r.Scan(&p.Name, &p.Attached)
+		return p, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, p := range out {
+		start, err := time.Parse("20060102", strings.TrimPrefix(p.Name, t.Table+"_p"))
+		if err != nil {
+			continue // not one of ours (a table whose name only starts the same)
+		}
+		p.Start, p.End = start, start.Add(t.span())
+		kept = append(kept, p)
+	}
+	return kept, nil
+}
+
+// DDLLockTimeout bounds how long one partition statement waits for its lock
+// before it gives up and is retried (DDLAttempts times): nothing that queues
+// behind it (an insert waiting for a lock the statement waits for) waits
+// longer.
+const (
+	DDLLockTimeout = 500 * time.Millisecond
+	DDLAttempts    = 20
+)
+
+// lockNotAvailable is SQLSTATE lock_not_available (lock_timeout).
+const lockNotAvailable = "55P03"
+
+// DDLStats is what partition statements waited.
+type DDLStats struct {
+	// Statements and Retries count the statements run and the attempts that
+	// timed out on their lock.
+	Statements, Retries int
+	// MaxWait is the longest one attempt took (its lock wait and its work).
+	MaxWait time.Duration
+}
+
+// ddl runs one statement outside any transaction on a connection of its own
+// with lock_timeout DDLLockTimeout, retrying a lock timeout up to DDLAttempts
+// times; every attempt's duration goes to observe.
+func (s *Store) ddl(ctx context.Context, stats *DDLStats, observe func(time.Duration), sql string) error {
+	pool, ok := s.db.(*pgxpool.Pool)
+	if !ok {
+		return errors.New("partition statements need the store's pool (not a transaction)")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", DDLLockTimeout.Milliseconds())); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout") //nolint:errcheck // the connection goes back to the pool either way
+	stats.Statements++
+	for attempt := 1; ; attempt++ {
+		t0 := time.Now()
+		// The simple protocol: DETACH … CONCURRENTLY refuses to run in a
+		// transaction block, implicit ones included.
+		_, err := conn.Conn().PgConn().Exec(ctx, sql).ReadAll()
+		d := time.Since(t0)
+		stats.MaxWait = max(stats.MaxWait, d)
+		if observe != nil {
+			observe(d)
+		}
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable || attempt == DDLAttempts {
+			return err
+		}
+		stats.Retries++
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// EnsurePartitions creates the table's missing partitions from the one
+// holding now to now + ahead: each as a table of its own, then attached
+// (ATTACH PARTITION takes SHARE UPDATE EXCLUSIVE on the parent, which inserts
+// do not wait for). It returns the names it created.
+func (s *Store) EnsurePartitions(ctx context.Context, t PartitionedTable, now time.Time, ahead time.Duration, stats *DDLStats, observe func(time.Duration)) ([]string, error) {
+	have, err := s.Partitions(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	attached := map[string]bool{}
+	exists := map[string]bool{}
+	for _, p := range have {
+		exists[p.Name], attached[p.Name] = true, p.Attached
+	}
+	var created []string
+	for start := t.Start(now); !start.After(now.Add(ahead)); start = start.Add(t.span()) {
+		name := t.PartitionName(start)
+		if attached[name] {
+			continue
+		}
+		if !exists[name] {
+			if err := s.ddl(ctx, stats, observe, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`,
+				pgx.Identifier{name}.Sanitize(), pgx.Identifier{t.Table}.Sanitize())); err != nil {
+				return created, fmt.Errorf("create %s: %w", name, err)
+			}
+		}
+		if err := s.ddl(ctx, stats, observe, fmt.Sprintf(`ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
+			pgx.Identifier{t.Table}.Sanitize(), pgx.Identifier{name}.Sanitize(),
+			start.Format(time.RFC3339), start.Add(t.span()).Format(time.RFC3339))); err != nil {
+			return created, fmt.Errorf("attach %s: %w", name, err)
+		}
+		created = append(created, name)
+	}
+	return created, nil
+}
+
+// DropPartitions detaches (DETACH PARTITION … CONCURRENTLY: inserts and
+// reads of the other partitions go on) and drops every partition of the table
+// that ends at or before cutoff, and drops a partition an interrupted run
+// left detached. It returns the names it dropped.
+func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff time.Time, stats *DDLStats, observe func(time.Duration)) ([]string, error) {
+	have, err := s.Partitions(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var dropped []string
+	for _, p := range have {
+		if p.End.After(cutoff) {
+			continue
+		}
+		name := pgx.Identifier{p.Name}.Sanitize()
+		if p.Attached {
+			err := s.ddl(ctx, stats, observe, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY`, pgx.Identifier{t.Table}.Sanitize(), name))
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && strings.Contains(pgErr.Message, "pending detach") {
+				// A detach interrupted half way: finish it.
+				err = s.ddl(ctx, stats, observe, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`, pgx.Identifier{t.Table}.Sanitize(), name))
+			}
+			if err != nil {
+				return dropped, fmt.Errorf("detach %s: %w", p.Name, err)
+			}
+		}
+		if err := s.ddl(ctx, stats, observe, `DROP TABLE IF EXISTS `+name); err != nil {
+			return dropped, fmt.Errorf("drop %s: %w", p.Name, err)
+		}
+		dropped = append(dropped, p.Name)
+	}
+	return dropped, nil
+}

@@ -151,7 +151,19 @@ func TestUnorderedNotificationsAreNeverHeld(t *testing.T) {
 }
 
 func TestOrderedLanesOfUsersAreIndependent(t *testing.T) {
-	h, f, _, key := orderedSetup(t)
+	h, f, tenantID, key := orderedSetup(t)
+	// The stuck send must stay pending (retrying) while the others go: a retry
+	// budget of minutes, not persistentRetries' 20 s (a dead letter releases the lane).
+	ctx := context.Background()
+	ts, err := h.Store.GetTenantSettings(ctx, tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.RetryPolicies = map[herald.Channel]herald.RetryPolicy{"email": {InitialInterval: herald.Duration{Duration: 100 * time.Millisecond},
+		MaximumInterval: herald.Duration{Duration: 2 * time.Second}, MaximumAttempts: 300}}
+	if err := h.Store.PutTenantSettings(ctx, tenantID, ts); err != nil {
+		t.Fatal(err)
+	}
 	const users, each = 50, 20
 	for u := range users {
 		h.PutUser(key, fmt.Sprintf("u%02d", u), map[string]any{"email": fmt.Sprintf("u%02d@example.com", u)})

@@ -159,6 +159,10 @@ func (w *notification) run(ctx workflow.Context) (NotificationResult, error) {
 	}
 	w.recorded = true
 	w.takePlaces(ctx, accepted.Places)
+	// A run that ends early (an activity's retries ran out) still gives its
+	// places up, or every later notification in its lanes would wait its hold
+	// bound; the normal path has left them already (leaveLane runs once).
+	defer w.leaveLanes(ctx)
 
 	if wait := w.in.SendAt.Sub(workflow.Now(ctx)); !w.in.SendAt.IsZero() && wait > 0 && !w.cancelled {
 		w.scheduleAll(ctx)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
@@ -73,4 +74,25 @@ func (s *notificationSuite) TestOrderedChannelGoesAtItsHoldBound() {
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
 	s.Equal(herald.ReasonOrderTimeout, res.Channels[herald.ChannelEmail].Reason)
 	s.Equal(herald.DeliverySent, res.Channels[herald.ChannelEmail].Status)
+}
+
+// A run that fails before its channel starts (the gate's activity gave up)
+// still gives up the place the API took at acceptance, so the lane's later
+// notifications are not held to their bound.
+func (s *notificationSuite) TestOrderedPlaceReleasedWhenTheRunFails() {
+	s.env.OnActivity(contract.RecordAccepted, mock.Anything, mock.Anything).
+		Return(contract.RecordAcceptedResult{Places: []contract.ClaimOrderResult{{Channel: herald.ChannelEmail, Seq: 1}}}, nil).Once()
+	s.env.OnActivity(contract.LoadRecipient, mock.Anything, mock.Anything).Return(contract.Recipient{UserID: "u1", Email: "ada@example.com"}, nil)
+	s.env.OnActivity(contract.LoadPreferences, mock.Anything, mock.Anything).
+		Return(contract.PreferencesResult{}, temporal.NewNonRetryableApplicationError("preferences unreadable", "test", nil))
+	released := 0
+	s.env.OnActivity(contract.ReleaseOrder, mock.Anything, mock.MatchedBy(func(in contract.ReleaseOrderInput) bool {
+		return in.Channel == herald.ChannelEmail
+	})).Return(func(context.Context, contract.ReleaseOrderInput) (contract.ReleaseOrderResult, error) {
+		released++
+		return contract.ReleaseOrderResult{}, nil
+	})
+	s.env.ExecuteWorkflow(NotificationWorkflow, orderedInput(time.Hour))
+	s.Require().Error(s.env.GetWorkflowError(), "the run fails with the gate")
+	s.Equal(1, released, "the place is released once")
 }

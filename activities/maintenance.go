@@ -37,51 +37,47 @@ const capClaimWindow = 25 * time.Hour
 // maintenanceStep is one kind of rows a pass prunes per tenant.
 type maintenanceStep struct {
 	name string
-	// cutoff is the tenant's cut-off for the kind.
-	cutoff func(now time.Time, p retention.Policy) time.Time
 	// kind is the store.Prune kind; "" for the inbox steps.
 	kind store.PruneKind
-	// partitioned, for a kind held in time partitions, is its retention: the
-	// operator's cut-off drops whole partitions (MaintenancePartitions), so
-	// rows are deleted one by one only for a tenant whose own is shorter.
-	partitioned func(retention.Policy) time.Duration
+	// keep is how long the tenant keeps the kind: rows older than now - keep
+	// go (nil for the inbox cap, which counts items, not time).
+	keep func(retention.Policy) time.Duration
+	// partitioned: the kind is held in time partitions. The operator's
+	// cut-off drops whole partitions (MaintenancePartitions), so rows are
+	// deleted one by one only for a tenant whose own keep is shorter.
+	partitioned bool
 }
 
+// cutoff is the step's cut-off for a tenant keeping p.
+func (s maintenanceStep) cutoff(now time.Time, p retention.Policy) time.Time {
+	return now.Add(-s.keep(p))
+}
+
+// How long each kind is kept, by the policy's field (or a fixed window).
+var (
+	keepNotifications = func(p retention.Policy) time.Duration { return p.Notifications }
+	keepInboxAge      = func(p retention.Policy) time.Duration { return p.InboxAge }
+	keepUntilNow      = func(retention.Policy) time.Duration { return 0 }
+	keepCapClaims     = func(retention.Policy) time.Duration { return capClaimWindow }
+)
+
 var maintenanceSteps = []maintenanceStep{
-	{name: string(store.PruneNotifications), kind: store.PruneNotifications,
-		cutoff:      func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) },
-		partitioned: func(p retention.Policy) time.Duration { return p.Notifications }},
-	{name: string(store.PruneReceipts), kind: store.PruneReceipts,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
-	{name: string(store.PruneOldDeadLetters), kind: store.PruneOldDeadLetters,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
-	{name: string(store.PruneSequences), kind: store.PruneSequences,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
-	{name: string(store.PruneLedger), kind: store.PruneLedger,
-		cutoff: func(now time.Time, _ retention.Policy) time.Time { return now }},
-	{name: string(store.PruneCapLedger), kind: store.PruneCapLedger,
-		cutoff: func(now time.Time, _ retention.Policy) time.Time { return now.Add(-capClaimWindow) }},
-	{name: string(store.PruneSandbox), kind: store.PruneSandbox,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Sandbox) }},
-	{name: string(store.PruneWebhookAttempts), kind: store.PruneWebhookAttempts,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Webhooks) }},
-	{name: string(store.PruneWebhookMessages), kind: store.PruneWebhookMessages,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Webhooks) }},
-	{name: string(store.PruneDeadLetters), kind: store.PruneDeadLetters,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.DeadLetters) }},
-	{name: string(store.PruneAudit), kind: store.PruneAudit,
-		cutoff:      func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Audit) },
-		partitioned: func(p retention.Policy) time.Duration { return p.Audit }},
-	{name: string(store.PruneCampaigns), kind: store.PruneCampaigns,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Campaigns) }},
-	{name: string(store.PruneOrderHandoffs), kind: store.PruneOrderHandoffs,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
-	{name: string(store.PruneOrderLanes), kind: store.PruneOrderLanes,
-		cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.Notifications) }},
-	{name: string(store.PruneInboxEvents), kind: store.PruneInboxEvents,
-		cutoff:      func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.InboxAge) },
-		partitioned: func(p retention.Policy) time.Duration { return p.InboxAge }},
-	{name: MaintenanceInboxAge, cutoff: func(now time.Time, p retention.Policy) time.Time { return now.Add(-p.InboxAge) }},
+	{name: string(store.PruneNotifications), kind: store.PruneNotifications, keep: keepNotifications, partitioned: true},
+	{name: string(store.PruneReceipts), kind: store.PruneReceipts, keep: keepNotifications},
+	{name: string(store.PruneOldDeadLetters), kind: store.PruneOldDeadLetters, keep: keepNotifications},
+	{name: string(store.PruneSequences), kind: store.PruneSequences, keep: keepNotifications},
+	{name: string(store.PruneLedger), kind: store.PruneLedger, keep: keepUntilNow},
+	{name: string(store.PruneCapLedger), kind: store.PruneCapLedger, keep: keepCapClaims},
+	{name: string(store.PruneSandbox), kind: store.PruneSandbox, keep: func(p retention.Policy) time.Duration { return p.Sandbox }},
+	{name: string(store.PruneWebhookAttempts), kind: store.PruneWebhookAttempts, keep: func(p retention.Policy) time.Duration { return p.Webhooks }},
+	{name: string(store.PruneWebhookMessages), kind: store.PruneWebhookMessages, keep: func(p retention.Policy) time.Duration { return p.Webhooks }},
+	{name: string(store.PruneDeadLetters), kind: store.PruneDeadLetters, keep: func(p retention.Policy) time.Duration { return p.DeadLetters }},
+	{name: string(store.PruneAudit), kind: store.PruneAudit, keep: func(p retention.Policy) time.Duration { return p.Audit }, partitioned: true},
+	{name: string(store.PruneCampaigns), kind: store.PruneCampaigns, keep: func(p retention.Policy) time.Duration { return p.Campaigns }},
+	{name: string(store.PruneOrderHandoffs), kind: store.PruneOrderHandoffs, keep: keepNotifications},
+	{name: string(store.PruneOrderLanes), kind: store.PruneOrderLanes, keep: keepNotifications},
+	{name: string(store.PruneInboxEvents), kind: store.PruneInboxEvents, keep: keepInboxAge, partitioned: true},
+	{name: MaintenanceInboxAge, keep: keepInboxAge},
 	{name: MaintenanceInboxCap},
 }
 
@@ -154,7 +150,7 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 	worked := false
 	for ; cur.Step < len(maintenanceSteps); cur.Step, cur.User = cur.Step+1, "" {
 		step := maintenanceSteps[cur.Step]
-		if step.partitioned != nil && step.partitioned(p) >= step.partitioned(op) {
+		if step.partitioned && step.keep(p) >= step.keep(op) {
 			continue // the operator's retention: whole partitions go
 		}
 		for {

@@ -118,7 +118,7 @@ func TestInboxComponentInChromium(t *testing.T) {
 }
 
 // The component places each new item where its sequence says: "scheduled"
-// is accepted first with send_at 2.5 s ahead; "flaky early" next, but its inbox
+// is accepted first with send_at 8 s ahead; "flaky early" next, but its inbox
 // write fails until "later" is in the inbox (retried), so it arrives late and
 // goes below "later"; "scheduled" becomes due and lands on top (numbered last,
 // though accepted first and older by created_at than both).
@@ -154,6 +154,9 @@ func TestInboxComponentPlacesLateItemsInChromium(t *testing.T) {
 	h.Accept(key, map[string]any{"user_id": "ada", "template_id": "hi", "channels": []string{"in_app"}, "idempotency_key": freshKey("sched"),
 		"data": map[string]any{"title": "scheduled", "body": "b"}, "send_at": time.Now().Add(8 * time.Second).UTC().Format(time.RFC3339Nano)})
 	early := sendInApp(t, h, key, "ada", "flaky early")
+	// "later" is sent once the early item's write has been refused: sent at
+	// once, its run could write before the early one first tries.
+	h.Eventually(30*time.Second, "the early item's write refused", func() bool { return refused() >= 1 })
 	sendInApp(t, h, key, "ada", "later")
 	waitDelivered(h, key, early)
 	h.Eventually(30*time.Second, "scheduled on top, early at the bottom", func() bool { return titles() == "scheduled|later|flaky early#live" })

@@ -23,7 +23,7 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 )
 
-// Issue 22: the live inbox bounded like the accept path.
+// The live inbox, bounded like the accept path: streams, actions and bytes per tenant.
 
 // openRawStreams opens n inbox streams (GET path with key) that read and
 // discard what they are sent, cheaply (the harness's Stream buffers 10,000

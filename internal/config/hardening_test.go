@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 22's settings: their defaults, "0 turns a bucket off", and refusals.
+// The hardening settings (stream, action and byte bounds): their defaults, "0 turns a bucket off", and refusals.
 func TestHardeningSettings(t *testing.T) {
 	clearEnv(t)
 	c, err := FromEnv()

@@ -44,7 +44,12 @@ type maintenanceStep struct {
 	keep func(retention.Policy) time.Duration
 	// partitioned: the kind is held in time partitions. The operator's
 	// cut-off drops whole partitions (MaintenancePartitions), so rows are
-	// deleted one by one only for a tenant whose own keep is shorter.
+	// deleted one by one only for a tenant whose own keep is shorter. The
+	// notification history is not marked so: a partition that holds a
+	// notification not ended is kept past the operator's cut-off, and its
+	// other rows are deleted one by one, for every tenant (where no partition
+	// is kept, the statement's accepted_at < cut-off prunes every partition
+	// away: one cheap statement per tenant and run).
 	partitioned bool
 }
 
@@ -62,7 +67,7 @@ var (
 )
 
 var maintenanceSteps = []maintenanceStep{
-	{name: string(store.PruneNotifications), kind: store.PruneNotifications, keep: keepNotifications, partitioned: true},
+	{name: string(store.PruneNotifications), kind: store.PruneNotifications, keep: keepNotifications},
 	{name: string(store.PruneReceipts), kind: store.PruneReceipts, keep: keepNotifications},
 	{name: string(store.PruneOldDeadLetters), kind: store.PruneOldDeadLetters, keep: keepNotifications},
 	{name: string(store.PruneSequences), kind: store.PruneSequences, keep: keepNotifications},
@@ -251,8 +256,9 @@ func (a *Activities) MaintenancePartitions(ctx context.Context, in contract.Main
 		if err != nil {
 			return res, err
 		}
-		dropped, err := a.Store.DropPartitions(ctx, t, in.Now.Add(-t.Keep(op)), &stats, observe)
+		dropped, held, err := a.Store.DropPartitions(ctx, t, in.Now.Add(-t.Keep(op)), &stats, observe)
 		res.Dropped = append(res.Dropped, dropped...)
+		res.Held = append(res.Held, held...)
 		for range dropped {
 			a.Metrics.MaintenancePartition(t.Table, "dropped")
 		}
@@ -268,7 +274,7 @@ func (a *Activities) MaintenancePartitions(ctx context.Context, in contract.Main
 // the run metrics.
 func (a *Activities) MaintenanceReport(ctx context.Context, in contract.MaintenanceReportInput) error {
 	raw, err := json.Marshal(map[string]any{"deleted": in.Deleted, "tenants": in.Tenants, "slices": in.Slices,
-		"partitions": map[string]any{"created": in.Partitions.Created, "dropped": in.Partitions.Dropped,
+		"partitions": map[string]any{"created": in.Partitions.Created, "dropped": in.Partitions.Dropped, "held": in.Partitions.Held,
 			"statements": in.Partitions.Statements, "lock_retries": in.Partitions.Retries,
 			"max_wait_ms": in.Partitions.MaxWait.Milliseconds()}})
 	if err != nil {

@@ -240,12 +240,23 @@ func TestPartitionDroppedWhileAcceptsContinue(t *testing.T) {
 	createUser(h, key, "ada")
 	ctx := context.Background()
 	old := time.Now().Add(-5 * retention.Day)
+	// The day may be gone already (an earlier run of the test on this database).
+	for _, pt := range store.PartitionedTables[:3] {
+		if _, err := h.Store.EnsurePartitions(ctx, pt, old, 0, &store.DDLStats{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range 200 {
 		if err := h.Store.InsertNotification(ctx, store.Notification{TenantID: tenantID, ID: fmt.Sprintf("n_old%03d", i), UserID: "ada",
 			TemplateID: "order_shipped", Channels: []herald.Channel{herald.ChannelInApp, herald.ChannelEmail}, WorkflowID: "wf", RunID: "r",
 			DedupKeyHash: "k", Status: herald.NotificationDelivered, AcceptedAt: old}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// They ended when they were accepted (a partition holding a notification
+	// that ended within the retention is kept).
+	if _, err := testenv.Pool(t).Exec(ctx, `UPDATE notifications SET updated_at = accepted_at WHERE tenant_id = $1`, tenantID); err != nil {
+		t.Fatal(err)
 	}
 	type sample struct {
 		start time.Time
@@ -316,5 +327,122 @@ func TestPartitionDroppedWhileAcceptsContinue(t *testing.T) {
 	}
 	if _, err := h.Store.GetNotification(ctx, tenantID, "n_old000"); err == nil {
 		t.Fatal("a notification of a dropped partition is still there")
+	}
+}
+
+// A notification whose send_at is further ahead than the notification
+// history's retention sits in a partition past the cut-off before it is due:
+// the partitions step keeps that day (notifications, deliveries, attempts)
+// while it holds a notification not ended or ended within the retention, the
+// prune pass deletes the day's other rows, and the day goes once what it kept
+// has ended a retention ago.
+func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
+	keep := retention.Defaults
+	keep.Notifications = 3 * retention.Day
+	h := apitest.Start(t, apitest.Options{Retention: keep, NoWorker: true})
+	tenantID, _ := h.TenantWith("held", e2eTemplates...)
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	// A day of its own, past the retention, that no other test of the
+	// package writes to.
+	day := store.PartitionedTables[0].Start(time.Now().Add(-9 * retention.Day))
+	accepted := day.Add(2 * time.Hour)
+	for _, pt := range store.PartitionedTables[:3] {
+		if _, err := h.Store.EnsurePartitions(ctx, pt, day, 0, &store.DDLStats{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert := func(id string, status herald.NotificationStatus, ended time.Time, attemptAt time.Time) {
+		t.Helper()
+		if err := h.Store.InsertNotification(ctx, store.Notification{TenantID: tenantID, ID: id, UserID: "ada", TemplateID: "order_shipped",
+			Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: status, AcceptedAt: accepted}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE notifications SET updated_at = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, ended); err != nil {
+			t.Fatal(err)
+		}
+		if !attemptAt.IsZero() {
+			if _, err := pool.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, at)
+				VALUES ($1, $2, 'email', 1, 'sandbox', 'accepted', $3)`, tenantID, id, attemptAt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for _, table := range []string{"notifications", "deliveries", "delivery_attempts"} {
+			if _, err := pool.Exec(context.Background(), `DELETE FROM `+table+` WHERE tenant_id = $1`, tenantID); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	// Scheduled far ahead: not due yet, its delivery row is the guard.
+	insert("n_ahead", herald.NotificationScheduled, accepted, time.Time{})
+	// Accepted the same day and retried for days: ended yesterday, within
+	// the retention; its attempt is in that day's attempts partition.
+	insert("n_late", herald.NotificationDelivered, time.Now().Add(-retention.Day), day.Add(3*time.Hour))
+	// Ended the day it was accepted: past the retention.
+	insert("n_done", herald.NotificationDelivered, accepted.Add(time.Minute), day.Add(4*time.Hour))
+
+	names := make([]string, 3)
+	for i, pt := range store.PartitionedTables[:3] {
+		names[i] = pt.PartitionName(day)
+	}
+	res, err := h.Activities().MaintenancePartitions(ctx, contract.MaintenancePartitionsInput{Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if slices.Contains(res.Dropped, name) || !slices.Contains(res.Held, name) {
+			t.Fatalf("partition %s: dropped %v, held %v; want it held", name, res.Dropped, res.Held)
+		}
+	}
+	for _, id := range []string{"n_ahead", "n_late"} {
+		n, err := h.Store.GetNotification(ctx, tenantID, id)
+		if err != nil || len(n.Deliveries) != 1 {
+			t.Fatalf("%s after the partitions step: %+v, %v", id, n, err)
+		}
+	}
+	// The prune pass deletes what the kept day holds past the retention.
+	for from := (contract.MaintenanceCursor{TenantID: tenantID}); ; {
+		pr, err := h.Activities().MaintenancePrune(ctx, contract.MaintenancePruneInput{Now: time.Now(), From: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.Done {
+			break
+		}
+		from = pr.Next
+	}
+	if _, err := h.Store.GetNotification(ctx, tenantID, "n_done"); err == nil {
+		t.Fatal("n_done, ended past the retention, is still there after the prune pass")
+	}
+	var attempts int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1`, tenantID).Scan(&attempts); err != nil || attempts != 1 {
+		t.Fatalf("attempts left: %d (want n_late's), %v", attempts, err)
+	}
+	for _, id := range []string{"n_ahead", "n_late"} {
+		if _, err := h.Store.GetNotification(ctx, tenantID, id); err != nil {
+			t.Fatalf("%s after the prune pass: %v", id, err)
+		}
+	}
+	// It ends now: kept a retention more.
+	if err := h.Store.SetNotificationStatus(ctx, tenantID, "n_ahead", herald.NotificationDelivered); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = h.Activities().MaintenancePartitions(ctx, contract.MaintenancePartitionsInput{Now: time.Now()}); err != nil || !slices.Contains(res.Held, names[0]) {
+		t.Fatalf("after n_ahead ended: held %v, %v", res.Held, err)
+	}
+	// A retention later: both ended 4 days ago (the clock is not moved on:
+	// the step would drop the partitions the other tests write to today).
+	if _, err := pool.Exec(ctx, `UPDATE notifications SET updated_at = now() - interval '4 days' WHERE tenant_id = $1`, tenantID); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = h.Activities().MaintenancePartitions(ctx, contract.MaintenancePartitionsInput{Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !slices.Contains(res.Dropped, name) {
+			t.Fatalf("a retention after its notifications ended, %s is not dropped: dropped %v, held %v", name, res.Dropped, res.Held)
+		}
 	}
 }

@@ -71,9 +71,12 @@ type MaintenancePartitionsInput struct {
 
 // MaintenancePartitionsResult is what the partition step did.
 type MaintenancePartitionsResult struct {
-	// Created and Dropped list partitions by name.
+	// Created and Dropped list partitions by name; Held those past the
+	// operator's retention kept for a notification not ended, or ended
+	// within the retention (store.DropPartitions).
 	Created []string
 	Dropped []string
+	Held    []string
 	// Statements is how many DDL statements ran, Retries how many attempts
 	// timed out on their lock, MaxWait the longest attempt.
 	Statements int

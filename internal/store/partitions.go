@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/retention"
 )
 
@@ -29,16 +30,51 @@ type PartitionedTable struct {
 	Unit string
 	// Keep is how long the operator keeps its rows.
 	Keep func(retention.Policy) time.Duration
+	// holds, when set, is the query ($1 a partition's start, $2 its end, $3
+	// the cut-off) that says whether the partition still holds a row of a
+	// notification that has not ended or ended after the cut-off: the
+	// partition is kept while it does (DropPartitions).
+	holds string
 }
 
 // PartitionedTables lists every partitioned table.
 var PartitionedTables = []PartitionedTable{
-	{Table: "notifications", Column: "accepted_at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }},
-	{Table: "deliveries", Column: "accepted_at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }},
-	{Table: "delivery_attempts", Column: "at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }},
+	{Table: "notifications", Column: "accepted_at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }, holds: holdsNotificationsSQL},
+	// A delivery's accepted_at is its notification's: the partitions of one
+	// day hold one day's notifications and their deliveries.
+	{Table: "deliveries", Column: "accepted_at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }, holds: holdsNotificationsSQL},
+	{Table: "delivery_attempts", Column: "at", Unit: "day", Keep: func(p retention.Policy) time.Duration { return p.Notifications }, holds: holdsAttemptsSQL},
 	{Table: "inbox_events", Column: "created_at", Unit: "week", Keep: func(p retention.Policy) time.Duration { return p.InboxAge }},
 	{Table: "audit_log", Column: "at", Unit: "week", Keep: func(p retention.Policy) time.Duration { return p.Audit }},
 }
+
+// A notification's history is pruned a retention after it ended, never
+// while it is in flight: a send_at further ahead than the retention leaves a
+// notification in a partition that is past the cut-off before it is even due.
+// The partial index notifications_open_idx (migration 0135) holds the
+// notifications not ended and those that ended more than LateEnd after they
+// were accepted; any other ended before its partition's end + LateEnd, so a
+// partition that ends LateEnd before the cut-off and holds no row of the
+// index that is open or ended after the cut-off holds nothing to keep. The
+// check probes that small index, never a day of rows.
+const LateEnd = time.Hour
+
+// openOrLateSQL is notifications_open_idx's predicate (the planner uses the
+// index only for a query that repeats it); keptSQL narrows it to what must
+// outlive the cut-off $3.
+const (
+	openStatusesSQL = `('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` + string(herald.NotificationSending) + `')`
+	openOrLateSQL   = `(status IN ` + openStatusesSQL + ` OR updated_at - accepted_at > interval '1 hour')`
+	keptSQL         = openOrLateSQL + ` AND (status IN ` + openStatusesSQL + ` OR updated_at >= $3)`
+)
+
+var (
+	holdsNotificationsSQL = `SELECT EXISTS (SELECT 1 FROM notifications WHERE accepted_at >= $1 AND accepted_at < $2 AND ` + keptSQL + `)`
+	// An attempt is made after its notification was accepted: the
+	// notifications to look at were accepted before the partition's end.
+	holdsAttemptsSQL = `SELECT EXISTS (SELECT 1 FROM notifications n WHERE accepted_at < $2 AND ` + keptSQL + `
+		AND EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.tenant_id = n.tenant_id AND a.notification_id = n.id AND a.at >= $1 AND a.at < $2))`
+)
 
 // span is one partition's length.
 func (t PartitionedTable) span() time.Duration {
@@ -206,16 +242,32 @@ func (s *Store) EnsurePartitions(ctx context.Context, t PartitionedTable, now ti
 
 // DropPartitions detaches (DETACH PARTITION … CONCURRENTLY: inserts and
 // reads of the other partitions go on) and drops every partition of the table
-// that ends at or before cutoff, and drops a partition an interrupted run
-// left detached. It returns the names it dropped.
-func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff time.Time, stats *DDLStats, observe func(time.Duration)) ([]string, error) {
+// that ends at or before cutoff (LateEnd before it for the notification
+// history), and drops a partition an interrupted run left detached. A
+// notification history partition that still holds a notification in flight,
+// or one that ended after cutoff (or its deliveries or attempts), is kept
+// whole: its other rows are pruned in batches (PruneNotifications) and the
+// partition goes once nothing in it is to be kept. It returns the names it
+// dropped and those it kept past cutoff.
+func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff time.Time, stats *DDLStats, observe func(time.Duration)) (dropped, held []string, err error) {
 	have, err := s.Partitions(ctx, t)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var dropped []string
 	for _, p := range have {
-		if p.End.After(cutoff) {
+		if t.holds != "" && p.Attached {
+			if p.End.Add(LateEnd).After(cutoff) {
+				continue
+			}
+			var keep bool
+			if err := s.db.QueryRow(ctx, t.holds, p.Start, p.End, cutoff).Scan(&keep); err != nil {
+				return dropped, held, fmt.Errorf("rows to keep in %s: %w", p.Name, err)
+			}
+			if keep {
+				held = append(held, p.Name)
+				continue
+			}
+		} else if p.End.After(cutoff) {
 			continue
 		}
 		name := pgx.Identifier{p.Name}.Sanitize()
@@ -227,13 +279,13 @@ func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff t
 				err = s.ddl(ctx, stats, observe, fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s FINALIZE`, pgx.Identifier{t.Table}.Sanitize(), name))
 			}
 			if err != nil {
-				return dropped, fmt.Errorf("detach %s: %w", p.Name, err)
+				return dropped, held, fmt.Errorf("detach %s: %w", p.Name, err)
 			}
 		}
 		if err := s.ddl(ctx, stats, observe, `DROP TABLE IF EXISTS `+name); err != nil {
-			return dropped, fmt.Errorf("drop %s: %w", p.Name, err)
+			return dropped, held, fmt.Errorf("drop %s: %w", p.Name, err)
 		}
 		dropped = append(dropped, p.Name)
 	}
-	return dropped, nil
+	return dropped, held, nil
 }

@@ -1,0 +1,1 @@
+DROP INDEX notifications_open_idx;

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,20 +13,83 @@ import (
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/store"
 )
 
 // bytesTables are the tables a notification writes to (partitioned ones
-// measured over their partitions).
-var bytesTables = []string{"notifications", "deliveries", "delivery_attempts", "inbox", "inbox_events", "inbox_state",
-	"notification_dedup", "notification_sequences", "due_sequences", "sandbox_messages", "provider_receipts", "cap_ledger"}
+// measured over their partitions). sandbox_messages is the sandbox provider's
+// record of what it would have sent: a development and test provider, not a
+// production cost, so totals are given without it (and with it for the case
+// that sends through it).
+var bytesTables = []string{"notifications", "deliveries", "delivery_attempts", "inbox", "inbox_events",
+	"notification_dedup", "notification_sequences", "provider_receipts", "cap_ledger", "sandbox_messages"}
+
+// bytesPerUserTables hold one row per user, written by a user's first
+// notification: reported apart, per user (the seed's inbox holds 100
+// notifications a user).
+var bytesPerUserTables = []string{"inbox_state", "due_sequences"}
+
+// relSize is one table's bytes, split: heap (main fork, free space and
+// visibility maps), TOAST (with its index) and each index by name; and its
+// row writes from the statistics (inserted, updated, of which HOT).
+type relSize struct {
+	heap, toast         int64
+	indexes             map[string]int64
+	ins, upd, hot, dead int64
+}
+
+func (r relSize) total() int64 {
+	t := r.heap + r.toast
+	for _, b := range r.indexes {
+		t += b
+	}
+	return t
+}
+
+// measureTable reads a table's relSize, summed over its partitions (a plain
+// table is its own only partition).
+func measureTable(ctx context.Context, t *testing.T, st *store.Store, table string) relSize {
+	t.Helper()
+	r := relSize{indexes: map[string]int64{}}
+	const parts = `(SELECT relid FROM pg_partition_tree($1) UNION SELECT $1::regclass)`
+	if err := st.DB().QueryRow(ctx, `
+		SELECT COALESCE(sum(pg_relation_size(p.relid, 'main') + pg_relation_size(p.relid, 'fsm') + pg_relation_size(p.relid, 'vm')), 0),
+		       COALESCE(sum(CASE WHEN c.reltoastrelid <> 0 THEN pg_total_relation_size(c.reltoastrelid) ELSE 0 END), 0),
+		       COALESCE(sum(s.n_tup_ins), 0), COALESCE(sum(s.n_tup_upd), 0), COALESCE(sum(s.n_tup_hot_upd), 0), COALESCE(sum(s.n_dead_tup), 0)
+		FROM `+parts+` p JOIN pg_class c ON c.oid = p.relid LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid`, table).
+		Scan(&r.heap, &r.toast, &r.ins, &r.upd, &r.hot, &r.dead); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.DB().Query(ctx, `
+		SELECT c.relname, (SELECT COALESCE(sum(pg_relation_size(p.relid)), 0) FROM (SELECT relid FROM pg_partition_tree(i.indexrelid) UNION SELECT i.indexrelid) p)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = $1::regclass`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var b int64
+		if err := rows.Scan(&name, &b); err != nil {
+			t.Fatal(err)
+		}
+		r.indexes[name] = b
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
 
 // TestBytesPerNotification measures what one notification costs on disk, by
-// table (heap, TOAST and indexes: pg_total_relation_size, summed over a
-// partitioned table's partitions), sending HERALD_BENCH_BYTES_N notifications
-// (default 2000, to as many users) through the API and the worker, in-app
-// only and then in-app + email (the email through the sandbox provider), and
-// dividing each table's growth by their number. Run it alone on a quiet
-// database with HERALD_BENCH_BYTES=1 (docs/retention.md#measured).
+// table (heap, TOAST and each index, summed over a partitioned table's
+// partitions), sending HERALD_BENCH_BYTES_N notifications (default 2000, to as
+// many users) through the API and the worker: in-app only, in-app + email,
+// in-app + email + SMS (email and SMS to the SendGrid and Twilio fakes, as a
+// production tenant sends them), and in-app + email through the sandbox
+// provider (another tenant, with no provider configured), dividing each
+// table's growth by their number. Run it alone on a quiet database with
+// HERALD_BENCH_BYTES=1 (docs/retention.md#measured).
 func TestBytesPerNotification(t *testing.T) {
 	if os.Getenv("HERALD_BENCH_BYTES") != "1" {
 		t.Skip("set HERALD_BENCH_BYTES=1 to measure bytes per notification")
@@ -35,25 +98,48 @@ func TestBytesPerNotification(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("HERALD_BENCH_BYTES_N")); err == nil && v > 0 {
 		n = v
 	}
-	h := apitest.Start(t, apitest.Options{})
+	f := apitest.StartFakes(t)
+	h := apitest.Start(t, apitest.Options{Process: f.Process(publicBase, 10*time.Second)})
 	h.StartWorkers(1)
-	_, key := h.TenantWith("bytes", e2eTemplates...)
 	ctx := context.Background()
-	for i := range n {
-		h.PutUser(key, fmt.Sprintf("user-%05d", i), map[string]any{"email": fmt.Sprintf("user-%05d@example.com", i), "locale": "en-GB"})
+	providerTenant, providerKey := h.TenantWith("bytes", e2eTemplates...)
+	h.ConfigureSendGrid(providerTenant, `{"from":"shop@example.com"}`)
+	h.ConfigureTwilio(providerTenant)
+	sandboxTenant, sandboxKey := h.TenantWith("bytes-sandbox", e2eTemplates...)
+	for _, tenant := range []string{providerTenant, sandboxTenant} {
+		users := make([]store.User, n)
+		for i := range users {
+			id, email, phone, locale := fmt.Sprintf("user-%05d", i), fmt.Sprintf("user-%05d@example.com", i), fmt.Sprintf("+1415555%04d", i), "en-GB"
+			users[i] = store.User{UserID: id, Email: &email, Phone: &phone, Locale: &locale}
+		}
+		if err := h.Store.InsertUsers(ctx, tenant, users); err != nil {
+			t.Fatal(err)
+		}
 	}
-	sizes := func() map[string]int64 {
-		out := map[string]int64{}
-		for _, table := range bytesTables {
-			var b int64
-			if err := h.Store.DB().QueryRow(ctx, `SELECT COALESCE(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree($1)`, table).Scan(&b); err != nil {
-				t.Fatal(err)
-			}
-			out[table] = b
+	all := append(slices.Clone(bytesTables), bytesPerUserTables...)
+	sizes := func() map[string]relSize {
+		// The statistics are sent by each backend at most once a second.
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := h.Store.DB().Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]relSize{}
+		for _, table := range all {
+			out[table] = measureTable(ctx, t, h.Store, table)
 		}
 		return out
 	}
-	for _, channels := range [][]string{{"in_app"}, {"in_app", "email"}} {
+	cases := []struct {
+		name     string
+		key      string
+		channels []string
+	}{
+		{"in_app", providerKey, []string{"in_app"}},
+		{"in_app+email", providerKey, []string{"in_app", "email"}},
+		{"in_app+email+sms", providerKey, []string{"in_app", "email", "sms"}},
+		{"in_app+email (sandbox)", sandboxKey, []string{"in_app", "email"}},
+	}
+	for _, c := range cases {
 		before := sizes()
 		ids := make([]string, n)
 		var wg sync.WaitGroup
@@ -64,31 +150,56 @@ func TestBytesPerNotification(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				ids[i] = h.Accept(key, map[string]any{"user_id": fmt.Sprintf("user-%05d", i), "template_id": "order_shipped",
-					"channels": channels, "data": map[string]any{"order_id": fmt.Sprintf("o-%d", i)}, "idempotency_key": freshKey("bytes")})
+				ids[i] = h.Accept(c.key, map[string]any{"user_id": fmt.Sprintf("user-%05d", i), "template_id": "order_shipped",
+					"channels": c.channels, "data": map[string]any{"order_id": fmt.Sprintf("o-%d", i)}, "idempotency_key": freshKey("bytes")})
 			}()
 		}
 		wg.Wait()
 		for _, id := range ids {
-			h.AwaitChannel(key, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 5*time.Minute)
-			if len(channels) == 2 {
-				h.AwaitChannel(key, id, herald.ChannelEmail, herald.DeliverySent, "", 5*time.Minute)
+			h.AwaitChannel(c.key, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 5*time.Minute)
+			if slices.Contains(c.channels, "email") {
+				h.AwaitChannel(c.key, id, herald.ChannelEmail, herald.DeliverySent, "", 5*time.Minute)
+			}
+			if slices.Contains(c.channels, "sms") {
+				h.AwaitChannel(c.key, id, herald.ChannelSMS, herald.DeliverySent, "", 5*time.Minute)
 			}
 		}
 		if _, err := h.Store.DB().Exec(ctx, `CHECKPOINT`); err != nil {
 			t.Logf("checkpoint: %v", err)
 		}
 		after := sizes()
-		var total int64
-		var parts []string
-		for _, table := range bytesTables {
-			d := after[table] - before[table]
-			total += d
-			if d != 0 {
-				parts = append(parts, fmt.Sprintf("%s %d", table, d/int64(n)))
+		per := func(b int64) int64 { return b / int64(n) }
+		var total, sandbox int64
+		var lines []string
+		for _, table := range all {
+			a, b := after[table], before[table]
+			d := a.total() - b.total()
+			perUser := slices.Contains(bytesPerUserTables, table)
+			switch {
+			case perUser:
+			case table == "sandbox_messages":
+				sandbox += d
+			default:
+				total += d
 			}
+			if d == 0 && a.ins == b.ins {
+				continue
+			}
+			var idx []string
+			for name, ib := range a.indexes {
+				if di := ib - b.indexes[name]; di != 0 {
+					idx = append(idx, fmt.Sprintf("%s %d", name, per(di)))
+				}
+			}
+			slices.Sort(idx)
+			unit := "per notification"
+			if perUser {
+				unit = "per user, once"
+			}
+			lines = append(lines, fmt.Sprintf("  %-24s %5d B %s: heap %d, toast %d, indexes [%s]; rows inserted %d, updated %d (HOT %d), dead now %d",
+				table, per(d), unit, per(a.heap-b.heap), per(a.toast-b.toast), strings.Join(idx, ", "), a.ins-b.ins, a.upd-b.upd, a.hot-b.hot, a.dead))
 		}
-		sort.Strings(parts)
-		t.Logf("%s, %d notifications: %d bytes per notification (%s)", strings.Join(channels, "+"), n, total/int64(n), strings.Join(parts, ", "))
+		t.Logf("%s, %d notifications: %d bytes per notification without the sandbox provider's table, %d with it\n%s",
+			c.name, n, per(total), per(total+sandbox), strings.Join(lines, "\n"))
 	}
 }

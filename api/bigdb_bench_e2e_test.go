@@ -1,0 +1,514 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/retention"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
+)
+
+// TestBigDatabase is the big-database bench (docs/retention.md#measured): the
+// accept path and GET /v1/notifications/{id} on a database holding
+// HERALD_BENCH_BIGDB_N notifications (default 1,000,000) against the same
+// database before they were loaded, and the cost of one maintenance run at
+// that size. Run it alone, on a database of its own, with HERALD_BENCH_BIGDB=1.
+//
+//  1. Every partition of the retention (31 days back, a week ahead) is
+//     created; HERALD_BENCH_BIGDB_ACCEPTS notifications (default 1000,
+//     in-app + email, personalised, to 100 users that exist) go through the
+//     API with 16 clients and a worker: accepts per second, then GET p50/p99
+//     of their ids once delivered. These are the "empty" numbers, and their
+//     rows (all tables, as the real accept path wrote them) are the sample.
+//  2. The sample is replicated into N notifications with COPY (a generator
+//     query's COPY … TO STDOUT piped into COPY … FROM STDIN): the columns are
+//     read from the catalog, so whatever schema is migrated is loaded. Each
+//     copy gets a real-looking id (a key hash and a UUIDv7 run id of its
+//     time), a tenant (half to the bench tenant, half to 100 small ones), a
+//     user (the bench tenant's users get ~150 notifications each, the small
+//     tenants' ~30), and its time, spread evenly from the start of the day
+//     before the retention's first to now; every time column moves with it.
+//     Inbox items are loaded only for each user's newest 100 (the cap), due
+//     sequences only for the last hour past the retention (what an hourly run
+//     finds; older ones would have gone), the dedup ledger not at all (its
+//     rows live for the dedup window).
+//  3. The same accepts and GETs again ("loaded"), GETs of old loaded ids too.
+//  4. One maintenance run (the partitions step and the prune pass, as the
+//     workflow runs them) at the real clock: it drops the oldest day's
+//     partitions. Its time, WAL, the longest lock of each kind seen in pg_locks
+//     (sampled every 20 ms) and the accepts that 4 clients made meanwhile.
+//
+// It fails if loaded accepts per second fall under 0.9 of the empty ones, or
+// the GET p99 of recent ids rises over 1.5 of the empty one.
+func TestBigDatabase(t *testing.T) {
+	if os.Getenv("HERALD_BENCH_BIGDB") != "1" {
+		t.Skip("set HERALD_BENCH_BIGDB=1 to run the big-database bench")
+	}
+	n := bigEnvInt("HERALD_BENCH_BIGDB_N", 1_000_000)
+	accepts := bigEnvInt("HERALD_BENCH_BIGDB_ACCEPTS", 1000)
+	ctx := context.Background()
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.TenantWith("bigdb", e2eTemplates...)
+	pool := testenv.Pool(t)
+
+	now := time.Now()
+	day := store.PartitionedTables[0]
+	from := day.Start(now.Add(-retention.Defaults.Notifications - retention.Day))
+	var stats store.DDLStats
+	for _, pt := range store.PartitionedTables {
+		if _, err := h.Store.EnsurePartitions(ctx, pt, from, now.Sub(from)+store.PartitionAhead, &stats, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	users := make([]string, 100)
+	for i := range users {
+		users[i] = fmt.Sprintf("bigdb-s-%04d", i)
+		h.PutUser(key, users[i], map[string]any{"email": users[i] + "@example.com", "name": "Sample " + users[i], "locale": "en-GB"})
+	}
+	b := &bigBench{t: t, h: h, key: key, tenantID: tenantID, pool: pool, users: users}
+
+	empty := b.phase("empty", accepts)
+	sample := empty.ids
+
+	t0 := time.Now()
+	l := &bigLoader{t: t, pool: pool, n: n, big: tenantID, sample: sample, sampleUser: users[0], from: from, to: time.Now().Add(-time.Minute),
+		cutoff: now.Add(-retention.Defaults.Notifications)}
+	l.load(ctx)
+	t.Logf("loaded %d notifications in %s", n, time.Since(t0).Round(time.Second))
+	b.sizes(n)
+
+	loaded := b.phase("loaded", accepts)
+	old := b.oldIDs(ctx, 500, now.Add(-7*retention.Day))
+	oldGet := b.gets(old)
+	t.Logf("loaded, GET of %d ids of old loaded rows: p50 %s, p99 %s", len(old), oldGet.p(50), oldGet.p(99))
+	b.explain(ctx, old[0], "old")
+	b.explain(ctx, loaded.ids[0], "recent")
+
+	b.maintenance(ctx)
+
+	ar := loaded.perSec / empty.perSec
+	gr := float64(loaded.get.p(99)) / float64(empty.get.p(99))
+	t.Logf("RESULT n=%d: deliveries %.1f/s empty, %.1f/s loaded (ratio %.2f)", n, empty.deliveredPerSec, loaded.deliveredPerSec,
+		loaded.deliveredPerSec/empty.deliveredPerSec)
+	t.Logf("RESULT n=%d: accepts %.1f/s empty, %.1f/s loaded (ratio %.2f, floor 0.9); GET recent p50 %s/%s, p99 %s/%s (ratio %.2f, bound 1.5); GET old p50 %s p99 %s (ratio to empty p99 %.2f)",
+		n, empty.perSec, loaded.perSec, ar, empty.get.p(50), loaded.get.p(50), empty.get.p(99), loaded.get.p(99), gr,
+		oldGet.p(50), oldGet.p(99), float64(oldGet.p(99))/float64(empty.get.p(99)))
+	if ar < 0.9 {
+		t.Errorf("accepts on the loaded database: %.2f of the empty one's (floor 0.9)", ar)
+	}
+	if gr > 1.5 {
+		t.Errorf("GET p99 on the loaded database: %.2f of the empty one's (bound 1.5)", gr)
+	}
+}
+
+func bigEnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+type bigBench struct {
+	t        *testing.T
+	h        *apitest.Harness
+	key      string
+	tenantID string
+	pool     *pgxpool.Pool
+	users    []string
+	seq      int
+	mu       sync.Mutex
+}
+
+// latencies are one kind of request's times.
+type latencies []time.Duration
+
+func (l latencies) p(q int) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*q/100)]
+}
+
+type bigPhase struct {
+	ids                     []string
+	perSec, deliveredPerSec float64
+	get                     latencies
+}
+
+// request sends one request outside the harness's OpenAPI check (its cost
+// would be in every time) and returns the status, the body and the time.
+func (b *bigBench) request(method, path string, body any) (int, []byte, time.Duration) {
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, b.h.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := b.h.HTTP.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error()), time.Since(t0)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, raw, time.Since(t0)
+}
+
+// accept submits one personalised in-app + email notification to one of the
+// users; it returns the id ("" on a failure) and the time it took.
+func (b *bigBench) accept() (string, time.Duration, error) {
+	b.mu.Lock()
+	b.seq++
+	i := b.seq
+	b.mu.Unlock()
+	status, raw, d := b.request(http.MethodPost, "/v1/notifications", map[string]any{
+		"user_id": b.users[i%len(b.users)], "template_id": "order_shipped", "channels": []string{"in_app", "email"},
+		"data": map[string]any{"order_id": fmt.Sprintf("o-%d", i), "name": fmt.Sprintf("Customer %d", i)}, "idempotency_key": freshKey("bigdb")})
+	if status != http.StatusAccepted {
+		return "", d, fmt.Errorf("accept: %d %s", status, raw)
+	}
+	var out struct {
+		ID string `json:"notification_id"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return "", d, err
+	}
+	return out.ID, d, nil
+}
+
+// phase accepts count notifications with 16 clients in 3 rounds (after 48
+// accepts to warm up, not counted), waits for every one to be delivered
+// after each round, then GETs each id twice (one client). Its accepts per
+// second are the median round's (the machine is shared: a round another
+// job's burst slowed is not the database's), its deliveries per second
+// count from a round's first accept to its last delivery.
+func (b *bigBench) phase(name string, count int) bigPhase {
+	t := b.t
+	concurrently16(48, func(int) {
+		if _, _, err := b.accept(); err != nil {
+			t.Error(err)
+		}
+	})
+	var p bigPhase
+	var rounds, deliveries []float64
+	for r := range 3 {
+		m := count / 3
+		start := time.Now()
+		ids := make([]string, m)
+		concurrently16(m, func(i int) {
+			id, _, err := b.accept()
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = id
+		})
+		took := time.Since(start)
+		if t.Failed() {
+			t.FailNow()
+		}
+		delivered := b.awaitDelivered(name, ids, start)
+		rounds, deliveries = append(rounds, float64(m)/took.Seconds()), append(deliveries, float64(m)/delivered.Seconds())
+		t.Logf("%s, round %d: %d accepts in %s (%.1f/s), all delivered after %s (%.1f/s)", name, r+1, m, took.Round(time.Millisecond),
+			rounds[r], delivered.Round(time.Millisecond), deliveries[r])
+		p.ids = append(p.ids, ids...)
+	}
+	slices.Sort(rounds)
+	slices.Sort(deliveries)
+	p.perSec, p.deliveredPerSec = rounds[1], deliveries[1]
+	p.get = append(b.gets(p.ids), b.gets(p.ids)...)
+	t.Logf("%s: accepts %.1f/s, deliveries %.1f/s (median rounds); GET of their ids (%d): p50 %s, p99 %s",
+		name, p.perSec, p.deliveredPerSec, len(p.get), p.get.p(50), p.get.p(99))
+	return p
+}
+
+// awaitDelivered waits until both channels of every id are done and returns
+// the time since start.
+func (b *bigBench) awaitDelivered(name string, ids []string, start time.Time) time.Duration {
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Minute)
+	for {
+		var done int
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE tenant_id = $1 AND notification_id = ANY($2)
+			AND accepted_at > $3 AND status IN ('delivered', 'sent')`, b.tenantID, ids, start.Add(-time.Minute)).Scan(&done); err != nil {
+			b.t.Fatal(err)
+		}
+		if done == 2*len(ids) {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: %d of %d deliveries done after 15 minutes", name, done, 2*len(ids))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func concurrently16(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// gets GETs each id once, one at a time, and returns the times (a warm-up
+// pass over the first 20 first).
+func (b *bigBench) gets(ids []string) latencies {
+	for _, id := range ids[:min(20, len(ids))] {
+		b.request(http.MethodGet, "/v1/notifications/"+id, nil)
+	}
+	var out latencies
+	for _, id := range ids {
+		status, raw, d := b.request(http.MethodGet, "/v1/notifications/"+id, nil)
+		if status != http.StatusOK {
+			b.t.Fatalf("GET %s: %d %s", id, status, raw)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// oldIDs picks count loaded ids of the bench tenant accepted before before.
+func (b *bigBench) oldIDs(ctx context.Context, count int, before time.Time) []string {
+	rows, err := b.pool.Query(ctx, `SELECT id FROM notifications TABLESAMPLE SYSTEM (1)
+		WHERE tenant_id = $1 AND accepted_at < $2 LIMIT $3`, b.tenantID, before, count)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(out) == 0 {
+		b.t.Fatalf("old ids: %d, %v", len(out), err)
+	}
+	for _, id := range out {
+		if _, _, err := ids.ParseNotificationID(id); err != nil {
+			b.t.Fatalf("loaded id %q: %v", id, err)
+		}
+	}
+	return out
+}
+
+// explain logs the plan of the notification lookup for id: how many
+// partitions it reads and the buffers it touches.
+func (b *bigBench) explain(ctx context.Context, id, what string) {
+	rows, err := b.pool.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY ON) SELECT * FROM notifications WHERE tenant_id = $1 AND id = $2`, b.tenantID, id)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	scans := 0
+	for _, l := range lines {
+		if strings.Contains(l, "Scan") && strings.Contains(l, " on notifications_p") && !strings.Contains(l, "Bitmap Heap Scan") {
+			scans++
+		}
+	}
+	b.t.Logf("lookup of a %s id by (tenant_id, id): %d partitions scanned; %s", what, scans, lines[len(lines)-1])
+}
+
+// sizes logs the tables' sizes and the bytes per notification.
+func (b *bigBench) sizes(n int) {
+	ctx := context.Background()
+	var parts []string
+	var total int64
+	for _, table := range bytesTables {
+		var sz int64
+		// pg_partition_tree lists nothing for a table that is not partitioned.
+		if err := b.pool.QueryRow(ctx, `SELECT COALESCE((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree($1)), pg_total_relation_size($1))`,
+			table).Scan(&sz); err != nil {
+			b.t.Fatal(err)
+		}
+		total += sz
+		parts = append(parts, fmt.Sprintf("%s %.2f GB", table, float64(sz)/1e9))
+	}
+	var db int64
+	if err := b.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&db); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("sizes: database %.2f GB, the notification tables %.2f GB (%d B per notification): %s", float64(db)/1e9, float64(total)/1e9,
+		total/int64(n), strings.Join(parts, ", "))
+}
+
+// maintenance runs one maintenance run at the real clock while 4 clients
+// accept, sampling pg_locks, and logs its cost.
+func (b *bigBench) maintenance(ctx context.Context) {
+	t := b.t
+	a := b.h.Activities()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// The accepts meanwhile, and before it for comparison.
+	var during latencies
+	var failed int
+	var dmu sync.Mutex
+	acceptLoop := func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, d, err := b.accept()
+			dmu.Lock()
+			during = append(during, d)
+			if err != nil {
+				failed++
+			}
+			dmu.Unlock()
+		}
+	}
+	before := latencies{}
+	concurrently16(200, func(int) {
+		_, d, err := b.accept()
+		dmu.Lock()
+		before = append(before, d)
+		if err != nil {
+			failed++
+		}
+		dmu.Unlock()
+	})
+	// Locks: every 20 ms, the relation locks stronger than an insert's, by
+	// (pid, relation, mode, granted), first and last seen.
+	type lockKey struct {
+		pid      int
+		rel      string
+		mode     string
+		granted  bool
+		waitFrom string
+	}
+	seen := map[lockKey][2]time.Time{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			rows, err := b.pool.Query(ctx, `SELECT pid, COALESCE(relation::regclass::text, ''), mode, granted, COALESCE(waitstart::text, '')
+				FROM pg_locks WHERE locktype = 'relation' AND pid <> pg_backend_pid()
+				AND (NOT granted OR mode IN ('ShareUpdateExclusiveLock', 'ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock'))`)
+			if err != nil {
+				continue
+			}
+			at := time.Now()
+			for rows.Next() {
+				var k lockKey
+				if rows.Scan(&k.pid, &k.rel, &k.mode, &k.granted, &k.waitFrom) == nil {
+					v, ok := seen[k]
+					if !ok {
+						v[0] = at
+					}
+					v[1] = at
+					seen[k] = v
+				}
+			}
+			rows.Close()
+		}
+	}()
+	for range 4 {
+		wg.Add(1)
+		go acceptLoop()
+	}
+	time.Sleep(time.Second)
+	var lsn0 string
+	if err := b.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn0); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	t0 := time.Now()
+	parts, err := a.MaintenancePartitions(ctx, contract.MaintenancePartitionsInput{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	partsTook := time.Since(t0)
+	deleted := map[string]int64{}
+	nslices := 0
+	for from := (contract.MaintenanceCursor{}); ; {
+		res, err := a.MaintenancePrune(ctx, contract.MaintenancePruneInput{Now: now, From: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nslices++
+		for k, n := range res.Deleted {
+			deleted[k] += n
+		}
+		if res.Done {
+			break
+		}
+		from = res.Next
+	}
+	took := time.Since(t0)
+	var wal int64
+	if err := b.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, lsn0).Scan(&wal); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	longest := map[string]time.Duration{}
+	what := map[string]string{}
+	for k, v := range seen {
+		kind := k.mode
+		if !k.granted {
+			kind = "waiting for " + k.mode
+		}
+		if d := v[1].Sub(v[0]); d >= longest[kind] {
+			longest[kind], what[kind] = d, k.rel
+		}
+	}
+	var locks []string
+	for kind, d := range longest {
+		locks = append(locks, fmt.Sprintf("%s %s (%s)", kind, d.Round(time.Millisecond), what[kind]))
+	}
+	slices.Sort(locks)
+	t.Logf("maintenance run: %s (partitions %s: %d created, %d dropped %v, %d DDL statements, longest %s, %d lock retries; prune: %d slices, %v), WAL %.1f MB",
+		took.Round(time.Millisecond), partsTook.Round(time.Millisecond), len(parts.Created), len(parts.Dropped), parts.Dropped, parts.Statements,
+		parts.MaxWait.Round(time.Millisecond), parts.Retries, nslices, deleted, float64(wal)/1e6)
+	t.Logf("maintenance run: longest lock seen held or waited for, by mode (sampled every 20 ms): %s", strings.Join(locks, "; "))
+	t.Logf("maintenance run: 4 clients accepted %d notifications meanwhile (%d failed): p50 %s, p99 %s, max %s; 16 clients before: p50 %s, p99 %s, max %s",
+		len(during), failed, during.p(50), during.p(99), during.p(100), before.p(50), before.p(99), before.p(100))
+	if failed > 0 {
+		t.Errorf("%d accepts failed around the maintenance run", failed)
+	}
+}
+
+// freeDisk is the free bytes of the file system holding path.
+func freeDisk(path string) uint64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0
+	}
+	return st.Bavail * uint64(st.Bsize)
+}

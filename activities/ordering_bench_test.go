@@ -129,7 +129,9 @@ func BenchmarkOrdered(b *testing.B) {
 func historyEvents(b *testing.B, h *apitest.Harness, tenantID, template string, n int) (map[string]float64, float64) {
 	b.Helper()
 	ctx := context.Background()
-	rows, err := testenv.Pool(b).Query(ctx, `SELECT workflow_id, run_id FROM notifications WHERE tenant_id = $1 AND template_id = $2 LIMIT $3`,
+	rows, err := testenv.Pool(b).Query(ctx, `
+		SELECT COALESCE(workflow_id, notification_workflow_id(tenant_id, id, campaign_id)), COALESCE(run_id, notification_run_id(id, campaign_id))
+		FROM notifications WHERE tenant_id = $1 AND template_id = $2 LIMIT $3`,
 		tenantID, template, n)
 	if err != nil {
 		b.Fatal(err)

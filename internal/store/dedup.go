@@ -186,12 +186,22 @@ type UserNotificationFilter struct {
 	Limit      int
 }
 
+// keyHashMatchSQL finds the notifications (aliased n) of dedup key hash $10:
+// those whose id spells it (n_ + key hash + run id, the dedup_key_hash
+// column NULL: a range of the primary key), those that hold it (the partial
+// notifications_dedup_key_idx) and the recipients of a campaign of that id
+// (campaign recipients are keyed by their campaign; notifications_campaign_idx).
+const keyHashMatchSQL = `(n.dedup_key_hash = $10
+	OR (n.dedup_key_hash IS NULL AND n.campaign_id IS NULL AND n.id >= 'n_' || $10 AND n.id < 'n_' || $10 || 'g'
+		AND substr(n.id, 3, 32) = $10)
+	OR (n.dedup_key_hash IS NULL AND n.campaign_id = $10))`
+
 // ListUserNotifications pages a user's (or a dedup key's) notifications newest
 // first by (accepted_at, id), each with its ledger row and deliveries (one query;
 // the deliveries come as one JSON array per notification).
 func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f UserNotificationFilter) ([]SupportNotification, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT n.id, n.user_id, n.template_id, n.status, n.accepted_at, n.updated_at, n.workflow_id, n.run_id, n.dedup_key_hash,
+		SELECT n.id, n.user_id, n.template_id, n.status, n.accepted_at, n.updated_at, `+notificationIDColumns+`,
 			d.notification_id IS NOT NULL, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until,
 			coalesce((SELECT json_agg(json_build_object(
 					'channel', x.channel, 'status', x.status, 'provider', x.provider, 'provider_message_id', x.provider_message_id,
@@ -200,7 +210,7 @@ func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f Us
 				FROM deliveries x WHERE x.tenant_id = n.tenant_id AND x.notification_id = n.id), '[]'::json)
 		FROM notifications n
 		LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
-		WHERE n.tenant_id = $1 AND ($2 = '' OR n.user_id = $2) AND ($10 = '' OR n.dedup_key_hash = $10)
+		WHERE n.tenant_id = $1 AND ($2 = '' OR n.user_id = $2) AND ($10 = '' OR `+keyHashMatchSQL+`)
 			AND ($3::timestamptz IS NULL OR n.accepted_at >= $3)
 			AND ($4::timestamptz IS NULL OR n.accepted_at < $4)
 			AND ($5 = '' OR n.template_id = $5)

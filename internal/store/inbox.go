@@ -470,6 +470,36 @@ func applyInboxRemovals(removed []removedInboxItem, users map[userKey]*inboxStat
 	return events, evUsers
 }
 
+// storedInboxItem is an event's item as inbox_events.item holds it (migration
+// 0121): short keys, no notification id (the event's notification_id column
+// holds it) and no null fields, about a third of InboxItem's JSON. The stream
+// sends the InboxItem it decodes to, so clients see the same JSON as before.
+type storedInboxItem struct {
+	Title      string     `json:"t"`
+	Body       string     `json:"b"`
+	ActionURL  *string    `json:"u,omitempty"`
+	Category   string     `json:"c,omitempty"`
+	CreatedAt  time.Time  `json:"at"`
+	Sequence   int64      `json:"s,omitempty"`
+	ReadAt     *time.Time `json:"r,omitempty"`
+	SeenAt     *time.Time `json:"n,omitempty"`
+	ArchivedAt *time.Time `json:"a,omitempty"`
+}
+
+func storeInboxItem(it *InboxItem) storedInboxItem {
+	return storedInboxItem{Title: it.Title, Body: it.Body, ActionURL: it.ActionURL, Category: it.Category, CreatedAt: it.CreatedAt,
+		Sequence: it.Sequence, ReadAt: it.ReadAt, SeenAt: it.SeenAt, ArchivedAt: it.ArchivedAt}
+}
+
+func (s storedInboxItem) item(notificationID *string) *InboxItem {
+	it := &InboxItem{Title: s.Title, Body: s.Body, ActionURL: s.ActionURL, Category: s.Category, CreatedAt: s.CreatedAt,
+		Sequence: s.Sequence, ReadAt: s.ReadAt, SeenAt: s.SeenAt, ArchivedAt: s.ArchivedAt}
+	if notificationID != nil {
+		it.NotificationID = *notificationID
+	}
+	return it
+}
+
 // appendInboxEvents inserts events; users[i] owns events[i].
 func (s *Store) appendInboxEvents(ctx context.Context, users []userKey, events []InboxEvent) error {
 	n := len(events)
@@ -481,7 +511,7 @@ func (s *Store) appendInboxEvents(ctx context.Context, users []userKey, events [
 		late[i] = e.Late != nil && *e.Late
 		seq[i], total[i], unread[i], unseen[i] = e.Seq, e.Counts.Total, e.Counts.Unread, e.Counts.Unseen
 		if e.Item != nil {
-			raw, err := json.Marshal(e.Item)
+			raw, err := json.Marshal(storeInboxItem(e.Item))
 			if err != nil {
 				return err
 			}
@@ -777,10 +807,11 @@ func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, a
 			e.Late = &late
 		}
 		if item != nil {
-			e.Item = &InboxItem{}
-			if err := json.Unmarshal(item, e.Item); err != nil {
+			var stored storedInboxItem
+			if err := json.Unmarshal(item, &stored); err != nil {
 				return nil, false, err
 			}
+			e.Item = stored.item(e.NotificationID)
 		}
 		events = append(events, e)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,6 +40,22 @@ type Notification struct {
 	// Due: the notification is due now; InsertNotification numbers it in the
 	// same statement unless it has its number (AssignDue) already.
 	Due bool
+}
+
+// notificationIDColumns reads a notification's (aliased n) workflow id, run id
+// and dedup key hash: NULL in a column stands for the value derived from the
+// id and campaign (migration 0122), which the writers leave out.
+const notificationIDColumns = `COALESCE(n.workflow_id, notification_workflow_id(n.tenant_id, n.id, n.campaign_id)),
+	COALESCE(n.run_id, notification_run_id(n.id, n.campaign_id)), COALESCE(n.dedup_key_hash, notification_key_hash(n.id, n.campaign_id))`
+
+// derivedNotificationIDs is what an INSERT writes for the workflow id, run
+// id and dedup key hash (SQL expressions): NULL for a value derived from the
+// tenant, id and campaign as notificationIDColumns derives it, the value
+// otherwise.
+func derivedNotificationIDs(workflowID, runID, keyHash, tenantID, id, campaignID string) string {
+	return fmt.Sprintf(`NULLIF(%[1]s::text, notification_workflow_id(%[4]s::text, %[5]s::text, %[6]s::text)), `+
+		`NULLIF(%[2]s::text, notification_run_id(%[5]s::text, %[6]s::text)), NULLIF(%[3]s::text, notification_key_hash(%[5]s::text, %[6]s::text))`,
+		workflowID, runID, keyHash, tenantID, id, campaignID)
 }
 
 // InsertNotification records an accepted notification, a delivery row per channel
@@ -78,7 +95,7 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 		WITH notification AS (
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
 				template_version, category)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
+			VALUES ($1, $2, $3, $4, $5, `+derivedNotificationIDs("$6", "$7", "$8", "$1", "$2", "NULL")+`, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
 			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING
 		), channels AS (
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason, accepted_at)
@@ -110,7 +127,7 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notif
 	var dups *int
 	var first, last, until *time.Time
 	err := s.db.QueryRow(ctx, `
-		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, n.workflow_id, n.run_id, n.dedup_key_hash, n.status, n.accepted_at, n.updated_at,
+		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, `+notificationIDColumns+`, n.status, n.accepted_at, n.updated_at,
 			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, s.seq
 		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
 		LEFT JOIN notification_sequences s ON s.tenant_id = n.tenant_id AND s.notification_id = n.id

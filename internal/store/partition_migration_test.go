@@ -170,7 +170,12 @@ func TestPartitionMigrationKeepsEveryRowAndQuery(t *testing.T) {
 		t.Fatalf("%d deliveries without their notification's accepted_at (%v)", mismatched, err)
 	}
 
-	// The store's reads find every row.
+	// The store's reads find every row, with the code of today: on the
+	// latest schema (later migrations read the rebuilt tables' rows too).
+	if _, err := schema.Up(dbURL); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
 	for _, n := range notes {
 		got, err := st.GetNotification(ctx, tn.ID, n.id)
 		if err != nil || !got.AcceptedAt.Equal(n.at) || len(got.Deliveries) != 2 || got.Deliveries[0].Channel != herald.ChannelEmail {

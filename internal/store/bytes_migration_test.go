@@ -1,0 +1,185 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/schema"
+)
+
+// smallerRowsMigration is the version before the migrations that store less
+// per notification (0121 inbox event items, 0122 derived notification ids).
+const smallerRowsMigration = 120
+
+// TestSmallerRowsMigrationKeepsEveryValue: on a database at 0120, a
+// notification accepted the usual way (its workflow id, run id and key hash
+// spelled by its id), a campaign recipient, one whose values are not the
+// derived ones, and inbox events with their items as the API's JSON; after
+// migrating up the derivable columns are NULL, the others kept, every read
+// (GetNotification, ListUserNotifications by user and by key hash, the
+// event log) returns what was written; after migrating down again every row
+// is as it was (md5 of the rows).
+func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
+	ctx := context.Background()
+	dbURL := freshDatabase(t)
+	if err := schema.To(dbURL, smallerRowsMigration); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := store.New(pool)
+	tn, _, err := st.CreateTenant(ctx, "smaller-rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	key := ids.IdempotencyKeyHash("order-1")
+	const runID = "01a23c67-5559-774a-8330-8acdd78d1716"
+	type row struct{ id, workflowID, runID, keyHash, campaignID string }
+	rows := []row{
+		{ids.NotificationID(key, runID), ids.NotificationWorkflowID(tn.ID, key), runID, key.String(), ""},
+		{ids.CampaignNotificationID(tn.ID, "spring", "ada"), ids.CampaignWorkflowID(tn.ID, "spring"), "", "spring", "spring"},
+		{"n_" + strings.Repeat("0", 64), "wf", "run", "k", ""},
+	}
+	for i, r := range rows {
+		// The statement of the version before: every value spelled out.
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, campaign_id)
+			VALUES ($1, $2, 'ada', 'tpl', '{in_app}', $3, $4, $5, 'delivered', $6, NULLIF($7, ''))`,
+			tn.ID, r.id, r.workflowID, r.runID, r.keyHash, now.Add(-time.Duration(i)*time.Minute), r.campaignID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Inbox events as the version before wrote them: the item's API JSON.
+	action := "https://example.com/o/1"
+	items := []store.InboxItem{
+		{NotificationID: rows[0].id, Title: "Shipped", Body: "Your order", ActionURL: &action, Category: "orders", CreatedAt: now, Sequence: 1},
+		{NotificationID: rows[0].id, Title: "Shipped", Body: "Your order", ActionURL: &action, Category: "orders", CreatedAt: now, Sequence: 1, ReadAt: &now, SeenAt: &now},
+		{NotificationID: rows[1].id, Title: "", Body: "b", CreatedAt: now},
+	}
+	for i, it := range items {
+		raw, err := json.Marshal(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := herald.InboxItemCreated
+		if it.ReadAt != nil {
+			kind = herald.InboxItemUpdated
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen)
+			VALUES ($1, 'ada', $2, $3, $4, $5, 1, 1, 1)`, tn.ID, i+1, kind, it.NotificationID, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO inbox_events (tenant_id, user_id, seq, kind, total, unread, unseen)
+		VALUES ($1, 'ada', 4, $2, 0, 0, 0)`, tn.ID, herald.InboxItemsRemoved); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() string {
+		var sum string
+		if err := pool.QueryRow(ctx, `SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM (
+			SELECT tenant_id, id, workflow_id, run_id, dedup_key_hash, campaign_id FROM notifications
+			UNION ALL SELECT tenant_id, notification_id, kind, item::text, seq::text, NULL FROM inbox_events) r`).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	before := snapshot()
+
+	if _, err := schema.Up(dbURL); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
+	var nulls []bool
+	if err := pool.QueryRow(ctx, `SELECT array_agg(workflow_id IS NULL AND run_id IS NULL AND dedup_key_hash IS NULL ORDER BY accepted_at DESC) FROM notifications`).
+		Scan(&nulls); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(nulls) != "[true true false]" {
+		t.Fatalf("derived columns NULL: %v, want the usual and the campaign row's only", nulls)
+	}
+	for _, r := range rows {
+		n, err := st.GetNotification(ctx, tn.ID, r.id)
+		if err != nil || n.WorkflowID != r.workflowID || n.RunID != r.runID || n.DedupKeyHash != r.keyHash {
+			t.Fatalf("GetNotification(%s) = %q %q %q (%v), want %q %q %q", r.id, n.WorkflowID, n.RunID, n.DedupKeyHash, err, r.workflowID, r.runID, r.keyHash)
+		}
+		found, err := st.ListUserNotifications(ctx, tn.ID, store.UserNotificationFilter{KeyHash: r.keyHash, Limit: 10})
+		if err != nil || len(found) != 1 || found[0].ID != r.id || found[0].WorkflowID != r.workflowID || found[0].RunID != r.runID {
+			t.Fatalf("by key hash %s: %+v (%v)", r.keyHash, found, err)
+		}
+	}
+	byUser, err := st.ListUserNotifications(ctx, tn.ID, store.UserNotificationFilter{UserID: "ada", Limit: 10})
+	if err != nil || len(byUser) != len(rows) {
+		t.Fatalf("by user: %d (%v)", len(byUser), err)
+	}
+	// A key hash that only prefixes an id finds nothing.
+	if found, err := st.ListUserNotifications(ctx, tn.ID, store.UserNotificationFilter{KeyHash: key.String()[:30], Limit: 10}); err != nil || len(found) != 0 {
+		t.Fatalf("by a prefix of the key hash: %d (%v)", len(found), err)
+	}
+	events, _, err := st.InboxEventsAfter(ctx, tn.ID, "ada", 0, 10, 1<<20)
+	if err != nil || len(events) != 4 {
+		t.Fatalf("%d events (%v)", len(events), err)
+	}
+	for i, it := range items {
+		got, _ := json.Marshal(events[i].Item)
+		want, _ := json.Marshal(it)
+		if string(got) != string(want) {
+			t.Errorf("event %d item %s, want %s", i+1, got, want)
+		}
+	}
+	if events[3].Item != nil || events[3].Kind != herald.InboxItemsRemoved {
+		t.Errorf("the removal event: %+v", events[3])
+	}
+	var stored int
+	if err := pool.QueryRow(ctx, `SELECT max(octet_length(item::text)) FROM inbox_events`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	// The short form drops the notification id (66 bytes), the null fields and
+	// most of the keys' letters.
+	if full, _ := json.Marshal(items[1]); stored+120 > len(full) {
+		t.Errorf("the largest stored item is %d bytes, its API JSON %d: not the short form", stored, len(full))
+	}
+
+	// New writes: the usual notification stores no derivable value either.
+	key2 := ids.IdempotencyKeyHash("order-2")
+	n2 := store.Notification{TenantID: tn.ID, ID: ids.NotificationID(key2, runID), UserID: "ada", TemplateID: "tpl",
+		Channels: []herald.Channel{herald.ChannelInApp}, WorkflowID: ids.NotificationWorkflowID(tn.ID, key2), RunID: runID,
+		DedupKeyHash: key2.String(), Status: herald.NotificationQueued, AcceptedAt: now}
+	if err := st.InsertNotification(ctx, n2); err != nil {
+		t.Fatal(err)
+	}
+	var derived bool
+	if err := pool.QueryRow(ctx, `SELECT workflow_id IS NULL AND run_id IS NULL AND dedup_key_hash IS NULL FROM notifications WHERE id = $1`, n2.ID).
+		Scan(&derived); err != nil || !derived {
+		t.Fatalf("a new notification's derivable columns: NULL %v (%v)", derived, err)
+	}
+	if got, err := st.GetNotification(ctx, tn.ID, n2.ID); err != nil || got.WorkflowID != n2.WorkflowID || got.RunID != runID || got.DedupKeyHash != key2.String() {
+		t.Fatalf("GetNotification(new) = %+v (%v)", got, err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM notifications WHERE id = $1`, n2.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := schema.To(dbURL, smallerRowsMigration); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
+	if after := snapshot(); after != before {
+		t.Fatalf("after migrating down the rows differ: md5 %s, before %s", after, before)
+	}
+}

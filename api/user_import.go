@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -24,12 +25,13 @@ import (
 
 // Bulk user import: POST /v1/users/import (docs/api.md, "Bulk user import").
 //
-// The body (NDJSON or CSV by Content-Type) is spooled to a file as it arrives:
-// memory stays bounded whatever the file's size, and a slow client holds a
-// file, never a database connection. A body over the tenant's MaxListBytes
+// The body (NDJSON or CSV by Content-Type) is spooled to a file as it arrives
+// (memory stays bounded whatever the file's size) and read back while it is
+// being written (user_import_spool.go: a client that does not keep up holds a
+// file, not a database connection). A body over the tenant's MaxListBytes
 // (HERALD_LIST_MAX_BYTES, or the operator's max_list_bytes for it) answers 413.
 // An import takes one of the tenant's upload slots, shared with list uploads
-// (the disk they spool to is shared). Then store.ImportUsers reads the spool
+// (the disk they spool to is shared). store.ImportUsers reads the spool
 // through an importReader, which validates each line as PUT /v1/users/{id} and
 // PUT …/preferences would validate it while PostgreSQL COPYs the lines before
 // it, all in one transaction: the first bad line answers 400 naming it (line
@@ -82,7 +84,10 @@ var importCSVColumns = map[string]bool{"user_id": true, "name": true, "email": t
 // importReader reads and validates an import's lines from the spooled body:
 // the store.ImportSource of store.ImportUsers.
 type importReader struct {
-	f         *os.File
+	spool *importSpool
+	// wait is what is left of the attempt's allowance for waiting on the body
+	// (spoolReader).
+	wait      time.Duration
 	r         *bufio.Reader
 	ndjson    bool
 	maxTokens int
@@ -101,13 +106,11 @@ const maxValidCache = 4096
 
 // Rewind reads the spool again from its first line.
 func (ir *importReader) Rewind() error {
-	if _, err := ir.f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
+	sr := &spoolReader{s: ir.spool, wait: &ir.wait}
 	if ir.r == nil {
-		ir.r = bufio.NewReaderSize(ir.f, maxImportLineBytes)
+		ir.r = bufio.NewReaderSize(sr, maxImportLineBytes)
 	} else {
-		ir.r.Reset(ir.f)
+		ir.r.Reset(sr)
 	}
 	ir.header, ir.line = nil, 0
 	return nil
@@ -452,36 +455,54 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 		return
 	}
 	defer h.uploads.give(tenantID)
-	spool, err := os.CreateTemp("", "herald-user-import-*")
+	f, err := os.CreateTemp("", "herald-user-import-*")
 	if err != nil {
 		h.abort(c, err)
 		return
 	}
 	defer func() {
-		_ = spool.Close()
-		_ = os.Remove(spool.Name())
+		_ = f.Close()
+		_ = os.Remove(f.Name())
 	}()
 	maxTokens := h.pushTokensPerUser
 	if maxTokens <= 0 {
 		maxTokens = providers.DefaultPushTokensPerUser
 	}
-	// The body goes to the spool as it comes (a slow client holds a file, never
-	// a database connection); the lines are validated while they are COPYed.
-	if _, err := io.Copy(spool, http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes)); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			h.abort(c, tooBig)
+	// The body goes to the spool as it comes, read by the import at the same
+	// time; the handler returns only once the body has been read to its end.
+	spool := newImportSpool(f)
+	filled := make(chan struct{})
+	go func() {
+		defer close(filled)
+		spool.fill(http.MaxBytesReader(c.Writer, c.Request.Body, maxBytes))
+	}()
+	defer func() {
+		spool.discard.Store(true)
+		<-filled
+	}()
+	spool.waitFor(importStartBytes)
+	res, err := h.importFrom(c, tenantID, spool, maxTokens, importMaxWait)
+	if errors.Is(err, errSlowUpload) {
+		// The client did not keep up: the attempt was rolled back; the import
+		// starts again once the whole body is on disk.
+		if spool.ended() == nil {
+			res, err = h.importFrom(c, tenantID, spool, maxTokens, 0)
+		}
+	}
+	if err != nil {
+		// What is wrong with the body itself (too large, unreadable) comes
+		// first, as when the body was read to its end before the import.
+		spool.discard.Store(true)
+		if uerr := spool.ended(); uerr != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(uerr, &mbe) {
+				h.abort(c, tooBig)
+				return
+			}
+			h.abort(c, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
 			return
 		}
-		h.abort(c, &httpError{Status: http.StatusBadRequest, Code: "unreadable_body", Message: "could not read request body"})
-		return
 	}
-	ir := &importReader{f: spool, ndjson: mt == contentTypeNDJSON, maxTokens: maxTokens}
-	if err := ir.Rewind(); err != nil {
-		h.abort(c, err)
-		return
-	}
-	res, err := h.store.ImportUsers(c.Request.Context(), tenantID, ir, maxTokens)
 	var bad *importLineError
 	switch {
 	case errors.As(err, &bad):
@@ -492,4 +513,15 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"lines": res.Lines, "users": res.Users, "created": res.Created, "updated": res.Updated, "unchanged": res.Unchanged})
+}
+
+// importFrom runs one attempt of an import from its spool, waiting for the
+// body at most wait in all.
+func (h *usersRoom) importFrom(c *gin.Context, tenantID string, spool *importSpool, maxTokens int, wait time.Duration) (store.ImportResult, error) {
+	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	ir := &importReader{spool: spool, wait: wait, ndjson: mt == contentTypeNDJSON, maxTokens: maxTokens}
+	if err := ir.Rewind(); err != nil {
+		return store.ImportResult{}, err
+	}
+	return h.store.ImportUsers(c.Request.Context(), tenantID, ir, maxTokens)
 }

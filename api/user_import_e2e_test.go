@@ -1,13 +1,19 @@
 package api_test
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/testenv"
 )
 
 func importUsers(h *apitest.Harness, key, contentType, body string) apitest.Response {
@@ -207,4 +213,105 @@ func TestUserImportIntoEmptyTenant(t *testing.T) {
 	if subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/deals/subscribers", key2, nil); !strings.Contains(string(subs.Body), `"d1"`) {
 		t.Fatalf("deals subscribers: %s", subs.Body)
 	}
+}
+
+// postImportStream POSTs an NDJSON import whose body is written by write as
+// the request goes (the import reads it while it arrives) and returns the
+// answer's status and JSON.
+func postImportStream(t *testing.T, h *apitest.Harness, key string, write func(w io.Writer)) (int, map[string]any) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	go func() {
+		write(pw)
+		_ = pw.Close()
+	}()
+	req, err := http.NewRequest(http.MethodPost, h.URL+"/v1/users/import", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// TestUserImportStreamed: a body larger than the part the import waits for
+// before it starts is imported while it arrives; a client that stops sending
+// for longer than the import waits (its transaction given up, the import run
+// again once the body has ended) still gets every line imported once; a bad
+// line, or a body over the tenant's limit, part-way through a streamed body
+// stores nothing.
+func TestUserImportStreamed(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.Tenant("import-streamed")
+	const n = 30_000 // about 2.7 MB: past the first MiB the import waits for
+	lines := func(w io.Writer, from, to int, tag string) {
+		bw := bufio.NewWriter(w)
+		for i := from; i < to; i++ {
+			fmt.Fprintf(bw, `{"user_id":"s%06d","name":"Streamed %d %s","email":"s%06d@example.com","topics":["t%d"]}`+"\n", i, i, tag, i, i%3)
+		}
+		_ = bw.Flush()
+	}
+
+	// Streamed while the import runs: every line stored.
+	status, out := postImportStream(t, h, key, func(w io.Writer) { lines(w, 0, n, "a") })
+	if status != http.StatusOK || num(out, "created") != n {
+		t.Fatalf("streamed import: %d %v", status, out)
+	}
+	// The client pauses past the import's wait: the attempt is given up (no
+	// COPY holds a connection during the rest of the pause) and the file
+	// applied from the spool once complete (half updated, half new).
+	copying := -1
+	status, out = postImportStream(t, h, key, func(w io.Writer) {
+		lines(w, n/2, n, "b")
+		time.Sleep(2 * time.Second)
+		if err := testenv.Pool(t).QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE query LIKE 'COPY user%' AND state <> 'idle'`).Scan(&copying); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		lines(w, n, n+n/2, "b")
+	})
+	if status != http.StatusOK || num(out, "updated") != n/2 || num(out, "created") != n/2 || num(out, "unchanged") != 0 {
+		t.Fatalf("import with a pause: %d %v", status, out)
+	}
+	if copying != 0 {
+		t.Fatalf("%d imports held a COPY while their client paused", copying)
+	}
+	if u := h.MustDo(http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/users/s%06d", n+n/2-1), key, nil); u.Str("name") != fmt.Sprintf("Streamed %d b", n+n/2-1) {
+		t.Fatalf("the last user after the pause: %s", u.Body)
+	}
+	subs := h.MustDo(http.StatusOK, http.MethodGet, "/v1/topics/t0/subscribers?limit=1", key, nil)
+	if len(subs.JSON["items"].([]any)) != 1 {
+		t.Fatalf("t0 subscribers: %s", subs.Body)
+	}
+
+	// A bad line after the first MiB: 400 naming it, nothing of the file
+	// stored (its first line's user is new).
+	status, out = postImportStream(t, h, key, func(w io.Writer) {
+		lines(w, 2*n, 3*n, "c")
+		fmt.Fprintln(w, `{"user_id":"bad","email":"not an address"}`)
+		lines(w, 3*n, 3*n+100, "c")
+	})
+	if e, _ := out["error"].(map[string]any); status != http.StatusBadRequest || e["field"] != fmt.Sprintf("line %d.email", n+1) {
+		t.Fatalf("bad line: %d %v", status, out)
+	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, fmt.Sprintf("/v1/users/s%06d", 2*n), key, nil)
+
+	// Over the tenant's limit part-way: 413, nothing stored.
+	h.MustDo(http.StatusOK, http.MethodPut, "/v1/operator/tenants/"+tenantID+"/limits", h.OperatorKey, map[string]any{"max_list_bytes": 2 << 20})
+	status, out = postImportStream(t, h, key, func(w io.Writer) { lines(w, 4*n, 5*n, "d") })
+	if status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("over the limit: %d %v", status, out)
+	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, fmt.Sprintf("/v1/users/s%06d", 4*n), key, nil)
 }

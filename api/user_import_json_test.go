@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
+	"net/mail"
 	"reflect"
 	"regexp"
 	"testing"
@@ -117,6 +119,46 @@ func FuzzImportFastJSON(f *testing.F) {
 		}
 		checkFastImportLine(t, line)
 	})
+}
+
+// TestIsDotAtomAddress: every address the fast path accepts, net/mail accepts
+// as it is (the fast path never lets through what validEmail refused before).
+func TestIsDotAtomAddress(t *testing.T) {
+	netMail := func(v string) bool {
+		addr, err := mail.ParseAddress(v)
+		return err == nil && addr.Address == v
+	}
+	cases := []string{"ada@example.com", "a.b@example.com", "a..b@example.com", ".a@example.com", "a.@example.com",
+		"a@example", "a@.example.com", "a@example.com.", "a@example..com", "@example.com", "a@", "a@@b", "a@b@c",
+		"ada+tag@ex-ample.co.uk", "o'neil@example.com", "{x}|~@example.com", "a b@example.com", `"a"@example.com`,
+		"a@[127.0.0.1]", "Ada <ada@example.com>", "ädä@example.com", "a@exämple.com", "a\b@example.com", "a,b@example.com",
+		"a@-example.com", "a@example-.com", "", "@", ".", "a", "a@b", "a(c)@example.com", "a@example.com\n"}
+	r := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "ab.@-+_'\"(),:;<>[] ~ä"
+	for range 200_000 {
+		b := make([]byte, 1+r.IntN(12))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		cases = append(cases, string(b))
+	}
+	accepted := 0
+	for _, v := range cases {
+		if isDotAtomAddress(v) {
+			accepted++
+			if !netMail(v) {
+				t.Errorf("%q: the fast path accepts it, net/mail does not", v)
+			}
+		}
+	}
+	if accepted < 100 {
+		t.Fatalf("the fast path accepted only %d of %d addresses", accepted, len(cases))
+	}
+	for _, v := range []string{"ada@example.com", "a.b-c+d@mail.example.org", "x@y"} {
+		if !isDotAtomAddress(v) {
+			t.Errorf("%q: not taken by the fast path", v)
+		}
+	}
 }
 
 // TestIsE164 agrees with the regexp it replaces.

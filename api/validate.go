@@ -32,6 +32,50 @@ func isE164(v string) bool {
 	return true
 }
 
+// isDotAtomAddress reports whether v is local@domain with both parts ASCII
+// dot-atoms (RFC 5322: atoms of letters, digits and !#$%&'*+-/=?^_`{|}~ joined
+// by single dots): the common address, which net/mail.ParseAddress accepts as
+// it is. Anything else (quoted local parts, domain literals, non-ASCII, a
+// display name) is left to net/mail, whose parse was a bulk import's largest
+// check.
+func isDotAtomAddress(v string) bool {
+	at := -1
+	atom := 0 // length of the atom being read
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '@':
+			if at >= 0 || atom == 0 {
+				return false
+			}
+			at, atom = i, 0
+		case c == '.':
+			if atom == 0 {
+				return false
+			}
+			atom = 0
+		case isAtext(c):
+			atom++
+		default:
+			return false
+		}
+	}
+	return at > 0 && atom > 0
+}
+
+// isAtext: an ASCII atext character of RFC 5322.
+func isAtext(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '/', '=', '?', '^', '_', '`', '{', '|', '}', '~':
+		return true
+	}
+	return false
+}
+
 // validID checks a tenant-chosen identifier (user_id, idempotency key): 1–255
 // printable characters with no slash, so it is safe in a URL path segment.
 func validID(field, v string) *httpError {
@@ -60,6 +104,9 @@ func validTemplateID(v string) *httpError {
 }
 
 func validEmail(v string) *httpError {
+	if len(v) <= 254 && isDotAtomAddress(v) {
+		return nil
+	}
 	addr, err := mail.ParseAddress(v)
 	if err != nil || addr.Address != v || len(v) > 254 {
 		return badField("email", "invalid_field", "email must be a plain address such as ada@example.com")

@@ -100,8 +100,9 @@ func TestBigDatabase(t *testing.T) {
 	old := b.oldIDs(ctx, 500, now.Add(-7*retention.Day))
 	oldGet := b.gets(old)
 	t.Logf("loaded, GET of %d ids of old loaded rows: p50 %s, p99 %s", len(old), oldGet.p(50), oldGet.p(99))
-	b.explain(ctx, old[0], "old")
-	b.explain(ctx, loaded.ids[0], "recent")
+	b.skew(ctx, append(slices.Clone(empty.ids), loaded.ids...))
+	b.lookups(ctx, old, "old")
+	b.lookups(ctx, loaded.ids, "recent")
 
 	b.maintenance(ctx)
 
@@ -316,24 +317,88 @@ func (b *bigBench) oldIDs(ctx context.Context, count int, before time.Time) []st
 	return out
 }
 
-// explain logs the plan of the notification lookup for id: how many
-// partitions it reads and the buffers it touches.
-func (b *bigBench) explain(ctx context.Context, id, what string) {
-	rows, err := b.pool.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY ON) SELECT * FROM notifications WHERE tenant_id = $1 AND id = $2`, b.tenantID, id)
+// skew checks what GetNotification's bound relies on, on ids the real accept
+// path made: the time in each id's run id is within store.RunIDSkew of its
+// accepted_at.
+func (b *bigBench) skew(ctx context.Context, list []string) {
+	rows, err := b.pool.Query(ctx, `SELECT id, accepted_at FROM notifications WHERE tenant_id = $1 AND id = ANY($2)`, b.tenantID, list)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	scans := 0
-	for _, l := range lines {
-		if strings.Contains(l, "Scan") && strings.Contains(l, " on notifications_p") && !strings.Contains(l, "Bitmap Heap Scan") {
-			scans++
+	var worst time.Duration
+	var n int
+	for rows.Next() {
+		var id string
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			b.t.Fatal(err)
 		}
+		_, run, _ := ids.ParseNotificationID(id)
+		rt, ok := ids.RunIDTime(run)
+		if !ok {
+			b.t.Fatalf("%s: its run id is not a UUIDv7", id)
+		}
+		worst, n = max(worst, (rt.Sub(at)).Abs()), n+1
 	}
-	b.t.Logf("lookup of a %s id by (tenant_id, id): %d partitions scanned; %s", what, scans, lines[len(lines)-1])
+	if rows.Err() != nil || n != len(list) {
+		b.t.Fatalf("skew: %d of %d rows, %v", n, len(list), rows.Err())
+	}
+	b.t.Logf("run id time vs accepted_at over %d accepted notifications: at most %s apart (bound %s)", n, worst, store.RunIDSkew)
+	if worst > store.RunIDSkew {
+		b.t.Errorf("a run id's time is %s from its accepted_at, over store.RunIDSkew", worst)
+	}
+}
+
+// lookups times the notification row's lookup by id in every partition (the
+// query before the run id bounded it) and bounded as GetNotification does,
+// each id twice, and logs both plans' partitions and buffers.
+func (b *bigBench) lookups(ctx context.Context, list []string, what string) {
+	const all = `SELECT * FROM notifications WHERE tenant_id = $1 AND id = $2`
+	const bounded = all + ` AND accepted_at BETWEEN $3 AND $4`
+	args := func(id string) []any {
+		_, run, _ := ids.ParseNotificationID(id)
+		at, _ := ids.RunIDTime(run)
+		return []any{b.tenantID, id, at.Add(-store.RunIDSkew), at.Add(store.RunIDSkew)}
+	}
+	for _, q := range []struct{ name, sql string }{{"every partition", all}, {"bounded by the run id", bounded}} {
+		var times latencies
+		for range 2 {
+			for _, id := range list {
+				a := args(id)
+				if q.sql == all {
+					a = a[:2]
+				}
+				t0 := time.Now()
+				var one int
+				if err := b.pool.QueryRow(ctx, `SELECT 1 FROM (`+q.sql+`) x`, a...).Scan(&one); err != nil {
+					b.t.Fatalf("%s %s: %v", q.name, id, err)
+				}
+				times = append(times, time.Since(t0))
+			}
+		}
+		a := args(list[0])
+		if q.sql == all {
+			a = a[:2]
+		}
+		rows, err := b.pool.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) `+q.sql, a...)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		scans, buffers := 0, ""
+		for _, l := range lines {
+			if strings.Contains(l, "Scan") && strings.Contains(l, " on notifications_p") && !strings.Contains(l, "Bitmap Heap Scan") {
+				scans++
+			}
+			if buffers == "" && strings.Contains(l, "Buffers:") {
+				buffers = strings.TrimSpace(l)
+			}
+		}
+		b.t.Logf("lookup of %d %s ids, %s: p50 %s, p99 %s; plan: %d partitions scanned, %s", len(list), what, q.name, times.p(50), times.p(99), scans, buffers)
+	}
 }
 
 // sizes logs the tables' sizes and the bytes per notification.

@@ -199,7 +199,7 @@ func viewFromStore(n store.Notification) notificationView {
 
 // withHistory adds each channel's provider attempts.
 func (h *notificationsRoom) withHistory(ctx context.Context, tenantID string, v notificationView) (notificationView, error) {
-	hist, err := h.store.ListAttempts(ctx, tenantID, v.NotificationID)
+	hist, err := h.store.ListAttemptsOf(ctx, tenantID, v.NotificationID, v.AcceptedAt)
 	if err != nil {
 		return v, err
 	}

@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // KeyHashLen is the dedup key hash length in bytes: 128 bits (the 32 hex digits of
@@ -88,6 +90,22 @@ func ParseNotificationID(id string) (KeyHash, string, error) {
 	r := hex.EncodeToString(raw[KeyHashLen:])
 	runID := fmt.Sprintf("%s-%s-%s-%s-%s", r[0:8], r[8:12], r[12:16], r[16:20], r[20:32])
 	return k, runID, nil
+}
+
+// RunIDTime is the time a UUIDv7 run id was made: its first 48 bits are Unix
+// milliseconds. Temporal's run ids are UUIDv7 (server 1.29), made when the
+// server starts the run. ok is false for a run id of any other version (and
+// for the hash a campaign recipient's notification id holds instead).
+func RunIDTime(runID string) (t time.Time, ok bool) {
+	h := strings.ReplaceAll(runID, "-", "")
+	if len(h) != 32 || h[12] != '7' || !strings.ContainsRune("89ab", rune(h[16])) {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(h[:12], 16, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms).UTC(), true
 }
 
 // KeyHashFromWorkflowID recovers the key hash from a notification workflow ID.

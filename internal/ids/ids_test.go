@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCanonicalJSONSortsKeysAtEveryDepth(t *testing.T) {
@@ -74,5 +75,27 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestRunIDTimeReadsAUUIDv7(t *testing.T) {
+	// A run id the Temporal dev server (1.29) made at 2026-12-03T14:55:39.582Z.
+	at, ok := RunIDTime("01a23c67-683e-77ec-a098-f51f4ac3e52a")
+	if want := time.Date(2026, 12, 3, 14, 55, 39, 582_000_000, time.UTC); !ok || !at.Equal(want) {
+		t.Fatalf("RunIDTime = %v, %v; want %v", at, ok, want)
+	}
+	// As ParseNotificationID gives it back from a notification id.
+	_, run, err := ParseNotificationID(NotificationID(IdempotencyKeyHash("k"), "01a23c67-683e-77ec-a098-f51f4ac3e52a"))
+	if at2, ok := RunIDTime(run); err != nil || !ok || !at2.Equal(at) {
+		t.Fatalf("from a notification id: %v, %v, %v", at2, ok, err)
+	}
+	for _, other := range []string{
+		"3f2b8c1e-9d4a-4b6e-8f1a-2c3d4e5f6a7b", // v4
+		"01a23c67-683e-77ec-c098-f51f4ac3e52a", // v7's version, another variant
+		"", "01a23c67683e77eca098f51f4ac3e52",
+	} {
+		if _, ok := RunIDTime(other); ok {
+			t.Errorf("RunIDTime(%q) read a time", other)
+		}
 	}
 }

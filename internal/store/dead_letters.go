@@ -8,6 +8,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/retention"
 )
 
 // Attempt outcomes.
@@ -88,9 +89,26 @@ func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID stri
 
 // ListAttempts returns a notification's attempts, channel → oldest first.
 func (s *Store) ListAttempts(ctx context.Context, tenantID, notificationID string) (map[herald.Channel][]Attempt, error) {
+	return s.listAttempts(ctx, tenantID, notificationID, "")
+}
+
+// AttemptClockSkew bounds how much earlier than its notification's
+// accepted_at an attempt's at can be: an attempt is made after the run
+// started (accepted_at, Temporal's clock) and stamped with PostgreSQL's
+// now(), so only a database clock this far behind Temporal's could.
+const AttemptClockSkew = retention.Day
+
+// ListAttemptsOf is ListAttempts of a notification accepted at acceptedAt:
+// it reads only the partitions from acceptedAt - AttemptClockSkew on (the
+// attempts are partitioned by their own time), not the older ones.
+func (s *Store) ListAttemptsOf(ctx context.Context, tenantID, notificationID string, acceptedAt time.Time) (map[herald.Channel][]Attempt, error) {
+	return s.listAttempts(ctx, tenantID, notificationID, `AND at >= $3`, acceptedAt.Add(-AttemptClockSkew))
+}
+
+func (s *Store) listAttempts(ctx context.Context, tenantID, notificationID, bound string, args ...any) (map[herald.Channel][]Attempt, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT channel, attempt, provider, outcome, error, at FROM delivery_attempts
-		WHERE tenant_id = $1 AND notification_id = $2 ORDER BY id`, tenantID, notificationID)
+		WHERE tenant_id = $1 AND notification_id = $2 `+bound+` ORDER BY id`, append([]any{tenantID, notificationID}, args...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -44,9 +44,15 @@ type Delivery struct {
 
 // ListDeliveries returns a notification's deliveries in channel order.
 func (s *Store) ListDeliveries(ctx context.Context, tenantID, notificationID string) ([]Delivery, error) {
+	return s.listDeliveries(ctx, tenantID, notificationID, "")
+}
+
+// listDeliveries is ListDeliveries with a bound on the partition key (bound:
+// SQL with parameters from $3 on, args).
+func (s *Store) listDeliveries(ctx context.Context, tenantID, notificationID, bound string, args ...any) ([]Delivery, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
-		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 ORDER BY channel`, tenantID, notificationID)
+		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 `+bound+` ORDER BY channel`, append([]any{tenantID, notificationID}, args...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -121,8 +122,35 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 	return err
 }
 
+// RunIDSkew bounds how far a notification's accepted_at is from the time of
+// the UUIDv7 run id in its id: accepted_at is the run's WorkflowStartTime, and
+// Temporal stamps it and makes the run id for the same start request (an hour
+// covers clocks of different server hosts; a day partition is still one or
+// two).
+const RunIDSkew = time.Hour
+
 // GetNotification returns a notification with its deliveries, in channel order.
+// The notifications are partitioned by accepted_at, which the id does not
+// name: unbounded, the lookup probes every partition's index (~38). An id
+// whose run id is a UUIDv7 carries the run's start, so the lookup is bounded
+// to RunIDSkew around it (one or two partitions); an id without one (a
+// campaign recipient's), or whose row is not in that window (a run whose id
+// and start part, as a reset's could), is looked up in every partition. The
+// deliveries are then read at the notification's own accepted_at (every
+// writer writes it to both tables: migration 0102), one partition.
 func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notification, error) {
+	if _, runID, err := ids.ParseNotificationID(id); err == nil {
+		if at, ok := ids.RunIDTime(runID); ok {
+			n, err := s.getNotification(ctx, tenantID, id, `AND n.accepted_at BETWEEN $3 AND $4`, at.Add(-RunIDSkew), at.Add(RunIDSkew))
+			if !errors.Is(err, herald.ErrNotFound) {
+				return n, err
+			}
+		}
+	}
+	return s.getNotification(ctx, tenantID, id, "")
+}
+
+func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string, args ...any) (Notification, error) {
 	var n Notification
 	var dups *int
 	var first, last, until *time.Time
@@ -131,7 +159,7 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notif
 			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, s.seq
 		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
 		LEFT JOIN notification_sequences s ON s.tenant_id = n.tenant_id AND s.notification_id = n.id
-		WHERE n.tenant_id = $1 AND n.id = $2`, tenantID, id).
+		WHERE n.tenant_id = $1 AND n.id = $2 `+bound, append([]any{tenantID, id}, args...)...).
 		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt,
 			&n.TemplateVersion, &n.Category, &dups, &first, &last, &until, &n.DueSeq)
 	if err != nil {
@@ -140,7 +168,7 @@ func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notif
 	if dups != nil && first != nil && last != nil {
 		n.Dedup = &Dedup{NotificationID: n.ID, KeyHash: n.DedupKeyHash, Duplicates: *dups, FirstSeenAt: *first, LastSeenAt: *last, DedupUntil: until}
 	}
-	n.Deliveries, err = s.ListDeliveries(ctx, tenantID, id)
+	n.Deliveries, err = s.listDeliveries(ctx, tenantID, id, `AND accepted_at = $3`, n.AcceptedAt)
 	return n, err
 }
 

@@ -1,0 +1,76 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// v7 is a UUIDv7 run id made at at (as Temporal makes them).
+func v7(at time.Time, rnd string) string {
+	h := []byte("000000000000" + "7" + rnd[:3] + "8" + rnd[3:18])
+	copy(h[:12], []byte(leftPad(at.UnixMilli())))
+	s := string(h)
+	return s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
+}
+
+func leftPad(ms int64) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 12)
+	for i := 11; i >= 0; i-- {
+		out[i] = digits[ms&15]
+		ms >>= 4
+	}
+	return string(out)
+}
+
+// GetNotification bounds its lookup to the time in the id's UUIDv7 run id,
+// and still finds a notification whose accepted_at is far from it, or whose
+// id holds no UUIDv7 (a campaign recipient's), in any partition; the
+// deliveries come from the notification's own accepted_at, the attempts from
+// a day before it on.
+func TestGetNotificationBoundByTheRunIDsTime(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	cases := []struct {
+		name       string
+		id         string
+		acceptedAt time.Time
+	}{
+		{"its run id's time", ids.NotificationID(ids.IdempotencyKeyHash("a"), v7(now.Add(-time.Hour), "0123456789abcdef01")), now.Add(-time.Hour)},
+		{"far from its run id's time", ids.NotificationID(ids.IdempotencyKeyHash("b"), v7(now, "0123456789abcdef02")), now.Add(-3 * 24 * time.Hour)},
+		{"a campaign recipient's", ids.CampaignNotificationID(tn.ID, "cmp_x", "u1"), now.Add(-2 * 24 * time.Hour)},
+	}
+	for _, c := range cases {
+		if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: c.id, UserID: "u1", TemplateID: "t",
+			Channels: []herald.Channel{herald.ChannelInApp, herald.ChannelEmail}, WorkflowID: "notification/" + tn.ID + "/x",
+			Status: herald.NotificationQueued, AcceptedAt: c.acceptedAt}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, at)
+			VALUES ($1, $2, 'email', 1, 'sandbox', 'accepted', $3)`, tn.ID, c.id, c.acceptedAt.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cases {
+		n, err := st.GetNotification(ctx, tn.ID, c.id)
+		if err != nil || n.ID != c.id || !n.AcceptedAt.Equal(c.acceptedAt) || len(n.Deliveries) != 2 {
+			t.Errorf("%s: GetNotification = %s at %v with %d deliveries, %v", c.name, n.ID, n.AcceptedAt, len(n.Deliveries), err)
+		}
+		hist, err := st.ListAttemptsOf(ctx, tn.ID, c.id, c.acceptedAt)
+		if err != nil || len(hist[herald.ChannelEmail]) != 1 {
+			t.Errorf("%s: ListAttemptsOf = %v, %v", c.name, hist, err)
+		}
+	}
+	// Not there: not found, with or without a UUIDv7.
+	for _, id := range []string{ids.NotificationID(ids.IdempotencyKeyHash("c"), v7(now, "0123456789abcdef03")), ids.CampaignNotificationID(tn.ID, "cmp_x", "u2")} {
+		if _, err := st.GetNotification(ctx, tn.ID, id); !errors.Is(err, herald.ErrNotFound) {
+			t.Errorf("GetNotification(%s) = %v, want not found", id, err)
+		}
+	}
+}

@@ -1,0 +1,19 @@
+-- topic_subscribers no longer references topics: the per-row foreign-key check
+-- (a lookup and FOR KEY SHARE lock of the topic's row for every subscription
+-- inserted) was the largest part of subscribing a bulk import's users
+-- (POST /v1/users/import): 1.58 s of 3.81 s for 75,000 subscriptions of two
+-- topics, more than the insert itself (docs/bench.md, "Bulk user import").
+--
+-- What the constraint gave, and what replaces it:
+-- * The check on insert: the only code that subscribes (store.AddTopicSubscribers,
+--   store.ImportUsers) inserts the topic row in the same transaction just
+--   before its subscriptions (INSERT INTO topics … ON CONFLICT DO NOTHING), and
+--   nothing deletes a topic that could race with it.
+-- * ON DELETE CASCADE: nothing deletes a topic row. The API has no topic
+--   deletion; erasure removes a user's subscriptions itself, and removing a
+--   tenant deletes every table's rows of the tenant, subscriptions included.
+--
+-- The reference to users stays: it is what keeps a subscription from being
+-- written for a user an erasure is deleting at the same time (the check's row
+-- lock makes the erasure wait, and its cascade removes the row).
+ALTER TABLE topic_subscribers DROP CONSTRAINT IF EXISTS topic_subscribers_tenant_id_topic_fkey;

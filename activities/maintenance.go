@@ -181,9 +181,7 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 				if p.InboxItems >= op.InboxItems {
 					break
 				}
-				var next string
-				n, next, err = a.Store.PruneInboxCaps(ctx, t.TenantID, cur.User, MaintenanceBatch)
-				cur.User, more = next, next != ""
+				n, cur.User, more, err = a.Store.PruneInboxCaps(ctx, t.TenantID, cur.User, MaintenanceBatch, MaintenanceBatch)
 			default:
 				n, err = a.Store.Prune(ctx, step.kind, t.TenantID, step.cutoff(now, p), MaintenanceBatch)
 				more = n == MaintenanceBatch

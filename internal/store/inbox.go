@@ -255,7 +255,7 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	// Keep the newest items of each user within the cap (an item inserted
 	// older than the cap's edge goes at once: it is counted inserted, for the
 	// delivery, but never shown).
-	removed, err := s.capInboxes(ctx, tenants, userIDs)
+	removed, err := s.capInboxes(ctx, tenants, userIDs, InboxCapPerWrite, len(userIDs)*InboxCapPerWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -402,28 +402,42 @@ type removedInboxItem struct {
 	item InboxItem
 }
 
-// capInboxSQL deletes, for each user ($1, $2), the items past the newest
-// keep in the feed's order (due_seq, then notification_id, newest first;
-// docs/inbox-order.md): the operator's cap $3, or the tenant's own smaller one.
-// The edge is the keep-th item of inbox_due_idx, so it costs an index walk of
-// keep entries per user.
+// InboxCapPerWrite bounds how many of a user's items past the cap one inbox
+// write deletes. A write adds one item a user (a campaign page, rarely more),
+// so at the cap it deletes what it adds; a cap made smaller since (a tenant's
+// inbox_items lowered) leaves an excess that writes take away this many at a
+// time and maintenance walks (PruneInboxCaps), instead of the first write
+// deleting it all in its transaction. Meanwhile ListInbox shows the newest
+// cap only.
+const InboxCapPerWrite = 25
+
+// inboxKeepSQL is the cap of the tenant $1: the operator's $N (%[1]s), or the
+// tenant's own smaller one.
+const inboxKeepSQL = `LEAST(%[1]s::int, COALESCE((SELECT NULLIF((retention->>'inbox_items')::int, 0) FROM tenant_settings WHERE tenant_id = $1), %[1]s::int))`
+
+// capInboxSQL deletes, for each user ($1, $2), up to $4 of the items past the
+// newest keep in the feed's order (due_seq, then notification_id, newest
+// first; docs/inbox-order.md), nearest the edge first, and at most $5 in all
+// (users in the order given): keep is the operator's cap $3, or the tenant's
+// own smaller one. Each user's walk is keep + $4 entries of inbox_due_idx.
 const capInboxSQL = `
 	WITH u AS (
-		SELECT x.t, x.u, LEAST($3::int, COALESCE(NULLIF((s.retention->>'inbox_items')::int, 0), $3::int)) AS keep
-		FROM unnest($1::text[], $2::text[]) AS x(t, u) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
-	), edge AS (
-		SELECT u.t, u.u, c.due_seq, c.notification_id FROM u CROSS JOIN LATERAL (
-			SELECT due_seq, notification_id FROM inbox WHERE tenant_id = u.t AND user_id = u.u
-			ORDER BY due_seq DESC, notification_id DESC OFFSET u.keep - 1 LIMIT 1) c
+		SELECT x.t, x.u, x.ord, LEAST($3::int, COALESCE(NULLIF((s.retention->>'inbox_items')::int, 0), $3::int)) AS keep
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(t, u, ord) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
+	), excess AS (
+		SELECT u.t, u.u, c.notification_id FROM u CROSS JOIN LATERAL (
+			SELECT notification_id FROM inbox WHERE tenant_id = u.t AND user_id = u.u
+			ORDER BY due_seq DESC, notification_id DESC OFFSET u.keep LIMIT $4) c
+		ORDER BY u.ord LIMIT $5
 	)
-	DELETE FROM inbox i USING edge WHERE i.tenant_id = edge.t AND i.user_id = edge.u
-		AND (i.due_seq, i.notification_id) < (edge.due_seq, edge.notification_id)
+	DELETE FROM inbox i USING excess WHERE i.tenant_id = excess.t AND i.user_id = excess.u AND i.notification_id = excess.notification_id
 	RETURNING i.tenant_id, i.user_id, i.notification_id, i.read_at, i.seen_at, i.archived_at`
 
 // capInboxes applies the inbox cap to the users (whose state rows the caller
-// holds locked) and returns what it deleted.
-func (s *Store) capInboxes(ctx context.Context, tenants, users []string) ([]removedInboxItem, error) {
-	return s.removeInboxItems(ctx, capInboxSQL, tenants, users, s.inboxCap)
+// holds locked), deleting at most perUser items of each and total in all, and
+// returns what it deleted.
+func (s *Store) capInboxes(ctx context.Context, tenants, users []string, perUser, total int) ([]removedInboxItem, error) {
+	return s.removeInboxItems(ctx, capInboxSQL, tenants, users, s.inboxCap, perUser, total)
 }
 
 // removeInboxItems runs a DELETE … RETURNING tenant_id, user_id,
@@ -590,9 +604,17 @@ func (s *Store) ListInbox(ctx context.Context, q InboxQuery) (items []InboxItem,
 		args = append(args, q.After.Sequence, q.After.NotificationID)
 		where += fmt.Sprintf(" AND (due_seq, notification_id) < ($%d, $%d)", len(args)-1, len(args))
 	}
+	// Only the newest cap items of the user are shown: the excess of a cap
+	// made smaller is deleted a bounded number at a time (InboxCapPerWrite).
+	args = append(args, s.inboxCap)
 	rows, err := s.db.Query(ctx, `
+		WITH edge AS (
+			SELECT due_seq, notification_id FROM inbox WHERE tenant_id = $1 AND user_id = $2
+			ORDER BY due_seq DESC, notification_id DESC OFFSET `+fmt.Sprintf(inboxKeepSQL, fmt.Sprintf("$%d", len(args)))+` - 1 LIMIT 1
+		)
 		SELECT `+inboxColumns+`
 		FROM inbox WHERE tenant_id = $1 AND user_id = $2`+where+`
+		AND NOT EXISTS (SELECT 1 FROM edge WHERE (inbox.due_seq, inbox.notification_id) < (edge.due_seq, edge.notification_id))
 		ORDER BY due_seq DESC, notification_id DESC LIMIT $3`, args...)
 	if err != nil {
 		return nil, false, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -248,31 +249,49 @@ func (s *Store) PruneInboxAge(ctx context.Context, tenantID string, cutoff time.
 }
 
 // PruneInboxCaps applies the inbox cap (capInboxSQL) to up to users of the
-// tenant's users after the user id after, in user id order; next is the
-// cursor of the following call ("" when the walk is over). The insert path
-// keeps every inbox within the cap it has at that moment: the walk is for a
-// cap made smaller since.
-func (s *Store) PruneInboxCaps(ctx context.Context, tenantID, after string, users int) (deleted int64, next string, err error) {
-	rows, err := s.db.Query(ctx, `SELECT user_id FROM inbox_state WHERE tenant_id = $1 AND user_id > $2 ORDER BY user_id LIMIT $3`,
+// tenant's users after the user id after, in user id order, deleting at most
+// rows items in all (one user may take them all). It returns the cursor of
+// the following call and whether there is one (false once the walk is over):
+// past the page, or back at the user it stopped inside. The insert path keeps
+// every inbox within the cap it has at that moment, less what a write may
+// leave of a cap made smaller (InboxCapPerWrite): the walk is for those.
+func (s *Store) PruneInboxCaps(ctx context.Context, tenantID, after string, users, rows int) (deleted int64, next string, more bool, err error) {
+	res, err := s.db.Query(ctx, `SELECT user_id FROM inbox_state WHERE tenant_id = $1 AND user_id > $2 ORDER BY user_id LIMIT $3`,
 		tenantID, after, users)
 	if err != nil {
-		return 0, "", err
+		return 0, "", false, err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := pgx.CollectRows(res, pgx.RowTo[string])
 	if err != nil || len(ids) == 0 {
-		return 0, "", err
+		return 0, "", false, err
 	}
 	tenants := make([]string, len(ids))
 	for i := range tenants {
 		tenants[i] = tenantID
 	}
+	last := -1 // the position in ids of the last user it deleted from
 	err = s.removeInboxUsers(ctx, tenantID, ids, func(tx *Store) ([]removedInboxItem, error) {
-		return tx.capInboxes(ctx, tenants, ids)
+		removed, err := tx.capInboxes(ctx, tenants, ids, rows, rows)
+		for _, r := range removed {
+			last = max(last, slices.Index(ids, r.key.userID))
+		}
+		return removed, err
 	}, &deleted)
-	if len(ids) == users {
-		next = ids[len(ids)-1]
+	if err != nil {
+		return deleted, "", false, err
 	}
-	return deleted, next, err
+	if deleted == int64(rows) {
+		// The batch ended inside the last user it deleted from (or at its
+		// end): the next call starts at that user again.
+		if last == 0 {
+			return deleted, after, true, nil
+		}
+		return deleted, ids[last-1], true, nil
+	}
+	if len(ids) == users {
+		return deleted, ids[len(ids)-1], true, nil
+	}
+	return deleted, "", false, nil
 }
 
 // removeInboxUsers locks the users' inbox states (ids sorted), runs remove,

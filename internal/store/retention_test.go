@@ -103,12 +103,12 @@ func TestInboxCapWalkAndAgeLimit(t *testing.T) {
 	if err := st.UpdateTenantSettings(ctx, tn.ID, func(ts *store.TenantSettings) { ts.Retention = retention.Tenant{InboxItems: 12} }); err != nil {
 		t.Fatal(err)
 	}
-	n, next, err := st.PruneInboxCaps(ctx, tn.ID, "", 500)
-	if err != nil || n != 8 || next != "" {
-		t.Fatalf("cap walk: %d deleted, next %q, %v", n, next, err)
+	n, next, more, err := st.PruneInboxCaps(ctx, tn.ID, "", 500, 500)
+	if err != nil || n != 8 || next != "" || more {
+		t.Fatalf("cap walk: %d deleted, next %q (more %v), %v", n, next, more, err)
 	}
 	// The age limit: items older than 5 minutes go (the 4 from -8 to -6 min… of the 12 kept, those before -5m).
-	n, more, err := st.PruneInboxAge(ctx, tn.ID, now.Add(-5*time.Minute), 500)
+	n, more, err = st.PruneInboxAge(ctx, tn.ID, now.Add(-5*time.Minute), 500)
 	if err != nil || n != 7 || !more {
 		t.Fatalf("age: %d deleted (more %v), %v", n, more, err)
 	}
@@ -137,6 +137,70 @@ func TestInboxCapWalkAndAgeLimit(t *testing.T) {
 	if err != nil || len(events) != 2 || events[0].Kind != herald.InboxItemsRemoved || events[1].Counts.Total != 5 {
 		t.Fatalf("events after the inserts: %+v, %v", events, err)
 	}
+}
+
+// A cap lowered from 100 to 10 leaves 90 items too many: the next delivery
+// deletes InboxCapPerWrite of them (not all, in its own transaction), the list
+// shows the newest 10 meanwhile, and the walk deletes the rest in batches of
+// its size, the counters equal to a recount all along.
+func TestLoweredInboxCapIsDeletedInBoundedBatches(t *testing.T) {
+	st, ctx := txStore(t)
+	st.SetInboxCap(100)
+	tn, _ := mustTenant(t, st, ctx)
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	item := func(i int) store.NewInboxItem {
+		return store.NewInboxItem{TenantID: tn.ID, UserID: "ada", NotificationID: fmt.Sprintf("n_%03d", i), Title: "t", Body: "b",
+			CreatedAt: now.Add(time.Duration(i-100) * time.Minute)}
+	}
+	var items []store.NewInboxItem
+	for i := range 100 {
+		items = append(items, item(i))
+	}
+	if _, err := st.InsertInboxItems(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	_, seq, _ := st.GetInboxCounts(ctx, tn.ID, "ada")
+	if err := st.UpdateTenantSettings(ctx, tn.ID, func(ts *store.TenantSettings) { ts.Retention = retention.Tenant{InboxItems: 10} }); err != nil {
+		t.Fatal(err)
+	}
+	consistent := func(wantRows int64) {
+		t.Helper()
+		counts, _, _ := st.GetInboxCounts(ctx, tn.ID, "ada")
+		recount, _ := st.RecountInbox(ctx, tn.ID, "ada")
+		if counts != recount || counts.Total != wantRows {
+			t.Fatalf("counters %+v, recount %+v, want %d rows", counts, recount, wantRows)
+		}
+		list, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: "ada", Limit: 100})
+		if err != nil || len(list) != 10 || list[0].NotificationID != "n_100" || list[9].NotificationID != "n_091" {
+			t.Fatalf("the list shows %d items (want the newest 10, n_100 to n_091): %+v, %v", len(list), list, err)
+		}
+	}
+	if _, err := st.InsertInboxItems(ctx, []store.NewInboxItem{item(100)}); err != nil {
+		t.Fatal(err)
+	}
+	consistent(101 - store.InboxCapPerWrite)
+	// The stream heard of the removal: items.removed, then item.created.
+	events, _, err := st.InboxEventsAfter(ctx, tn.ID, "ada", seq, 10, 1<<20)
+	if err != nil || len(events) != 2 || events[0].Kind != herald.InboxItemsRemoved || events[1].Kind != herald.InboxItemCreated {
+		t.Fatalf("events of the write: %+v, %v", events, err)
+	}
+	// The walk, 30 rows a batch: back at ada until her excess is gone.
+	var deleted []int64
+	after, more := "", true
+	for more {
+		var n int64
+		if n, after, more, err = st.PruneInboxCaps(ctx, tn.ID, after, 500, 30); err != nil {
+			t.Fatal(err)
+		}
+		deleted = append(deleted, n)
+	}
+	if want := []int64{30, 30, 6}; !slices.Equal(deleted, want) {
+		t.Fatalf("the walk deleted %v a call, want %v", deleted, want)
+	}
+	consistent(10)
 }
 
 // Prune deletes only the tenant's rows older than the cut-off, a batch at a

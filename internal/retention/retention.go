@@ -57,25 +57,37 @@ const Day = 24 * time.Hour
 const MaxInboxItems = 100_000
 
 // Field is one setting of a Policy: its JSON name, its environment variable
-// and where it lives. Fields lists them all, in document order; the config,
-// the API's validation and the docs work from it.
+// and where it lives, in the operator's Policy (Dur or Int) and in a tenant's
+// own settings (TenantDur or TenantInt, the same kind). Fields lists them
+// all, in document order; the config, the API's validation, Tenant.Set and
+// Tenant.Policy and the docs work from it.
 type Field struct {
-	Name string
-	Env  string
-	Dur  func(*Policy) *time.Duration
-	Int  func(*Policy) *int
+	Name      string
+	Env       string
+	Dur       func(*Policy) *time.Duration
+	Int       func(*Policy) *int
+	TenantDur func(*Tenant) *Seconds
+	TenantInt func(*Tenant) *int
 }
 
 // Fields is every setting of a Policy.
 var Fields = []Field{
-	{Name: "notifications", Env: "HERALD_RETENTION_NOTIFICATIONS", Dur: func(p *Policy) *time.Duration { return &p.Notifications }},
-	{Name: "inbox_items", Env: "HERALD_RETENTION_INBOX_ITEMS", Int: func(p *Policy) *int { return &p.InboxItems }},
-	{Name: "inbox_age", Env: "HERALD_RETENTION_INBOX_AGE", Dur: func(p *Policy) *time.Duration { return &p.InboxAge }},
-	{Name: "sandbox", Env: "HERALD_RETENTION_SANDBOX", Dur: func(p *Policy) *time.Duration { return &p.Sandbox }},
-	{Name: "webhooks", Env: "HERALD_RETENTION_WEBHOOKS", Dur: func(p *Policy) *time.Duration { return &p.Webhooks }},
-	{Name: "dead_letters", Env: "HERALD_RETENTION_DEAD_LETTERS", Dur: func(p *Policy) *time.Duration { return &p.DeadLetters }},
-	{Name: "audit", Env: "HERALD_RETENTION_AUDIT", Dur: func(p *Policy) *time.Duration { return &p.Audit }},
-	{Name: "campaigns", Env: "HERALD_RETENTION_CAMPAIGNS", Dur: func(p *Policy) *time.Duration { return &p.Campaigns }},
+	{Name: "notifications", Env: "HERALD_RETENTION_NOTIFICATIONS",
+		Dur: func(p *Policy) *time.Duration { return &p.Notifications }, TenantDur: func(t *Tenant) *Seconds { return &t.Notifications }},
+	{Name: "inbox_items", Env: "HERALD_RETENTION_INBOX_ITEMS",
+		Int: func(p *Policy) *int { return &p.InboxItems }, TenantInt: func(t *Tenant) *int { return &t.InboxItems }},
+	{Name: "inbox_age", Env: "HERALD_RETENTION_INBOX_AGE",
+		Dur: func(p *Policy) *time.Duration { return &p.InboxAge }, TenantDur: func(t *Tenant) *Seconds { return &t.InboxAge }},
+	{Name: "sandbox", Env: "HERALD_RETENTION_SANDBOX",
+		Dur: func(p *Policy) *time.Duration { return &p.Sandbox }, TenantDur: func(t *Tenant) *Seconds { return &t.Sandbox }},
+	{Name: "webhooks", Env: "HERALD_RETENTION_WEBHOOKS",
+		Dur: func(p *Policy) *time.Duration { return &p.Webhooks }, TenantDur: func(t *Tenant) *Seconds { return &t.Webhooks }},
+	{Name: "dead_letters", Env: "HERALD_RETENTION_DEAD_LETTERS",
+		Dur: func(p *Policy) *time.Duration { return &p.DeadLetters }, TenantDur: func(t *Tenant) *Seconds { return &t.DeadLetters }},
+	{Name: "audit", Env: "HERALD_RETENTION_AUDIT",
+		Dur: func(p *Policy) *time.Duration { return &p.Audit }, TenantDur: func(t *Tenant) *Seconds { return &t.Audit }},
+	{Name: "campaigns", Env: "HERALD_RETENTION_CAMPAIGNS",
+		Dur: func(p *Policy) *time.Duration { return &p.Campaigns }, TenantDur: func(t *Tenant) *Seconds { return &t.Campaigns }},
 }
 
 // Validate checks an operator policy: every duration at least a second,
@@ -118,43 +130,29 @@ func (s Seconds) Duration() time.Duration { return time.Duration(s) * time.Secon
 // longer setting with it.
 func (t Tenant) Policy(op Policy) Policy {
 	p := op
-	shorter := func(dst *time.Duration, s Seconds) {
-		if s > 0 && s.Duration() < *dst {
-			*dst = s.Duration()
+	for _, f := range Fields {
+		if f.Dur != nil {
+			if s := *f.TenantDur(&t); s > 0 && s.Duration() < *f.Dur(&p) {
+				*f.Dur(&p) = s.Duration()
+			}
+		} else if n := *f.TenantInt(&t); n > 0 && n < *f.Int(&p) {
+			*f.Int(&p) = n
 		}
-	}
-	shorter(&p.Notifications, t.Notifications)
-	shorter(&p.InboxAge, t.InboxAge)
-	shorter(&p.Sandbox, t.Sandbox)
-	shorter(&p.Webhooks, t.Webhooks)
-	shorter(&p.DeadLetters, t.DeadLetters)
-	shorter(&p.Audit, t.Audit)
-	shorter(&p.Campaigns, t.Campaigns)
-	if t.InboxItems > 0 && t.InboxItems < p.InboxItems {
-		p.InboxItems = t.InboxItems
 	}
 	return p
 }
 
-// Set stores field name's value v (seconds, or items for inbox_items) in t.
+// Set stores field name's value v (seconds, or items for inbox_items) in t;
+// a name that is not in Fields changes nothing.
 func (t *Tenant) Set(name string, v int64) {
-	switch name {
-	case "notifications":
-		t.Notifications = Seconds(v)
-	case "inbox_items":
-		t.InboxItems = int(v)
-	case "inbox_age":
-		t.InboxAge = Seconds(v)
-	case "sandbox":
-		t.Sandbox = Seconds(v)
-	case "webhooks":
-		t.Webhooks = Seconds(v)
-	case "dead_letters":
-		t.DeadLetters = Seconds(v)
-	case "audit":
-		t.Audit = Seconds(v)
-	case "campaigns":
-		t.Campaigns = Seconds(v)
+	for _, f := range Fields {
+		switch {
+		case f.Name != name:
+		case f.TenantDur != nil:
+			*f.TenantDur(t) = Seconds(v)
+		default:
+			*f.TenantInt(t) = int(v)
+		}
 	}
 }
 

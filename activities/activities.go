@@ -88,7 +88,12 @@ func (a *Activities) RecordAccepted(ctx context.Context, in contract.RecordAccep
 	if in.OrderingKey == "" || len(in.Ordered) == 0 {
 		return contract.RecordAcceptedResult{}, nil
 	}
-	places, err := a.orderPlaces(ctx, in.TenantID, in.UserID, in.OrderingKey, in.NotificationID, in.WorkflowID, in.RunID, in.Ordered)
+	claims := make([]herald.OrderClaim, 0, len(in.Ordered))
+	for _, ch := range in.Ordered {
+		claims = append(claims, herald.OrderClaim{TenantID: in.TenantID, UserID: in.UserID, Channel: ch, OrderingKey: in.OrderingKey,
+			NotificationID: in.NotificationID, WorkflowID: in.WorkflowID, RunID: in.RunID})
+	}
+	places, err := a.orderPlaces(ctx, claims)
 	return contract.RecordAcceptedResult{Places: places}, err
 }
 

@@ -5,7 +5,6 @@ import (
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/herald"
-	"github.com/herald-notify/herald/internal/store"
 )
 
 // The ordered-delivery activities (docs/ordering.md): the notification workflow
@@ -14,7 +13,7 @@ import (
 // ClaimOrder takes the channel's place in its lane when a scheduled
 // notification becomes due (a retry finds it), and says whom it waits behind.
 func (a *Activities) ClaimOrder(ctx context.Context, in contract.ClaimOrderInput) (contract.ClaimOrderResult, error) {
-	places, err := a.orderPlaces(ctx, in.TenantID, in.UserID, in.OrderingKey, in.NotificationID, in.WorkflowID, in.RunID, []herald.Channel{in.Channel})
+	places, err := a.orderPlaces(ctx, []herald.OrderClaim{in})
 	if err != nil {
 		return contract.ClaimOrderResult{}, err
 	}
@@ -22,12 +21,7 @@ func (a *Activities) ClaimOrder(ctx context.Context, in contract.ClaimOrderInput
 }
 
 // orderPlaces takes (or finds) the places of a notification's ordered channels.
-func (a *Activities) orderPlaces(ctx context.Context, tenantID, userID, key, notificationID, workflowID, runID string, channels []herald.Channel) ([]contract.ClaimOrderResult, error) {
-	claims := make([]store.OrderClaim, 0, len(channels))
-	for _, ch := range channels {
-		claims = append(claims, store.OrderClaim{TenantID: tenantID, UserID: userID, Channel: ch, OrderingKey: key,
-			NotificationID: notificationID, WorkflowID: workflowID, RunID: runID})
-	}
+func (a *Activities) orderPlaces(ctx context.Context, claims []herald.OrderClaim) ([]contract.ClaimOrderResult, error) {
 	places, err := a.Store.ClaimOrderHandoffs(ctx, claims, true)
 	if err != nil {
 		return nil, err

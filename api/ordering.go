@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/herald"
-	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/workflows"
 )
 
@@ -85,10 +84,10 @@ func (h *notificationsRoom) claimOrderPlaces(ctx context.Context, in workflows.N
 	if in.OrderingKey == "" || !in.SendAt.IsZero() {
 		return
 	}
-	var claims []store.OrderClaim
+	var claims []herald.OrderClaim
 	for _, ch := range in.Channels {
 		if herald.IsProviderChannel(ch) {
-			claims = append(claims, store.OrderClaim{TenantID: in.TenantID, UserID: in.UserID, Channel: ch, OrderingKey: in.OrderingKey,
+			claims = append(claims, herald.OrderClaim{TenantID: in.TenantID, UserID: in.UserID, Channel: ch, OrderingKey: in.OrderingKey,
 				NotificationID: notificationID, WorkflowID: workflowID, RunID: runID})
 		}
 	}

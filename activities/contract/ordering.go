@@ -17,17 +17,8 @@ const (
 )
 
 // ClaimOrderInput is one ordered channel taking (or finding, when the API took
-// it at acceptance) its place in the lane (TenantID, UserID, Channel,
-// OrderingKey).
-type ClaimOrderInput struct {
-	TenantID       string
-	UserID         string
-	Channel        herald.Channel
-	OrderingKey    string
-	NotificationID string
-	WorkflowID     string
-	RunID          string
-}
+// it at acceptance) its place in the lane: the claim the store takes, as it is.
+type ClaimOrderInput = herald.OrderClaim
 
 // ClaimOrderResult is the channel's place: its seq, and the pending
 // notification it waits behind ("": none, it may go at once).

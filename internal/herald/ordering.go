@@ -6,6 +6,20 @@ import "time"
 // the same (tenant, user, channel, ordering key) are handed to the provider in
 // the order they became due.
 
+// OrderClaim is one ordered channel of a notification taking (or finding,
+// when the API took it at acceptance) its place in its lane (TenantID,
+// UserID, Channel, OrderingKey): what the API and the ClaimOrder activity
+// hand to the store (store.ClaimOrderHandoffs).
+type OrderClaim struct {
+	TenantID       string
+	UserID         string
+	Channel        Channel
+	OrderingKey    string
+	NotificationID string
+	WorkflowID     string
+	RunID          string
+}
+
 // DefaultOrderMaxHold is how long an ordered channel waits at most for an
 // earlier notification of its lane (max_hold) when the tenant set none.
 const DefaultOrderMaxHold = 5 * time.Minute

@@ -17,17 +17,6 @@ import (
 // ran out). Every claim and release locks the lane's row first, so a release
 // never misses a claim that is about to wait on it.
 
-// OrderClaim is one ordered channel of a notification taking its place.
-type OrderClaim struct {
-	TenantID       string
-	UserID         string
-	Channel        herald.Channel
-	OrderingKey    string
-	NotificationID string
-	WorkflowID     string
-	RunID          string
-}
-
 // OrderPlace is a channel's place in its lane.
 type OrderPlace struct {
 	Channel herald.Channel
@@ -57,7 +46,7 @@ type OrderSuccessor struct {
 // Whom it is behind is read without the lane's lock: a lower place that is
 // released meanwhile signals this one (the release takes the lock and sees
 // it), so reading it just before or just after the release both work.
-func (s *Store) ClaimOrderHandoffs(ctx context.Context, claims []OrderClaim, places bool) ([]OrderPlace, error) {
+func (s *Store) ClaimOrderHandoffs(ctx context.Context, claims []herald.OrderClaim, places bool) ([]OrderPlace, error) {
 	var out []OrderPlace
 	for _, c := range claims {
 		if places {
@@ -102,7 +91,7 @@ func (s *Store) ClaimOrderHandoffs(ctx context.Context, claims []OrderClaim, pla
 
 // orderPlace reads a claimed hand-off's seq and records (once) the pending
 // notification with the highest lower seq, the one it waits behind.
-func (s *Store) orderPlace(ctx context.Context, c OrderClaim) (OrderPlace, bool, error) {
+func (s *Store) orderPlace(ctx context.Context, c herald.OrderClaim) (OrderPlace, bool, error) {
 	p := OrderPlace{Channel: c.Channel}
 	var behind *string
 	err := s.db.QueryRow(ctx, `

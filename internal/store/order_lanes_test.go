@@ -31,12 +31,12 @@ func TestOrderLaneHandsOffInOrderUnderConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 60
-	claim := func(i int) store.OrderClaim {
-		return store.OrderClaim{TenantID: tn.ID, UserID: "ada", Channel: herald.ChannelEmail, OrderingKey: "user",
+	claim := func(i int) herald.OrderClaim {
+		return herald.OrderClaim{TenantID: tn.ID, UserID: "ada", Channel: herald.ChannelEmail, OrderingKey: "user",
 			NotificationID: fmt.Sprintf("n_%02d", i), WorkflowID: fmt.Sprintf("wf-%02d", i), RunID: "run"}
 	}
 	for i := range n {
-		if _, err := st.ClaimOrderHandoffs(ctx, []store.OrderClaim{claim(i)}, false); err != nil {
+		if _, err := st.ClaimOrderHandoffs(ctx, []herald.OrderClaim{claim(i)}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestOrderLaneHandsOffInOrderUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
-			places, err := st.ClaimOrderHandoffs(ctx, []store.OrderClaim{claim(i)}, true) // the workflow's read: a place it has
+			places, err := st.ClaimOrderHandoffs(ctx, []herald.OrderClaim{claim(i)}, true) // the workflow's read: a place it has
 			if err != nil {
 				errs <- err
 				return
@@ -122,7 +122,7 @@ func TestOrderLaneHandsOffInOrderUnderConcurrency(t *testing.T) {
 	if total != n+1 {
 		t.Fatalf("pruned %d rows, want %d hand-offs and the lane", total, n)
 	}
-	places, err := st.ClaimOrderHandoffs(ctx, []store.OrderClaim{claim(99)}, true)
+	places, err := st.ClaimOrderHandoffs(ctx, []herald.OrderClaim{claim(99)}, true)
 	if err != nil || places[0].Seq != 1 || places[0].Behind != "" {
 		t.Fatalf("a claim after the prune: %v %v", places, err)
 	}

@@ -17,7 +17,8 @@ import (
 )
 
 // smallerRowsMigration is the version before the migrations that store less
-// per notification (0121 inbox event items, 0122 derived notification ids).
+// per notification (0121 inbox event items, 0122 derived notification ids,
+// 0124 the ledger's key lookup).
 const smallerRowsMigration = 120
 
 // TestSmallerRowsMigrationKeepsEveryValue: on a database at 0120, a
@@ -171,7 +172,36 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	if got, err := st.GetNotification(ctx, tn.ID, n2.ID); err != nil || got.WorkflowID != n2.WorkflowID || got.RunID != runID || got.DedupKeyHash != key2.String() {
 		t.Fatalf("GetNotification(new) = %+v (%v)", got, err)
 	}
+	// The ledger (0124) finds a key's rows by their ids, and a row whose id
+	// does not spell its key by the partial index: both answer as before.
+	body := []byte("body-hash")
+	until := now.Add(time.Hour)
+	n2.Dedup = &store.Dedup{BodyHash: body, FirstSeenAt: now, DedupUntil: &until}
+	if err := st.InsertNotification(ctx, n2); err != nil {
+		t.Fatal(err)
+	}
+	odd := rows[2]
+	if _, err := pool.Exec(ctx, `INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, dedup_until)
+		VALUES ($1, $2, $3, $4, $5, $5, $6)`, tn.ID, odd.id, odd.keyHash, body, now, until); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ id, key string }{{n2.ID, key2.String()}, {odd.id, odd.keyHash}} {
+		byKey, err := st.NotificationsByKey(ctx, tn.ID, want.key, 10)
+		if err != nil || fmt.Sprint(byKey) != fmt.Sprint([]string{want.id}) {
+			t.Fatalf("NotificationsByKey(%s) = %v (%v), want %s", want.key, byKey, err, want.id)
+		}
+		a, err := st.AnswerFromLedger(ctx, store.AnswerFromLedgerParams{TenantID: tn.ID, KeyHash: want.key, BodyHash: body, SeenAt: now})
+		if err != nil || a.Outcome != store.LedgerDuplicate || a.NotificationID != want.id {
+			t.Fatalf("AnswerFromLedger(%s) = %+v (%v), want a duplicate of %s", want.key, a, err, want.id)
+		}
+	}
+	if byKey, err := st.NotificationsByKey(ctx, tn.ID, key2.String()[:31]+"0", 10); err != nil || len(byKey) != 0 {
+		t.Fatalf("another key found %v (%v)", byKey, err)
+	}
 	if _, err := pool.Exec(ctx, `DELETE FROM notifications WHERE id = $1`, n2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM notification_dedup WHERE tenant_id = $1`, tn.ID); err != nil {
 		t.Fatal(err)
 	}
 

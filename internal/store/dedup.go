@@ -142,11 +142,19 @@ func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (
 	return d, dbx.NotFound(err)
 }
 
+// ledgerKeySQL selects the ledger rows (aliased d) of key hash $2: those
+// whose id spells the key (n_ + key hash + run id: a range of the primary
+// key, the id's order puts every id that starts with n_K between 'n_K' and
+// 'n_Kg') and those whose id does not (the partial notification_dedup_key_idx,
+// migration 0124), with key_hash = $2 checked on both.
+const ledgerKeySQL = `d.key_hash = $2 AND (d.notification_id >= 'n_' || $2 AND d.notification_id < 'n_' || $2 || 'g'
+	OR d.key_hash <> substr(d.notification_id, 3, 32))`
+
 // NotificationsByKey returns the ids of the notifications accepted with dedup key
 // hash keyHash (one per window), newest first, at most limit.
 func (s *Store) NotificationsByKey(ctx context.Context, tenantID, keyHash string, limit int) ([]string, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT notification_id FROM notification_dedup WHERE tenant_id = $1 AND key_hash = $2
+		SELECT notification_id FROM notification_dedup d WHERE d.tenant_id = $1 AND `+ledgerKeySQL+`
 		ORDER BY first_seen_at DESC, notification_id DESC LIMIT $3`, tenantID, keyHash, limit)
 	if err != nil {
 		return nil, err
@@ -258,7 +266,7 @@ WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 open AS (
     SELECT d.notification_id, d.body_hash, n.status, n.accepted_at
     FROM notification_dedup d JOIN notifications n ON n.tenant_id = d.tenant_id AND n.id = d.notification_id
-    WHERE d.tenant_id = $1 AND d.key_hash = $2 AND d.body_hash IS NOT NULL
+    WHERE d.tenant_id = $1 AND ` + ledgerKeySQL + ` AND d.body_hash IS NOT NULL
         AND d.dedup_until > now() + make_interval(secs => $5)
     ORDER BY d.first_seen_at DESC
     LIMIT 1

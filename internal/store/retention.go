@@ -69,7 +69,9 @@ const (
 )
 
 // pruneSQL is each kind's statement: $1 the tenant, $2 the cut-off, $3 the
-// batch. The inner SELECT walks the kind's (tenant_id, time) index.
+// batch. The inner SELECT walks the kind's (tenant_id, time) index; the outer
+// DELETE names the tenant too, so it finds each row by the (tenant_id, id)
+// primary key (by id alone it scanned the whole table, every batch).
 var pruneSQL = map[PruneKind]string{
 	// Deliveries, attempts, receipts and dead letters have no foreign key to
 	// notifications (partitioned tables, migration 0102): the statement
@@ -114,13 +116,13 @@ var pruneSQL = map[PruneKind]string{
 	PruneCapLedger: `DELETE FROM cap_ledger c USING (
 			SELECT notification_id FROM cap_ledger WHERE tenant_id = $1 AND claimed_at < $2 LIMIT $3) x
 		WHERE c.tenant_id = $1 AND c.notification_id = x.notification_id`,
-	PruneSandbox: `DELETE FROM sandbox_messages WHERE id IN (
+	PruneSandbox: `DELETE FROM sandbox_messages WHERE tenant_id = $1 AND id IN (
 			SELECT id FROM sandbox_messages WHERE tenant_id = $1 AND created_at < $2 LIMIT $3)`,
-	PruneWebhookAttempts: `DELETE FROM webhook_attempts WHERE id IN (
+	PruneWebhookAttempts: `DELETE FROM webhook_attempts WHERE tenant_id = $1 AND id IN (
 			SELECT id FROM webhook_attempts WHERE tenant_id = $1 AND at < $2 LIMIT $3)`,
-	PruneWebhookMessages: `DELETE FROM webhook_messages WHERE id IN (
+	PruneWebhookMessages: `DELETE FROM webhook_messages WHERE tenant_id = $1 AND id IN (
 			SELECT id FROM webhook_messages WHERE tenant_id = $1 AND created_at < $2 AND status <> '` + WebhookPending + `' LIMIT $3)`,
-	PruneDeadLetters: `DELETE FROM dead_letters WHERE id IN (
+	PruneDeadLetters: `DELETE FROM dead_letters WHERE tenant_id = $1 AND id IN (
 			SELECT id FROM dead_letters WHERE tenant_id = $1 AND status = '` + DeadLetterRedriven + `' AND updated_at < $2 LIMIT $3)`,
 	PruneAudit: `DELETE FROM audit_log a USING (
 			SELECT id FROM audit_log WHERE tenant_id = $1 AND at < $2 LIMIT $3) x

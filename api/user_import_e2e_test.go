@@ -76,11 +76,12 @@ func TestUserImport(t *testing.T) {
 	// The same file again: nothing changes.
 	wantCounts(t, importUsers(h, key, "application/x-ndjson", file), 3, 0, 0, 3)
 	// One new user, one changed email, one new topic for bob; ada unchanged.
+	// A new topic of the new user and of the changed one counts them once.
 	wantCounts(t, importUsers(h, key, "application/x-ndjson", strings.Join([]string{
 		`{"user_id":"ada","name":"Ada","email":"ada@example.com","locale":"en-GB","timezone":"Europe/London"}`,
 		`{"user_id":"bob","phone":"+14155550101","topics":["news"]}`,
-		`{"user_id":"cy","email":"cy@example.org"}`,
-		`{"user_id":"dee"}`,
+		`{"user_id":"cy","email":"cy@example.org","topics":["deals"]}`,
+		`{"user_id":"dee","topics":["deals"]}`,
 	}, "\n")), 4, 1, 2, 1)
 
 	// The first bad line names line and field; nothing of the file is stored.

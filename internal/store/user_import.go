@@ -481,8 +481,10 @@ func (s *Store) importStaged(ctx context.Context, tenantID string, src ImportSou
 	if !c.used.any() {
 		return res, nil
 	}
-	// The users whose only change is in a section: neither created nor
-	// updated above (both set the row's timestamp to the transaction's).
+	// The users a section statement changed (user_import_changed), counted
+	// as updated unless created or updated above (user_import_diff). Each
+	// returned user was probed in users to tell, before: a quarter of what
+	// subscribing cost.
 	if _, err := s.db.Exec(ctx, `CREATE TEMP TABLE user_import_changed (user_id text PRIMARY KEY) ON COMMIT DROP`); err != nil {
 		return res, err
 	}
@@ -492,7 +494,8 @@ func (s *Store) importStaged(ctx context.Context, tenantID string, src ImportSou
 		}
 	}
 	var more int64
-	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM user_import_changed`).Scan(&more); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM user_import_changed c
+		WHERE NOT EXISTS (SELECT 1 FROM user_import_diff d WHERE d.user_id = c.user_id)`).Scan(&more); err != nil {
 		return res, err
 	}
 	res.Updated += more
@@ -501,8 +504,7 @@ func (s *Store) importStaged(ctx context.Context, tenantID string, src ImportSou
 
 // importSections are the statements that apply the optional sections from
 // user_import_last, for the sections the file used. With count (a staged
-// import), each records in user_import_changed the users it changed that the
-// profile statements did not create or update. Without (a direct import: every
+// import), each records in user_import_changed the users it changed. Without (a direct import: every
 // user was created by it, so has no preferences or subscriptions yet), they
 // are plain INSERTs (no tenant's token can be another user's either: the tenant
 // had no users).
@@ -519,10 +521,7 @@ func importSections(sections ImportSections, maxPushTokens int, count bool) []st
 			return q
 		}
 		return `WITH c AS (` + q + ` RETURNING user_id)
-			INSERT INTO user_import_changed SELECT DISTINCT c.user_id FROM c, LATERAL (
-				SELECT created_at, updated_at FROM users u WHERE u.tenant_id = $1 AND u.user_id = c.user_id LIMIT 1) u
-			WHERE u.created_at <> now() AND u.updated_at <> now()
-			ON CONFLICT DO NOTHING`
+			INSERT INTO user_import_changed SELECT user_id FROM c ON CONFLICT DO NOTHING`
 	}
 	if sections.Preferences {
 		qs = append(qs, changed(`

@@ -26,13 +26,8 @@ import (
 // (herald.ReasonInDoubt) and the receipt then records them sent. Without a
 // receipt inside the wait, the documented residual remains (as in crash_test.go).
 func TestCampaignSurvivesWorkerKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts worker processes; run without -short")
-	}
-	bin := buildHerald(t)
-	f := apitest.StartFakes(t)
 	const pageSize, window = 100, 2
-	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f), CampaignPageSize: pageSize, CampaignWindow: window,
+	bin, f, h := crashHarness(t, apitest.Options{CampaignPageSize: pageSize, CampaignWindow: window,
 		CampaignInDoubtWait: 2 * time.Second})
 	tenantID, key := h.TenantWith("campaign-crash", "promo")
 	h.ConfigureSendGrid(tenantID, `{"from":"shop@example.com"}`)
@@ -137,12 +132,7 @@ func simulateReceipts(t *testing.T, h *apitest.Harness, f apitest.Fakes, tenantI
 // after-accept-no-receipt); the test checks that every repeated push is such
 // a one (its record went through "sending" twice) and reports how many.
 func TestPersonalizedCampaignSurvivesWorkerKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts worker processes; run without -short")
-	}
-	bin := buildHerald(t)
-	f := apitest.StartFakes(t)
-	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f), CampaignPageSize: 250, CampaignWindow: 4,
+	bin, f, h := crashHarness(t, apitest.Options{CampaignPageSize: 250, CampaignWindow: 4,
 		CampaignInDoubtWait: 2 * time.Second})
 	tenantID, key := h.Tenant("personal-crash")
 	h.Template(key, personalizedTemplate("personal"))

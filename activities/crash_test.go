@@ -35,6 +35,21 @@ func (w *workerProcess) start() {
 }
 
 // buildHerald builds cmd/herald into the test's temporary directory.
+// crashHarness is the start of every worker-kill test: the herald binary, the
+// fakes, and a harness whose worker the test runs as a process of its own
+// (startWorkerProcess); opts are the harness's other options. It skips under
+// -short.
+func crashHarness(t *testing.T, opts apitest.Options) (bin string, f apitest.Fakes, h *apitest.Harness) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("kills and restarts worker processes; run without -short")
+	}
+	bin = buildHerald(t)
+	f = apitest.StartFakes(t)
+	opts.NoWorker, opts.Process = true, process(f)
+	return bin, f, apitest.Start(t, opts)
+}
+
 func buildHerald(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "herald")
@@ -119,12 +134,7 @@ func (m crashMode) wantAccepted() int {
 // delivery, 5 times per point (20 kills), and checks that a fresh worker finishes
 // every notification with the documented number of provider sends.
 func TestWorkerCrashesDuringDelivery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts worker processes; run without -short")
-	}
-	bin := buildHerald(t)
-	f := apitest.StartFakes(t)
-	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f)})
+	bin, f, h := crashHarness(t, apitest.Options{})
 	tenantID, key := h.TenantWith("crash", "order_shipped")
 	configure(h, f, tenantID)
 	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})

@@ -28,12 +28,7 @@ import (
 // exactly one continuation run (the send's workflow ID derives from the digest
 // id) and one inbox item, whose count matches the digest's.
 func TestDigestsSurviveWorkerKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts worker processes; run without -short")
-	}
-	bin := buildHerald(t)
-	f := apitest.StartFakes(t)
-	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f)})
+	bin, f, h := crashHarness(t, apitest.Options{})
 	tenantID, key := h.Tenant("digest-crash")
 	h.Template(key, templates.Template{ID: "digest", Category: "comments",
 		InApp: &templates.InAppContent{Title: "Comments", Body: `{{.digest.count}} new comments`}})

@@ -17,12 +17,7 @@ import (
 // sends (with an idempotency key, so a send repeated after a crash shows as a
 // second call of one message, not a second message).
 func TestOrderedBurstSurvivesWorkerSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts worker processes; run without -short")
-	}
-	bin := buildHerald(t)
-	f := apitest.StartFakes(t)
-	h := apitest.Start(t, apitest.Options{NoWorker: true, Process: process(f)})
+	bin, f, h := crashHarness(t, apitest.Options{})
 	tenantID, key := h.TenantWith("crash-order", "order_shipped")
 	h.PutUser(key, "ada", map[string]any{"email": "ada@example.com"})
 	w := startWorkerProcess(t, bin, h, f, "HERALD_SANDBOX_FALLBACK=true")

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -25,13 +23,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkTenantDelete -benchtime 1x ./cmd/herald/
 func BenchmarkTenantDelete(b *testing.B) {
-	n := 20_000
-	if v := os.Getenv("HERALD_BENCH_TENANT_USERS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
+	n := testenv.EnvInt(b, "HERALD_BENCH_TENANT_USERS", 20_000)
 	ctx := context.Background()
 	pool := testenv.Pool(b)
 	st := store.New(pool)
@@ -52,29 +44,16 @@ func BenchmarkTenantDelete(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		var floorSQL []string
 		for _, t := range tables {
-			if t.Key != "" {
-				continue
-			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %q WHERE tenant_id = $1`, t.Name), floorT.ID); err != nil {
-				b.Fatal(err)
+			if t.Key == "" {
+				floorSQL = append(floorSQL, fmt.Sprintf(`DELETE FROM %q WHERE tenant_id = $1`, t.Name))
 			}
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, floorT.ID); err != nil {
-			b.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			b.Fatal(err)
-		}
-		floor := time.Since(start)
+		floor := testenv.InOneTx(b, pool, []any{floorT.ID}, append(floorSQL, `DELETE FROM tenants WHERE id = $1`)...)
 
 		var out bytes.Buffer
-		start = time.Now()
+		start := time.Now()
 		if err := runTenantDelete(ctx, cfg, st, []string{"--confirm", cliT.ID, "--skip-temporal", cliT.ID}, &out); err != nil {
 			b.Fatalf("%v\n%s", err, out.String())
 		}
@@ -92,9 +71,7 @@ func BenchmarkTenantDelete(b *testing.B) {
 // rows written.
 func seedTenant(b *testing.B, pool *pgxpool.Pool, tenantID string, n int) int64 {
 	b.Helper()
-	ctx := context.Background()
-	var rows int64
-	for _, q := range []string{
+	return testenv.Seed(b, pool, []any{tenantID, n},
 		`INSERT INTO users (tenant_id, user_id, email) SELECT $1, 'u' || i, 'u' || i || '@example.com' FROM generate_series(1, $2::int) i`,
 		`INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at)
 			SELECT $1, 'n_' || $1 || '_' || i, 'u' || i, 'order', ARRAY['in_app', 'email'], 'wf', 'run', md5($1 || i), 'delivered', now()
@@ -109,15 +86,5 @@ func seedTenant(b *testing.B, pool *pgxpool.Pool, tenantID string, n int) int64 
 			SELECT $1, 'u' || i, 1, 'created', 'n_' || $1 || '_' || i, '{}', 1, 1, 1, now() FROM generate_series(1, $2::int) i`,
 		`INSERT INTO audit_log (tenant_id, api_key_id, action, target, status, details)
 			SELECT $1, 'k', 'user.put', 'user_id=u' || i, 200, '{}' FROM generate_series(1, $2::int) i`,
-	} {
-		tag, err := pool.Exec(ctx, q, tenantID, n)
-		if err != nil {
-			b.Fatalf("%s: %v", q, err)
-		}
-		rows += tag.RowsAffected()
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE users; ANALYZE notifications; ANALYZE deliveries; ANALYZE inbox`); err != nil {
-		b.Fatal(err)
-	}
-	return rows
+		`ANALYZE users; ANALYZE notifications; ANALYZE deliveries; ANALYZE inbox`)
 }

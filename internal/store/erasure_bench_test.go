@@ -2,9 +2,6 @@ package store_test
 
 import (
 	"context"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,13 +22,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkEraseUser -benchtime 1x ./internal/store/
 func BenchmarkEraseUser(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("HERALD_BENCH_ERASE_INBOX"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
+	n := testenv.EnvInt(b, "HERALD_BENCH_ERASE_INBOX", 100_000)
 	ctx := context.Background()
 	pool := testenv.Pool(b)
 	st := store.New(pool)
@@ -44,27 +35,13 @@ func BenchmarkEraseUser(b *testing.B) {
 			seedUser(b, pool, tn.ID, u, n)
 		}
 
-		start := time.Now()
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, q := range []string{
+		floor := testenv.InOneTx(b, pool, []any{tn.ID, "floor"},
 			`DELETE FROM sandbox_messages WHERE tenant_id = $1 AND notification_id IN (SELECT id FROM notifications WHERE tenant_id = $1 AND user_id = $2)`,
 			`UPDATE notifications SET user_id = 'erased_floor' WHERE tenant_id = $1 AND user_id = $2`,
 			`DELETE FROM inbox_events WHERE tenant_id = $1 AND user_id = $2`,
-			`DELETE FROM users WHERE tenant_id = $1 AND user_id = $2`,
-		} {
-			if _, err := tx.Exec(ctx, q, tn.ID, "floor"); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := tx.Commit(ctx); err != nil {
-			b.Fatal(err)
-		}
-		floor := time.Since(start)
+			`DELETE FROM users WHERE tenant_id = $1 AND user_id = $2`)
 
-		start = time.Now()
+		start := time.Now()
 		res, err := st.EraseUser(ctx, tn.ID, "erased", store.ErasedUserID([]byte("bench"), tn.ID, "erased"), 0)
 		if err != nil {
 			b.Fatal(err)
@@ -87,8 +64,7 @@ func BenchmarkEraseUser(b *testing.B) {
 // (in_app and email deliveries, a sandbox copy each) by plain INSERT … SELECT.
 func seedUser(b *testing.B, pool *pgxpool.Pool, tenantID, userID string, n int) {
 	b.Helper()
-	ctx := context.Background()
-	for _, q := range []string{
+	testenv.Seed(b, pool, []any{tenantID, userID, n},
 		`INSERT INTO users (tenant_id, user_id, email, phone) VALUES ($1, $2, $2 || '@example.com', '+14155550100')`,
 		`INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, category, created_at)
 			SELECT $1, $2, 'n_' || $2 || '_' || i, 'Hello ' || $2, 'A body of about sixty characters for ' || $2 || ' number ' || i, 'general', now()
@@ -104,16 +80,5 @@ func seedUser(b *testing.B, pool *pgxpool.Pool, tenantID, userID string, n int) 
 		`INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, subject, body, payload)
 			SELECT $1, 'n_' || $2 || '_' || i, 'email', 'k_' || $2 || '_' || i, $2 || '@example.com', 'Hello', 'Body', '{}'
 			FROM generate_series(1, $3::int / 5) i`,
-	} {
-		args := []any{tenantID, userID}
-		if strings.Contains(q, "$3") {
-			args = append(args, n)
-		}
-		if _, err := pool.Exec(ctx, q, args...); err != nil {
-			b.Fatalf("%s: %v", q, err)
-		}
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE inbox; ANALYZE inbox_events; ANALYZE notifications`); err != nil {
-		b.Fatal(err)
-	}
+		`ANALYZE inbox; ANALYZE inbox_events; ANALYZE notifications`)
 }

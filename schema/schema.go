@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -15,6 +16,9 @@ import (
 
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// Migrations is the migration files, under migrations/ (tests read them).
+var Migrations fs.FS = migrations
 
 func newMigrate(databaseURL string) (*migrate.Migrate, error) {
 	src, err := iofs.New(migrations, "migrations")

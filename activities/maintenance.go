@@ -44,13 +44,16 @@ type maintenanceStep struct {
 	keep func(retention.Policy) time.Duration
 	// partitioned: the kind is held in time partitions. The operator's
 	// cut-off drops whole partitions (MaintenancePartitions), so rows are
-	// deleted one by one only for a tenant whose own keep is shorter. The
-	// notification history is not marked so: a partition that holds a
-	// notification not ended is kept past the operator's cut-off, and its
-	// other rows are deleted one by one, for every tenant (where no partition
-	// is kept, the statement's accepted_at < cut-off prunes every partition
-	// away: one cheap statement per tenant and run).
+	// deleted one by one only for a tenant whose own keep is shorter.
 	partitioned bool
+	// held: the kind's partitions (store.PartitionedTables[held]) can be
+	// kept past the operator's cut-off, while a notification in them has not
+	// ended. For a tenant on the operator's retention the step deletes rows
+	// one by one only in those: before the table's DroppedBefore the cut-off,
+	// where the partitions step, which runs first, left nothing else (where no
+	// partition is kept, the statement's time bound prunes every partition
+	// away: one cheap statement per tenant and run).
+	held *store.PartitionedTable
 }
 
 // cutoff is the step's cut-off for a tenant keeping p.
@@ -67,7 +70,7 @@ var (
 )
 
 var maintenanceSteps = []maintenanceStep{
-	{name: string(store.PruneNotifications), kind: store.PruneNotifications, keep: keepNotifications},
+	{name: string(store.PruneNotifications), kind: store.PruneNotifications, keep: keepNotifications, partitioned: true, held: &store.PartitionedTables[0]},
 	{name: string(store.PruneReceipts), kind: store.PruneReceipts, keep: keepNotifications},
 	{name: string(store.PruneOldDeadLetters), kind: store.PruneOldDeadLetters, keep: keepNotifications},
 	{name: string(store.PruneSequences), kind: store.PruneSequences, keep: keepNotifications},
@@ -155,8 +158,15 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 	worked := false
 	for ; cur.Step < len(maintenanceSteps); cur.Step, cur.User = cur.Step+1, "" {
 		step := maintenanceSteps[cur.Step]
+		var cutoff time.Time
+		if step.keep != nil {
+			cutoff = step.cutoff(now, p)
+		}
 		if step.partitioned && step.keep(p) >= step.keep(op) {
-			continue // the operator's retention: whole partitions go
+			if step.held == nil {
+				continue // the operator's retention: whole partitions go
+			}
+			cutoff = step.held.DroppedBefore(step.cutoff(now, op))
 		}
 		for {
 			// Every slice makes progress: the deadline is checked after a
@@ -173,7 +183,7 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 			var err error
 			switch step.name {
 			case MaintenanceInboxAge:
-				n, more, err = a.Store.PruneInboxAge(ctx, t.TenantID, step.cutoff(now, p), MaintenanceBatch)
+				n, more, err = a.Store.PruneInboxAge(ctx, t.TenantID, cutoff, MaintenanceBatch)
 			case MaintenanceInboxCap:
 				// The insert path keeps every inbox within its cap; a walk is
 				// needed only where the tenant's own cap is below the
@@ -183,7 +193,7 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 				}
 				n, cur.User, more, err = a.Store.PruneInboxCaps(ctx, t.TenantID, cur.User, MaintenanceBatch, MaintenanceBatch)
 			default:
-				n, err = a.Store.Prune(ctx, step.kind, t.TenantID, step.cutoff(now, p), MaintenanceBatch)
+				n, err = a.Store.Prune(ctx, step.kind, t.TenantID, cutoff, MaintenanceBatch)
 				more = n == MaintenanceBatch
 			}
 			if err != nil {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -347,12 +348,21 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 	// package writes to.
 	day := store.PartitionedTables[0].Start(time.Now().Add(-9 * retention.Day))
 	accepted := day.Add(2 * time.Hour)
+	// Another day past the retention, where only an open dead letter keeps
+	// a notification that failed at once.
+	deadDay := store.PartitionedTables[0].Start(time.Now().Add(-8 * retention.Day))
+	// Accepted half an hour before the cut-off and ended at once: past the
+	// retention, in a day that is not past it yet. It goes with its day, not
+	// row by row.
+	recent := time.Now().Add(-keep.Notifications - 30*time.Minute)
 	for _, pt := range store.PartitionedTables[:3] {
-		if _, err := h.Store.EnsurePartitions(ctx, pt, day, 0, &store.DDLStats{}, nil); err != nil {
-			t.Fatal(err)
+		for _, d := range []time.Time{day, deadDay, recent} {
+			if _, err := h.Store.EnsurePartitions(ctx, pt, pt.Start(d), 0, &store.DDLStats{}, nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	insert := func(id string, status herald.NotificationStatus, ended time.Time, attemptAt time.Time) {
+	insertAt := func(accepted time.Time, id string, status herald.NotificationStatus, ended time.Time, attemptAt time.Time) {
 		t.Helper()
 		if err := h.Store.InsertNotification(ctx, store.Notification{TenantID: tenantID, ID: id, UserID: "ada", TemplateID: "order_shipped",
 			Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: status, AcceptedAt: accepted}); err != nil {
@@ -368,8 +378,12 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 			}
 		}
 	}
+	insert := func(id string, status herald.NotificationStatus, ended time.Time, attemptAt time.Time) {
+		t.Helper()
+		insertAt(accepted, id, status, ended, attemptAt)
+	}
 	t.Cleanup(func() {
-		for _, table := range []string{"notifications", "deliveries", "delivery_attempts"} {
+		for _, table := range []string{"notifications", "deliveries", "delivery_attempts", "dead_letters"} {
 			if _, err := pool.Exec(context.Background(), `DELETE FROM `+table+` WHERE tenant_id = $1`, tenantID); err != nil {
 				t.Error(err)
 			}
@@ -382,6 +396,15 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 	insert("n_late", herald.NotificationDelivered, time.Now().Add(-retention.Day), day.Add(3*time.Hour))
 	// Ended the day it was accepted: past the retention.
 	insert("n_done", herald.NotificationDelivered, accepted.Add(time.Minute), day.Add(4*time.Hour))
+	// Failed at once, its dead letter open: kept with its attempt.
+	deadAccepted := deadDay.Add(2 * time.Hour)
+	insertAt(deadAccepted, "n_dead", herald.NotificationFailed, deadAccepted.Add(time.Minute), deadAccepted.Add(time.Minute))
+	if _, err := h.Store.PutDeadLetter(ctx, store.DeadLetter{TenantID: tenantID, NotificationID: "n_dead", Channel: herald.ChannelEmail,
+		TemplateID: "order_shipped", Attempts: 1, LastError: "provider refused", Payload: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	insertAt(recent, "n_recent", herald.NotificationDelivered, recent.Add(time.Minute), time.Time{})
+	deadNames := []string{store.PartitionedTables[0].PartitionName(deadDay), store.PartitionedTables[2].PartitionName(deadDay)}
 
 	names := make([]string, 3)
 	for i, pt := range store.PartitionedTables[:3] {
@@ -391,7 +414,7 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range names {
+	for _, name := range append(names, deadNames...) {
 		if slices.Contains(res.Dropped, name) || !slices.Contains(res.Held, name) {
 			t.Fatalf("partition %s: dropped %v, held %v; want it held", name, res.Dropped, res.Held)
 		}
@@ -417,10 +440,10 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 		t.Fatal("n_done, ended past the retention, is still there after the prune pass")
 	}
 	var attempts int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1`, tenantID).Scan(&attempts); err != nil || attempts != 1 {
-		t.Fatalf("attempts left: %d (want n_late's), %v", attempts, err)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1`, tenantID).Scan(&attempts); err != nil || attempts != 2 {
+		t.Fatalf("attempts left: %d (want n_late's and n_dead's), %v", attempts, err)
 	}
-	for _, id := range []string{"n_ahead", "n_late"} {
+	for _, id := range []string{"n_ahead", "n_late", "n_dead", "n_recent"} {
 		if _, err := h.Store.GetNotification(ctx, tenantID, id); err != nil {
 			t.Fatalf("%s after the prune pass: %v", id, err)
 		}
@@ -443,6 +466,11 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 	for _, name := range names {
 		if !slices.Contains(res.Dropped, name) {
 			t.Fatalf("a retention after its notifications ended, %s is not dropped: dropped %v, held %v", name, res.Dropped, res.Held)
+		}
+	}
+	for _, name := range deadNames {
+		if !slices.Contains(res.Held, name) {
+			t.Fatalf("%s, whose notification's dead letter is open, is not held: dropped %v, held %v", name, res.Dropped, res.Held)
 		}
 	}
 }

@@ -68,13 +68,36 @@ const (
 	keptSQL         = openOrLateSQL + ` AND (status IN ` + openStatusesSQL + ` OR updated_at >= $3)`
 )
 
+// An open or redriving dead letter keeps its notification, whenever that
+// ended (the prune pass spares it too): its partitions are kept while one is.
+// The dead letters not yet resolved are few, and dead_letters is not
+// partitioned: the check walks them, not a day of rows.
+const unresolvedDeadLettersSQL = `SELECT tenant_id, notification_id FROM dead_letters WHERE status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `')`
+
 var (
-	holdsNotificationsSQL = `SELECT EXISTS (SELECT 1 FROM notifications WHERE accepted_at >= $1 AND accepted_at < $2 AND ` + keptSQL + `)`
+	holdsNotificationsSQL = `SELECT EXISTS (SELECT 1 FROM notifications WHERE accepted_at >= $1 AND accepted_at < $2 AND ` + keptSQL + `)
+		OR EXISTS (SELECT 1 FROM (` + unresolvedDeadLettersSQL + `) d WHERE EXISTS (SELECT 1 FROM notifications n
+			WHERE n.tenant_id = d.tenant_id AND n.id = d.notification_id AND n.accepted_at >= $1 AND n.accepted_at < $2))`
 	// An attempt is made after its notification was accepted: the
 	// notifications to look at were accepted before the partition's end.
 	holdsAttemptsSQL = `SELECT EXISTS (SELECT 1 FROM notifications n WHERE accepted_at < $2 AND ` + keptSQL + `
-		AND EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.tenant_id = n.tenant_id AND a.notification_id = n.id AND a.at >= $1 AND a.at < $2))`
+		AND EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.tenant_id = n.tenant_id AND a.notification_id = n.id AND a.at >= $1 AND a.at < $2))
+		OR EXISTS (SELECT 1 FROM (` + unresolvedDeadLettersSQL + `) d WHERE EXISTS (SELECT 1 FROM delivery_attempts a
+			WHERE a.tenant_id = d.tenant_id AND a.notification_id = d.notification_id AND a.at >= $1 AND a.at < $2))`
 )
+
+// DroppedBefore is the time before which DropPartitions drops every
+// partition of the table at cutoff (but those it holds): the start of the
+// partition that holds cutoff, or cutoff - LateEnd for a table whose
+// partitions can be held. What is left before it after the partitions step is
+// only the held partitions' rows, which the prune pass deletes one by one;
+// rows after it go with their partition, so none is deleted one by one.
+func (t PartitionedTable) DroppedBefore(cutoff time.Time) time.Time {
+	if t.holds != "" {
+		cutoff = cutoff.Add(-LateEnd)
+	}
+	return t.Start(cutoff)
+}
 
 // span is one partition's length.
 func (t PartitionedTable) span() time.Duration {

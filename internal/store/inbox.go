@@ -834,6 +834,15 @@ func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, a
 				return nil, false, err
 			}
 			e.Item = stored.item(e.NotificationID)
+			if stored.CreatedAt.IsZero() {
+				// Written in InboxItem's own form (every short form has "at"):
+				// by a process of the release before 0121, still running
+				// against the new schema during a rolling deploy.
+				e.Item = new(InboxItem)
+				if err := json.Unmarshal(item, e.Item); err != nil {
+					return nil, false, err
+				}
+			}
 		}
 		events = append(events, e)
 	}

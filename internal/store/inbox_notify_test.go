@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -102,5 +103,37 @@ func TestInboxEventsPageIsBoundedInBytes(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(tc.want) || cut != tc.cut {
 			t.Errorf("after %d, %d events, %d bytes: %v cut %v; want %v cut %v", tc.after, tc.limit, tc.maxBytes, got, cut, tc.want, tc.cut)
 		}
+	}
+}
+
+// An event written by the release before the short stored form (0121) — its
+// processes run against the new schema during a rolling deploy — reaches the
+// stream as the same item, not as a blank one.
+func TestInboxEventInTheFormerStoredFormKeepsItsItem(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	if err := st.InsertUsers(ctx, tn.ID, []store.User{{UserID: "u1"}}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	if _, err := st.InsertInboxItems(ctx, []store.NewInboxItem{{TenantID: tn.ID, UserID: "u1", NotificationID: "n1", Title: "Shipped", Body: "Your order", CreatedAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	url := "https://shop.example/o/1"
+	former, err := json.Marshal(store.InboxItem{NotificationID: "n1", Title: "Shipped (former)", Body: "Your order", ActionURL: &url, Category: "orders", CreatedAt: at, Sequence: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE inbox_events SET item = $3 WHERE tenant_id = $1 AND user_id = $2`, tn.ID, "u1", former); err != nil {
+		t.Fatal(err)
+	}
+	events, _, err := st.InboxEventsAfter(ctx, tn.ID, "u1", 0, 10, 1<<20)
+	if err != nil || len(events) != 1 || events[0].Item == nil {
+		t.Fatalf("events %+v, %v", events, err)
+	}
+	it := events[0].Item
+	if it.Title != "Shipped (former)" || it.Body != "Your order" || !it.CreatedAt.Equal(at) || it.ActionURL == nil || *it.ActionURL != url ||
+		it.Category != "orders" || it.Sequence != 7 || it.NotificationID != "n1" {
+		t.Fatalf("item %+v", it)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/jackc/pgx/v5"
 )
 
 // deliveryRankSQL is herald.DeliveryRank as a SQL CASE over a status
@@ -71,10 +73,17 @@ func (s *Store) listDeliveries(ctx context.Context, tenantID, notificationID, bo
 // GetDelivery reads the guard record for one channel.
 func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel) (Delivery, error) {
 	var d Delivery
-	err := s.db.QueryRow(ctx, `
-		SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
-		FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`, tenantID, notificationID, channel).
-		Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.Reason, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
+	var err error
+	for _, w := range acceptedWindows(notificationID) {
+		err = s.db.QueryRow(ctx, `
+			SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
+			FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $4 AND $5`,
+			tenantID, notificationID, channel, w.from, w.to).
+			Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.Reason, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+	}
 	return d, dbx.NotFound(err)
 }
 
@@ -91,6 +100,15 @@ type DeliveryUpdate struct {
 // UpdateDelivery applies u unless it would move the status backwards; applied
 // reports whether it did.
 func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (applied bool, err error) {
+	for _, w := range acceptedWindows(notificationID) {
+		if applied, err = s.updateDelivery(ctx, tenantID, notificationID, channel, u, w); applied || err != nil {
+			break
+		}
+	}
+	return applied, err
+}
+
+func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate, w acceptedWindow) (bool, error) {
 	tag, err := s.db.Exec(ctx, `
 		UPDATE deliveries SET
 			status = $4,
@@ -102,10 +120,10 @@ func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID str
 			sent_at = CASE WHEN $4 IN ($10, $11) THEN COALESCE(sent_at, now()) ELSE sent_at END,
 			delivered_at = CASE WHEN $4 = $11 THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
 			updated_at = now()
-		WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3
+		WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
 		  AND `+rank("$4::text")+` >= `+rank("status"),
 		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt, u.Reason,
-		herald.DeliverySent, herald.DeliveryDelivered)
+		herald.DeliverySent, herald.DeliveryDelivered, w.from, w.to)
 	if err != nil {
 		return false, err
 	}

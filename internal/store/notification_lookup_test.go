@@ -67,10 +67,45 @@ func TestGetNotificationBoundByTheRunIDsTime(t *testing.T) {
 			t.Errorf("%s: ListAttemptsOf = %v, %v", c.name, hist, err)
 		}
 	}
+	// The worker's reads and writes by id find the rows wherever they are.
+	for _, c := range cases {
+		if _, err := st.GetDelivery(ctx, tn.ID, c.id, herald.ChannelEmail); err != nil {
+			t.Errorf("%s: GetDelivery: %v", c.name, err)
+		}
+		applied, err := st.UpdateDelivery(ctx, tn.ID, c.id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent})
+		if err != nil || !applied {
+			t.Errorf("%s: UpdateDelivery applied %v, %v", c.name, applied, err)
+		}
+		if applied, err = st.UpdateDelivery(ctx, tn.ID, c.id, herald.ChannelInApp, store.DeliveryUpdate{Status: herald.DeliveryDelivered}); err != nil || !applied {
+			t.Errorf("%s: UpdateDelivery in-app applied %v, %v", c.name, applied, err)
+		}
+		if err := st.SetNotificationStatus(ctx, tn.ID, c.id, herald.NotificationSending); err != nil {
+			t.Errorf("%s: SetNotificationStatus: %v", c.name, err)
+		}
+		if status, at, err := st.NotificationStatus(ctx, tn.ID, c.id); err != nil || status != herald.NotificationSending || !at.Equal(c.acceptedAt) {
+			t.Errorf("%s: NotificationStatus = %s at %v, %v", c.name, status, at, err)
+		}
+		status, err := st.RecomputeNotificationStatus(ctx, tn.ID, c.id)
+		if want := herald.OverallStatus([]herald.DeliveryStatus{herald.DeliveryDelivered, herald.DeliverySent}); err != nil || status != want {
+			t.Errorf("%s: RecomputeNotificationStatus = %s, %v; want %s", c.name, status, err, want)
+		}
+		if n, err := st.GetNotification(ctx, tn.ID, c.id); err != nil || n.Status != status {
+			t.Errorf("%s: after the recompute the notification is %s, %v; want %s", c.name, n.Status, err, status)
+		}
+	}
 	// Not there: not found, with or without a UUIDv7.
 	for _, id := range []string{ids.NotificationID(ids.IdempotencyKeyHash("c"), v7(now, "0123456789abcdef03")), ids.CampaignNotificationID(tn.ID, "cmp_x", "u2")} {
 		if _, err := st.GetNotification(ctx, tn.ID, id); !errors.Is(err, herald.ErrNotFound) {
 			t.Errorf("GetNotification(%s) = %v, want not found", id, err)
+		}
+		if err := st.SetNotificationStatus(ctx, tn.ID, id, herald.NotificationSending); !errors.Is(err, herald.ErrNotFound) {
+			t.Errorf("SetNotificationStatus(%s) = %v, want not found", id, err)
+		}
+		if _, err := st.GetDelivery(ctx, tn.ID, id, herald.ChannelEmail); !errors.Is(err, herald.ErrNotFound) {
+			t.Errorf("GetDelivery(%s) = %v, want not found", id, err)
+		}
+		if applied, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent}); err != nil || applied {
+			t.Errorf("UpdateDelivery(%s) applied %v, %v; want nothing applied", id, applied, err)
 		}
 	}
 }

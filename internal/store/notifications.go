@@ -12,6 +12,7 @@ import (
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Notification is one accepted notification (one run of its workflow).
@@ -129,6 +130,33 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 // two).
 const RunIDSkew = time.Hour
 
+// acceptedWindow is a range of accepted_at to look for a notification in.
+type acceptedWindow struct{ from, to pgtype.Timestamptz }
+
+// anyAcceptedAt is every partition.
+var anyAcceptedAt = acceptedWindow{
+	from: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true},
+	to:   pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true},
+}
+
+// acceptedWindows are where a statement by notification id looks, in order:
+// RunIDSkew around the time of the id's UUIDv7 run id (one or two day
+// partitions), then every partition; only the latter for an id without one.
+// A statement by id that finds no row in the first looks again in the
+// second (see GetNotification for why it can miss), so a bound never loses
+// an update: the worker's reads and writes by id (the guard's GetDelivery,
+// UpdateDelivery, the status writes) probe one or two partitions' indexes
+// instead of every one (~38).
+func acceptedWindows(id string) []acceptedWindow {
+	if _, runID, err := ids.ParseNotificationID(id); err == nil {
+		if at, ok := ids.RunIDTime(runID); ok {
+			near := acceptedWindow{from: pgtype.Timestamptz{Time: at.Add(-RunIDSkew), Valid: true}, to: pgtype.Timestamptz{Time: at.Add(RunIDSkew), Valid: true}}
+			return []acceptedWindow{near, anyAcceptedAt}
+		}
+	}
+	return []acceptedWindow{anyAcceptedAt}
+}
+
 // GetNotification returns a notification with its deliveries, in channel order.
 // The notifications are partitioned by accepted_at, which the id does not
 // name: unbounded, the lookup probes every partition's index (~38). An id
@@ -139,15 +167,13 @@ const RunIDSkew = time.Hour
 // deliveries are then read at the notification's own accepted_at (every
 // writer writes it to both tables: migration 0102), one partition.
 func (s *Store) GetNotification(ctx context.Context, tenantID, id string) (Notification, error) {
-	if _, runID, err := ids.ParseNotificationID(id); err == nil {
-		if at, ok := ids.RunIDTime(runID); ok {
-			n, err := s.getNotification(ctx, tenantID, id, `AND n.accepted_at BETWEEN $3 AND $4`, at.Add(-RunIDSkew), at.Add(RunIDSkew))
-			if !errors.Is(err, herald.ErrNotFound) {
-				return n, err
-			}
+	for _, w := range acceptedWindows(id) {
+		n, err := s.getNotification(ctx, tenantID, id, `AND n.accepted_at BETWEEN $3 AND $4`, w.from, w.to)
+		if !errors.Is(err, herald.ErrNotFound) {
+			return n, err
 		}
 	}
-	return s.getNotification(ctx, tenantID, id, "")
+	return Notification{}, herald.ErrNotFound
 }
 
 func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string, args ...any) (Notification, error) {
@@ -174,18 +200,26 @@ func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string,
 
 // NotificationStatus is the duplicate-submission fast path: status and accepted_at only.
 func (s *Store) NotificationStatus(ctx context.Context, tenantID, id string) (status herald.NotificationStatus, acceptedAt time.Time, err error) {
-	err = s.db.QueryRow(ctx, `SELECT status, accepted_at FROM notifications WHERE tenant_id = $1 AND id = $2`, tenantID, id).
-		Scan(&status, &acceptedAt)
+	for _, w := range acceptedWindows(id) {
+		err = s.db.QueryRow(ctx, `SELECT status, accepted_at FROM notifications WHERE tenant_id = $1 AND id = $2 AND accepted_at BETWEEN $3 AND $4`,
+			tenantID, id, w.from, w.to).Scan(&status, &acceptedAt)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+	}
 	return status, acceptedAt, dbx.NotFound(err)
 }
 
 // SetNotificationStatus records the overall status the workflow computed.
 func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id string, status herald.NotificationStatus) error {
-	tag, err := s.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2`, tenantID, id, status)
-	if err == nil && tag.RowsAffected() == 0 {
-		return herald.ErrNotFound
+	for _, w := range acceptedWindows(id) {
+		tag, err := s.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2 AND accepted_at BETWEEN $4 AND $5`,
+			tenantID, id, status, w.from, w.to)
+		if err != nil || tag.RowsAffected() > 0 {
+			return err
+		}
 	}
-	return err
+	return herald.ErrNotFound
 }
 
 // RecomputeNotificationStatus derives the overall status from the deliveries with
@@ -196,11 +230,20 @@ func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id string, 
 func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id string) (herald.NotificationStatus, error) {
 	var status herald.NotificationStatus
 	err := s.InTx(ctx, func(tx *Store) error {
-		var locked int
-		if err := tx.db.QueryRow(ctx, `SELECT 1 FROM notifications WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, tenantID, id).Scan(&locked); err != nil {
+		var acceptedAt time.Time
+		var err error
+		for _, w := range acceptedWindows(id) {
+			err = tx.db.QueryRow(ctx, `SELECT accepted_at FROM notifications WHERE tenant_id = $1 AND id = $2 AND accepted_at BETWEEN $3 AND $4 FOR UPDATE`,
+				tenantID, id, w.from, w.to).Scan(&acceptedAt)
+			if !errors.Is(err, pgx.ErrNoRows) {
+				break
+			}
+		}
+		if err != nil {
 			return dbx.NotFound(err)
 		}
-		rows, err := tx.db.Query(ctx, `SELECT status FROM deliveries WHERE tenant_id = $1 AND notification_id = $2`, tenantID, id)
+		// A delivery's accepted_at is its notification's (migration 0102).
+		rows, err := tx.db.Query(ctx, `SELECT status FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND accepted_at = $3`, tenantID, id, acceptedAt)
 		if err != nil {
 			return err
 		}
@@ -212,7 +255,9 @@ func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id st
 			return herald.ErrNotFound
 		}
 		status = herald.OverallStatus(statuses)
-		return tx.SetNotificationStatus(ctx, tenantID, id, status)
+		_, err = tx.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2 AND accepted_at = $4`,
+			tenantID, id, status, acceptedAt)
+		return err
 	})
 	return status, err
 }

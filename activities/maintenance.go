@@ -109,6 +109,14 @@ func (a *Activities) MaintenancePrune(ctx context.Context, in contract.Maintenan
 		}
 	}
 	op := a.retentionPolicy()
+	// An operator cap lowered since the last run leaves inboxes above it that
+	// no write may touch again: this run walks every tenant's (the run that
+	// records the new cap ends that).
+	lastCap, err := a.Store.LastMaintenanceInboxCap(ctx)
+	if err != nil {
+		return contract.MaintenancePruneResult{}, err
+	}
+	capLowered := lastCap > op.InboxItems
 	res := contract.MaintenancePruneResult{Deleted: map[string]int64{}}
 	deadline := time.Now().Add(budget)
 	cur := from
@@ -125,7 +133,7 @@ func (a *Activities) MaintenancePrune(ctx context.Context, in contract.Maintenan
 			if cur.Step >= len(maintenanceSteps) {
 				continue // finished by an earlier slice
 			}
-			done, err := a.pruneTenant(ctx, t, op, in.Now, &cur, deadline, res.Deleted)
+			done, err := a.pruneTenant(ctx, t, op, capLowered, in.Now, &cur, deadline, res.Deleted)
 			if err != nil {
 				return res, err
 			}
@@ -144,7 +152,7 @@ func (a *Activities) MaintenancePrune(ctx context.Context, in contract.Maintenan
 
 // pruneTenant prunes one tenant from cur's step on until it is done (true)
 // or the deadline passes (false, cur where it stopped). deleted accumulates.
-func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, op retention.Policy, now time.Time,
+func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, op retention.Policy, capLowered bool, now time.Time,
 	cur *contract.MaintenanceCursor, deadline time.Time, deleted map[string]int64) (bool, error) {
 	p := t.Retention.Policy(op)
 	mine := map[string]int64{}
@@ -187,8 +195,9 @@ func (a *Activities) pruneTenant(ctx context.Context, t store.TenantRetention, o
 			case MaintenanceInboxCap:
 				// The insert path keeps every inbox within its cap; a walk is
 				// needed only where the tenant's own cap is below the
-				// operator's (it may have been lowered since).
-				if p.InboxItems >= op.InboxItems {
+				// operator's (it may have been lowered since), or the
+				// operator's was lowered since the last run.
+				if p.InboxItems >= op.InboxItems && !capLowered {
 					break
 				}
 				n, cur.User, more, err = a.Store.PruneInboxCaps(ctx, t.TenantID, cur.User, MaintenanceBatch, MaintenanceBatch)
@@ -282,6 +291,7 @@ func (a *Activities) MaintenancePartitions(ctx context.Context, in contract.Main
 // the run metrics.
 func (a *Activities) MaintenanceReport(ctx context.Context, in contract.MaintenanceReportInput) error {
 	raw, err := json.Marshal(map[string]any{"deleted": in.Deleted, "tenants": in.Tenants, "slices": in.Slices,
+		"inbox_items": a.retentionPolicy().InboxItems,
 		"partitions": map[string]any{"created": in.Partitions.Created, "dropped": in.Partitions.Dropped, "held": in.Partitions.Held,
 			"statements": in.Partitions.Statements, "lock_retries": in.Partitions.Retries,
 			"max_wait_ms": in.Partitions.MaxWait.Milliseconds()}})

@@ -474,3 +474,62 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 		}
 	}
 }
+
+// An operator cap lowered since the last maintenance run is applied to
+// inboxes no write touches again: the next run walks every tenant's, though
+// the tenant's own cap (the operator's) is not below the operator's.
+func TestLoweredOperatorInboxCapIsAppliedByTheNextRun(t *testing.T) {
+	op := retention.Defaults
+	op.InboxItems = 20
+	h := apitest.Start(t, apitest.Options{Retention: op, NoWorker: true})
+	tenantID, key := h.TenantWith("opcap", e2eTemplates...)
+	createUser(h, key, "ada")
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	// Written under the operator's former cap, 100.
+	before := store.New(pool)
+	before.SetInboxCap(100)
+	now := time.Now().UTC()
+	var items []store.NewInboxItem
+	for i := range 30 {
+		items = append(items, store.NewInboxItem{TenantID: tenantID, UserID: "ada", NotificationID: fmt.Sprintf("n_%03d", i), Title: "t", Body: "b",
+			CreatedAt: now.Add(time.Duration(i) * time.Second)})
+	}
+	if _, err := before.InsertInboxItems(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	// The run before recorded the former cap.
+	var runID int64
+	if err := pool.QueryRow(ctx, `INSERT INTO maintenance_runs (workflow_id, run_id, started_at, report) VALUES ('opcap-test', 'r', now(), '{"inbox_items": 100}')
+		RETURNING id`).Scan(&runID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DELETE FROM maintenance_runs WHERE id >= $1 AND workflow_id = 'opcap-test'`, runID) })
+	// This tenant's slices only: a slice a batch long, stopped once it moves
+	// past the tenant (the walk is the last step).
+	from := contract.MaintenanceCursor{TenantID: tenantID}
+	for {
+		res, err := h.Activities().MaintenancePrune(ctx, contract.MaintenancePruneInput{Now: time.Now(), From: from, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done || res.Next.TenantID != tenantID {
+			break
+		}
+		from = res.Next
+	}
+	counts, err := h.Store.RecountInbox(ctx, tenantID, "ada")
+	if err != nil || counts.Total != 20 {
+		t.Fatalf("after the run ada's inbox holds %d items (want the operator's new cap, 20), %v", counts.Total, err)
+	}
+	if stored, _, _ := h.Store.GetInboxCounts(ctx, tenantID, "ada"); stored != counts {
+		t.Fatalf("counters %+v, recount %+v", stored, counts)
+	}
+	// The run records the cap it applied: the next one does not walk again.
+	if err := h.Activities().MaintenanceReport(ctx, contract.MaintenanceReportInput{WorkflowID: "opcap-test", RunID: "r2", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := h.Store.LastMaintenanceInboxCap(ctx); err != nil || last != 20 {
+		t.Fatalf("last recorded cap %d, %v; want 20", last, err)
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -206,6 +207,18 @@ func (s *Store) RecordMaintenanceRun(ctx context.Context, r MaintenanceRun) erro
 	_, err := s.db.Exec(ctx, `INSERT INTO maintenance_runs (workflow_id, run_id, started_at, report) VALUES ($1, $2, $3, $4)`,
 		r.WorkflowID, r.RunID, r.StartedAt, r.Report)
 	return err
+}
+
+// LastMaintenanceInboxCap is the operator's inbox cap the last recorded run
+// applied (its report's inbox_items), 0 when no run recorded one.
+func (s *Store) LastMaintenanceInboxCap(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT (report->>'inbox_items')::int FROM maintenance_runs WHERE report ? 'inbox_items'
+		ORDER BY id DESC LIMIT 1`).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
 }
 
 // LatestMaintenanceRuns returns the newest runs first, at most limit.

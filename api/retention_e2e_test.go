@@ -504,7 +504,9 @@ func TestLoweredOperatorInboxCapIsAppliedByTheNextRun(t *testing.T) {
 		RETURNING id`).Scan(&runID); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DELETE FROM maintenance_runs WHERE id >= $1 AND workflow_id = 'opcap-test'`, runID) })
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DELETE FROM maintenance_runs WHERE id >= $1 AND workflow_id = 'opcap-test'`, runID)
+	})
 	// This tenant's slices only: a slice a batch long, stopped once it moves
 	// past the tenant (the walk is the last step).
 	from := contract.MaintenanceCursor{TenantID: tenantID}

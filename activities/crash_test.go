@@ -34,7 +34,6 @@ func (w *workerProcess) start() {
 	}
 }
 
-// buildHerald builds cmd/herald into the test's temporary directory.
 // crashHarness is the start of every worker-kill test: the herald binary, the
 // fakes, and a harness whose worker the test runs as a process of its own
 // (startWorkerProcess); opts are the harness's other options. It skips under
@@ -50,6 +49,7 @@ func crashHarness(t *testing.T, opts apitest.Options) (bin string, f apitest.Fak
 	return bin, f, apitest.Start(t, opts)
 }
 
+// buildHerald builds cmd/herald into the test's temporary directory.
 func buildHerald(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "herald")

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
 )
 
 // bigLoader fills the notification tables of TestBigDatabase with n copies
@@ -246,7 +247,7 @@ func (l *bigLoader) load(ctx context.Context) {
 	// (the inbox cap keeps their newest 100), the small tenants' ~30.
 	l.ub = max(1, (l.n+1)/2/150)
 	l.us = max(1, l.n/2/bigSmallTenants/30)
-	minFree := uint64(bigEnvInt("HERALD_BENCH_BIGDB_MIN_FREE_GB", 15)) << 30
+	minFree := uint64(testenv.EnvInt(t, "HERALD_BENCH_BIGDB_MIN_FREE_GB", 15)) << 30
 
 	type conns struct{ src, dst *pgxpool.Conn }
 	workers := make([]conns, 2)

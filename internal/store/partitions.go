@@ -70,8 +70,9 @@ const (
 
 // An open or redriving dead letter keeps its notification, whenever that
 // ended (the prune pass spares it too): its partitions are kept while one is.
-// The dead letters not yet resolved are few, and dead_letters is not
-// partitioned: the check walks them, not a day of rows.
+// The check walks the unresolved dead letters (dead_letters_unresolved_idx,
+// migration 0136: a tenant whose provider fails piles them up, but only
+// they are read), not a day of rows.
 const unresolvedDeadLettersSQL = `SELECT tenant_id, notification_id FROM dead_letters WHERE status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `')`
 
 var (

@@ -426,9 +426,10 @@ const capInboxSQL = `
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(t, u, ord) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
 	), excess AS (
 		SELECT u.t, u.u, c.notification_id FROM u CROSS JOIN LATERAL (
-			SELECT notification_id FROM inbox WHERE tenant_id = u.t AND user_id = u.u
+			SELECT due_seq, notification_id FROM inbox WHERE tenant_id = u.t AND user_id = u.u
 			ORDER BY due_seq DESC, notification_id DESC OFFSET u.keep LIMIT $4) c
-		ORDER BY u.ord LIMIT $5
+		-- The sort is not stable: the feed's order is spelled out again.
+		ORDER BY u.ord, c.due_seq DESC, c.notification_id DESC LIMIT $5
 	)
 	DELETE FROM inbox i USING excess WHERE i.tenant_id = excess.t AND i.user_id = excess.u AND i.notification_id = excess.notification_id
 	RETURNING i.tenant_id, i.user_id, i.notification_id, i.read_at, i.seen_at, i.archived_at`

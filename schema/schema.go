@@ -3,15 +3,18 @@
 package schema
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 )
 
 //go:embed migrations/*.sql
@@ -42,32 +45,72 @@ func pgxURL(u string) string {
 	return u
 }
 
-// Up applies every pending migration. It is safe to run concurrently from several
-// processes: golang-migrate holds a PostgreSQL advisory lock.
-func Up(databaseURL string) (version uint, err error) {
-	m, err := newMigrate(databaseURL)
+// migrationLockKey is the advisory lock Up, Down and To take, polling,
+// before golang-migrate takes its own. golang-migrate waits for its lock in a
+// blocking pg_advisory_lock, a statement that stays active for as long as
+// another process migrates; a CREATE INDEX CONCURRENTLY in that migration
+// (schema/migrations/README.md#indexes-on-big-tables) waits for every active
+// transaction to end, that one included, and PostgreSQL breaks the cycle
+// with a deadlock error. A process waiting here is idle between tries, so
+// the index build does not wait for it.
+const migrationLockKey int64 = 0x6865_7261_6c64 // "herald"
+
+// migrationLockPoll is how often a waiting process tries the lock again.
+const migrationLockPoll = 100 * time.Millisecond
+
+// exclusive runs work while this process holds migrationLockKey.
+func exclusive(databaseURL string, work func() error) (err error) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("connect for the migration lock: %w", err)
 	}
-	defer closeMigrate(m, &err)
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return 0, fmt.Errorf("migrate up: %w", err)
+	// Closing the session releases the lock, whatever work did.
+	defer conn.Close(ctx) //nolint:errcheck // the lock goes with the session
+	for {
+		var held bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, migrationLockKey).Scan(&held); err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		if held {
+			return work()
+		}
+		time.Sleep(migrationLockPoll)
 	}
-	v, _, err := m.Version()
-	return v, err
+}
+
+// Up applies every pending migration. It is safe to run concurrently from
+// several processes: one migrates at a time (exclusive), the others wait and
+// then find nothing left to do.
+func Up(databaseURL string) (version uint, err error) {
+	err = exclusive(databaseURL, func() (err error) {
+		m, err := newMigrate(databaseURL)
+		if err != nil {
+			return err
+		}
+		defer closeMigrate(m, &err)
+		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		version, _, err = m.Version()
+		return err
+	})
+	return version, err
 }
 
 // Down rolls back the given number of migrations.
-func Down(databaseURL string, steps int) (err error) {
-	m, err := newMigrate(databaseURL)
-	if err != nil {
-		return err
-	}
-	defer closeMigrate(m, &err)
-	if err := m.Steps(-steps); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate down: %w", err)
-	}
-	return nil
+func Down(databaseURL string, steps int) error {
+	return exclusive(databaseURL, func() (err error) {
+		m, err := newMigrate(databaseURL)
+		if err != nil {
+			return err
+		}
+		defer closeMigrate(m, &err)
+		if err := m.Steps(-steps); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		return nil
+	})
 }
 
 func closeMigrate(m *migrate.Migrate, err *error) {
@@ -79,14 +122,16 @@ func closeMigrate(m *migrate.Migrate, err *error) {
 
 // To migrates up or down to version: the tests of a migration run it on a
 // database at the version before it.
-func To(databaseURL string, version uint) (err error) {
-	m, err := newMigrate(databaseURL)
-	if err != nil {
-		return err
-	}
-	defer closeMigrate(m, &err)
-	if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate to %d: %w", version, err)
-	}
-	return nil
+func To(databaseURL string, version uint) error {
+	return exclusive(databaseURL, func() (err error) {
+		m, err := newMigrate(databaseURL)
+		if err != nil {
+			return err
+		}
+		defer closeMigrate(m, &err)
+		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate to %d: %w", version, err)
+		}
+		return nil
+	})
 }

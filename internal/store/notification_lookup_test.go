@@ -109,3 +109,41 @@ func TestGetNotificationBoundByTheRunIDsTime(t *testing.T) {
 		}
 	}
 }
+
+// The statements by id read and write only the window of the id's run id
+// when the row is there: a second row of the same id far from it (which no
+// writer makes; the key allows it, as it holds accepted_at) is neither read
+// nor changed.
+func TestStatementsByIDStayInTheRunIDsWindow(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id := ids.NotificationID(ids.IdempotencyKeyHash("w"), v7(now, "0123456789abcdef04"))
+	for _, at := range []time.Time{now, now.Add(-3 * 24 * time.Hour)} {
+		if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
+			Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "notification/" + tn.ID + "/x",
+			Status: herald.NotificationQueued, AcceptedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if applied, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent}); err != nil || !applied {
+		t.Fatalf("UpdateDelivery applied %v, %v", applied, err)
+	}
+	if err := st.SetNotificationStatus(ctx, tn.ID, id, herald.NotificationSending); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := st.GetDelivery(ctx, tn.ID, id, herald.ChannelEmail); err != nil || d.Status != herald.DeliverySent {
+		t.Fatalf("GetDelivery = %s, %v; want the near row's sent", d.Status, err)
+	}
+	if status, at, err := st.NotificationStatus(ctx, tn.ID, id); err != nil || !at.Equal(now) || status != herald.NotificationSending {
+		t.Fatalf("NotificationStatus = %s at %v, %v; want the near row", status, at, err)
+	}
+	var farStatus, farDelivery string
+	if err := tx.QueryRow(ctx, `SELECT n.status, d.status FROM notifications n JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id AND d.accepted_at = n.accepted_at
+		WHERE n.tenant_id = $1 AND n.id = $2 AND n.accepted_at < $3`, tn.ID, id, now.Add(-time.Hour)).Scan(&farStatus, &farDelivery); err != nil {
+		t.Fatal(err)
+	}
+	if farStatus != string(herald.NotificationQueued) || farDelivery != string(herald.DeliveryPending) {
+		t.Fatalf("the far row was changed: notification %s, delivery %s", farStatus, farDelivery)
+	}
+}

@@ -58,14 +58,15 @@ const migrationLockKey int64 = 0x6865_7261_6c64 // "herald"
 // migrationLockPoll is how often a waiting process tries the lock again.
 const migrationLockPoll = 100 * time.Millisecond
 
-// exclusive runs work while this process holds migrationLockKey.
-func exclusive(databaseURL string, work func() error) (err error) {
+// withMigrate runs step on a golang-migrate instance while this process holds
+// migrationLockKey, then closes the instance.
+func withMigrate(databaseURL string, step func(*migrate.Migrate) error) (err error) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
 		return fmt.Errorf("connect for the migration lock: %w", err)
 	}
-	// Closing the session releases the lock, whatever work did.
+	// Closing the session releases the lock, whatever step did.
 	defer conn.Close(ctx) //nolint:errcheck // the lock goes with the session
 	for {
 		var held bool
@@ -73,44 +74,16 @@ func exclusive(databaseURL string, work func() error) (err error) {
 			return fmt.Errorf("migration lock: %w", err)
 		}
 		if held {
-			return work()
+			break
 		}
 		time.Sleep(migrationLockPoll)
 	}
-}
-
-// Up applies every pending migration. It is safe to run concurrently from
-// several processes: one migrates at a time (exclusive), the others wait and
-// then find nothing left to do.
-func Up(databaseURL string) (version uint, err error) {
-	err = exclusive(databaseURL, func() (err error) {
-		m, err := newMigrate(databaseURL)
-		if err != nil {
-			return err
-		}
-		defer closeMigrate(m, &err)
-		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-			return fmt.Errorf("migrate up: %w", err)
-		}
-		version, _, err = m.Version()
+	m, err := newMigrate(databaseURL)
+	if err != nil {
 		return err
-	})
-	return version, err
-}
-
-// Down rolls back the given number of migrations.
-func Down(databaseURL string, steps int) error {
-	return exclusive(databaseURL, func() (err error) {
-		m, err := newMigrate(databaseURL)
-		if err != nil {
-			return err
-		}
-		defer closeMigrate(m, &err)
-		if err := m.Steps(-steps); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-			return fmt.Errorf("migrate down: %w", err)
-		}
-		return nil
-	})
+	}
+	defer closeMigrate(m, &err)
+	return step(m)
 }
 
 func closeMigrate(m *migrate.Migrate, err *error) {
@@ -120,15 +93,35 @@ func closeMigrate(m *migrate.Migrate, err *error) {
 	}
 }
 
+// Up applies every pending migration. It is safe to run concurrently from
+// several processes: one migrates at a time (migrationLockKey), the others
+// wait and then find nothing left to do.
+func Up(databaseURL string) (version uint, err error) {
+	err = withMigrate(databaseURL, func(m *migrate.Migrate) error {
+		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		var verr error
+		version, _, verr = m.Version()
+		return verr
+	})
+	return version, err
+}
+
+// Down rolls back the given number of migrations.
+func Down(databaseURL string, steps int) error {
+	return withMigrate(databaseURL, func(m *migrate.Migrate) error {
+		if err := m.Steps(-steps); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		return nil
+	})
+}
+
 // To migrates up or down to version: the tests of a migration run it on a
 // database at the version before it.
 func To(databaseURL string, version uint) error {
-	return exclusive(databaseURL, func() (err error) {
-		m, err := newMigrate(databaseURL)
-		if err != nil {
-			return err
-		}
-		defer closeMigrate(m, &err)
+	return withMigrate(databaseURL, func(m *migrate.Migrate) error {
 		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return fmt.Errorf("migrate to %d: %w", version, err)
 		}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
@@ -31,20 +30,7 @@ const smallerRowsMigration = 120
 // is as it was (md5 of the rows).
 func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	ctx := context.Background()
-	dbURL := freshDatabase(t)
-	if err := schema.To(dbURL, smallerRowsMigration); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-	tn, _, err := st.CreateTenant(ctx, "smaller-rows")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbURL, pool, st, tn := databaseAt(t, smallerRowsMigration, "smaller-rows")
 	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "ada"}); err != nil {
 		t.Fatal(err)
 	}

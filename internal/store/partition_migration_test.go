@@ -57,6 +57,29 @@ func freshDatabase(t *testing.T) string {
 	return u.String()
 }
 
+// databaseAt is a fresh database migrated to version, a pool and a store on
+// it, and a tenant named name: where a migration's test writes rows as the
+// version before it did.
+func databaseAt(t *testing.T, version uint, name string) (string, *pgxpool.Pool, *store.Store, store.Tenant) {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := freshDatabase(t)
+	if err := schema.To(dbURL, version); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := store.New(pool)
+	tn, _, err := st.CreateTenant(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dbURL, pool, st, tn
+}
+
 // TestPartitionMigrationKeepsEveryRowAndQuery: on a database at the version
 // before the partition migration, rows are written as that version wrote
 // them (notifications and deliveries by its statements, the rest through the
@@ -67,20 +90,7 @@ func freshDatabase(t *testing.T) string {
 // the id sequences go on above the old ids.
 func TestPartitionMigrationKeepsEveryRowAndQuery(t *testing.T) {
 	ctx := context.Background()
-	dbURL := freshDatabase(t)
-	if err := schema.To(dbURL, partitionMigration-1); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
-	tn, _, err := st.CreateTenant(ctx, "before-partitions")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbURL, pool, st, tn := databaseAt(t, partitionMigration-1, "before-partitions")
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	type sent struct {
 		id string

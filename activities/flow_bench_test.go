@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,11 +98,17 @@ func cpuPer(b *testing.B, name string, n int, fn func()) float64 {
 // check, so the bench's own process does only what a tenant's client would)
 // and wants status.
 func postJSON(hc *http.Client, url, key string, body any, status int) error {
+	return sendJSON(hc, http.MethodPost, url, key, body, status)
+}
+
+// sendJSON sends body as method to url with the tenant key and wants one of
+// statuses.
+func sendJSON(hc *http.Client, method, url, key string, body any, statuses ...int) error {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+	req, err := http.NewRequest(method, url, bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
@@ -113,8 +120,8 @@ func postJSON(hc *http.Client, url, key string, body any, status int) error {
 	}
 	defer resp.Body.Close()
 	got, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != status {
-		return fmt.Errorf("POST %s: %d, want %d: %s", url, resp.StatusCode, status, got)
+	if !slices.Contains(statuses, resp.StatusCode) {
+		return fmt.Errorf("%s %s: %d, want %v: %s", method, url, resp.StatusCode, statuses, got)
 	}
 	return nil
 }

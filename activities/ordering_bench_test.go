@@ -1,11 +1,8 @@
 package activities_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -164,24 +161,5 @@ func historyEvents(b *testing.B, h *apitest.Harness, tenantID, template string, 
 
 // putJSON PUTs body and wants 200 or 201.
 func putJSON(hc *http.Client, url, key string, body any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequest(http.MethodPut, url, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	got, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("PUT %s: %d: %s", url, resp.StatusCode, got)
-	}
-	return nil
+	return sendJSON(hc, http.MethodPut, url, key, body, http.StatusOK, http.StatusCreated)
 }

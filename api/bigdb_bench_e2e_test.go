@@ -24,6 +24,7 @@ import (
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
+	"golang.org/x/sync/errgroup"
 )
 
 // TestBigDatabase is the big-database bench (docs/retention.md#measured): the
@@ -264,19 +265,15 @@ func (b *bigBench) awaitDelivered(name string, ids []string, start time.Time) ti
 	}
 }
 
+// concurrently16 calls f(0) to f(n-1), 16 at a time, and returns when all
+// have returned (the benches' 16 clients).
 func concurrently16(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	var g errgroup.Group
+	g.SetLimit(16)
 	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f(i)
-		}()
+		g.Go(func() error { f(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // f returns no error
 }
 
 // gets GETs each id once, one at a time, and returns the times (a warm-up

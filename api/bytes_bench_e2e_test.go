@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
 )
 
 // bytesTables are the tables a notification writes to (partitioned ones
@@ -101,10 +100,7 @@ func TestBytesPerNotification(t *testing.T) {
 	if os.Getenv("HERALD_BENCH_BYTES") != "1" {
 		t.Skip("set HERALD_BENCH_BYTES=1 to measure bytes per notification")
 	}
-	n := 2000
-	if v, err := strconv.Atoi(os.Getenv("HERALD_BENCH_BYTES_N")); err == nil && v > 0 {
-		n = v
-	}
+	n := testenv.EnvInt(t, "HERALD_BENCH_BYTES_N", 2000)
 	f := apitest.StartFakes(t)
 	h := apitest.Start(t, apitest.Options{Process: f.Process(publicBase, 10*time.Second)})
 	h.StartWorkers(1)
@@ -160,19 +156,10 @@ func TestBytesPerNotification(t *testing.T) {
 	for _, c := range cases {
 		before := sizes()
 		ids := make([]string, n)
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 16)
-		for i := range n {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				ids[i] = h.Accept(c.key, map[string]any{"user_id": fmt.Sprintf("user-%05d", i), "template_id": "order_shipped",
-					"channels": c.channels, "data": map[string]any{"order_id": fmt.Sprintf("o-%d", i)}, "idempotency_key": freshKey("bytes")})
-			}()
-		}
-		wg.Wait()
+		concurrently16(n, func(i int) {
+			ids[i] = h.Accept(c.key, map[string]any{"user_id": fmt.Sprintf("user-%05d", i), "template_id": "order_shipped",
+				"channels": c.channels, "data": map[string]any{"order_id": fmt.Sprintf("o-%d", i)}, "idempotency_key": freshKey("bytes")})
+		})
 		for _, id := range ids {
 			h.AwaitChannel(c.key, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 5*time.Minute)
 			if slices.Contains(c.channels, "email") {

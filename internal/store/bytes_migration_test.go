@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/testenv"
 )
@@ -96,6 +98,94 @@ func writeImportCSV(tb testing.TB, path string, n int) string {
 	return path
 }
 
+// importCeilingFiles are the bench users' rows as the tables the import writes
+// hold them, in COPY text format, for the ceiling's COPYs: users (tenant_id,
+// user_id, name, email, phone, locale, timezone), user_preferences (tenant_id,
+// user_id, preferences) and topic_subscribers (tenant_id, topic, user_id), the
+// last two empty without sections.
+type importCeilingFiles struct{ users, preferences, subscriptions string }
+
+// writeImportCeilingFiles writes bench users 0 to n (excluded) of tenantID into
+// dir as importCeilingFiles.
+func writeImportCeilingFiles(tb testing.TB, dir, tenantID string, n int) importCeilingFiles {
+	paths := importCeilingFiles{filepath.Join(dir, "users.tsv"), filepath.Join(dir, "preferences.tsv"), filepath.Join(dir, "subscriptions.tsv")}
+	var ws [3]*bufio.Writer
+	var fs [3]*os.File
+	for k, path := range []string{paths.users, paths.preferences, paths.subscriptions} {
+		f, err := os.Create(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fs[k], ws[k] = f, bufio.NewWriterSize(f, 64<<10)
+	}
+	for i := range n {
+		r := importBenchRow(i, false)
+		// The bench's fields hold no tab, newline or backslash: written as they are.
+		fmt.Fprintf(ws[0], "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tenantID, r[0], r[1], r[2], r[3], r[4], r[5])
+		if r[6] != nil {
+			fmt.Fprintf(ws[1], "%s\t%s\t%s\n", tenantID, r[0], r[6])
+		}
+		if r[7] != nil {
+			var topics []string
+			if err := json.Unmarshal([]byte(r[7].(string)), &topics); err != nil {
+				tb.Fatal(err)
+			}
+			for _, topic := range topics {
+				fmt.Fprintf(ws[2], "%s\t%s\t%s\n", tenantID, topic, r[0])
+			}
+		}
+	}
+	for k := range ws {
+		if err := ws[k].Flush(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := fs[k].Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return paths
+}
+
+// importCeiling COPYs files into users, user_preferences and
+// topic_subscribers (the topics created first) in one transaction, as the
+// import commits them, and returns how long that took.
+func importCeiling(b *testing.B, pool *pgxpool.Pool, tenantID string, files importCeilingFiles) time.Duration {
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	pg := conn.Conn().PgConn()
+	start := time.Now()
+	exec := func(sql string) {
+		if err := pg.Exec(ctx, sql).Close(); err != nil {
+			b.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("BEGIN")
+	for _, c := range []struct{ path, copy string }{
+		{files.users, `COPY users (tenant_id, user_id, name, email, phone, locale, timezone) FROM STDIN`},
+		{files.preferences, `COPY user_preferences (tenant_id, user_id, preferences) FROM STDIN`},
+		{files.subscriptions, `COPY topic_subscribers (tenant_id, topic, user_id) FROM STDIN`},
+	} {
+		if c.path == files.subscriptions && importBenchSections {
+			exec(`INSERT INTO topics (tenant_id, topic) VALUES (` + "'" + tenantID + "'" + `, 'news'), (` + "'" + tenantID + "'" + `, 'deals')`)
+		}
+		in, err := os.Open(c.path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = pg.CopyFrom(ctx, in, c.copy)
+		_ = in.Close()
+		if err != nil {
+			b.Fatalf("ceiling %s: %v", c.copy, err)
+		}
+	}
+	exec("COMMIT")
+	return time.Since(start)
+}
+
 // rssBytes is this process's resident set size (VmRSS).
 func rssBytes(tb testing.TB) int64 {
 	raw, err := os.ReadFile("/proc/self/status")
@@ -121,7 +211,10 @@ func rssBytes(tb testing.TB) int64 {
 // table (no index, no upsert, no validation). It reports import_users/s,
 // copy_users/s, their ratio (goal ≥ 0.5), a re-import of the same file (every
 // user unchanged), a mixed import of N users of which half exist with another
-// name (updated) and half are new, and the API's peak RSS above idle while
+// name (updated) and half are new, the ceiling (the same rows COPYed straight
+// into users, user_preferences and topic_subscribers for a new tenant, in one
+// transaction: import/ceiling is how near PostgreSQL's own cost of storing
+// them the first import comes), and the API's peak RSS above idle while
 // importing (the bench runs the API in this process; goal < 128 MB). Every
 // body is a file written before the clock starts, and the floor COPYs a CSV
 // file of the same rows. Run it against the test services:
@@ -184,6 +277,16 @@ func BenchmarkUserImport(b *testing.B) {
 		if err != nil || tag.RowsAffected() != int64(n) {
 			b.Fatalf("bare COPY: %d rows, %v", tag.RowsAffected(), err)
 		}
+
+		// The ceiling: the same rows COPYed straight into the tables the
+		// import writes, for a tenant of their own (no Herald code, no
+		// validation, no upload): what PostgreSQL takes to store them there.
+		ceilingTenant, _ := h.Tenant(fmt.Sprintf("import-bench-ceiling-%d", i))
+		ceilingDir := filepath.Join(dir, "ceiling")
+		if err := os.Mkdir(ceilingDir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		ceilingTook := importCeiling(b, pool, ceilingTenant, writeImportCeilingFiles(b, ceilingDir, ceilingTenant, n))
 
 		_, key := h.Tenant(fmt.Sprintf("import-bench-%d", i))
 		var peak atomic.Int64
@@ -248,16 +351,20 @@ func BenchmarkUserImport(b *testing.B) {
 			b.Fatalf("mixed import: %v", mixed)
 		}
 		importRate, copyRate := float64(n)/took.Seconds(), float64(n)/copyTook.Seconds()
+		ceilingRate := float64(n) / ceilingTook.Seconds()
 		mixedRate := float64(n) / mixedTook.Seconds()
 		b.ReportMetric(importRate, "import_users/s")
 		b.ReportMetric(copyRate, "copy_users/s")
 		b.ReportMetric(importRate/copyRate, "import/copy")
+		b.ReportMetric(ceilingRate/copyRate, "ceiling/copy")
+		b.ReportMetric(importRate/ceilingRate, "import/ceiling")
 		b.ReportMetric(float64(n)/againTook.Seconds(), "reimport_users/s")
 		b.ReportMetric(mixedRate/copyRate, "mixed/copy")
 		b.ReportMetric(float64(peak.Load()-idle)/(1<<20), "rss_above_idle_MB")
-		b.Logf("%d users: import %s (%.0f/s), bare COPY %s (%.0f/s), ratio %.2f; re-import (unchanged) %s (%.2f); "+
-			"mixed (half updated, half new) %s (%.2f); RSS idle %d MB, peak +%d MB",
+		b.Logf("%d users: import %s (%.0f/s), bare COPY %s (%.0f/s), ratio %.2f; COPY into the tables %s (ceiling %.2f of the bare COPY; import %.2f of it); "+
+			"re-import (unchanged) %s (%.2f); mixed (half updated, half new) %s (%.2f); RSS idle %d MB, peak +%d MB",
 			n, took.Round(time.Millisecond), importRate, copyTook.Round(time.Millisecond), copyRate, importRate/copyRate,
+			ceilingTook.Round(time.Millisecond), ceilingRate/copyRate, importRate/ceilingRate,
 			againTook.Round(time.Millisecond), float64(n)/againTook.Seconds()/copyRate,
 			mixedTook.Round(time.Millisecond), mixedRate/copyRate, idle>>20, (peak.Load()-idle)>>20)
 	}

@@ -25,7 +25,7 @@ Usage (running and administering Herald):
   herald worker                  run the Temporal worker
   herald dev                     migrate (schema and search attributes), ensure a demo tenant and its dev
                                  API key (.herald/dev-api-key), run API + worker
-  herald migrate [--temporal-wait D] [up|down N|search-attributes]
+  herald migrate [--temporal-wait D] [up|down N|force N|version|search-attributes]
                                  apply (default) or roll back schema migrations; up also registers
                                  Herald's Temporal search attributes when HERALD_TEMPORAL_ADDRESS is set
                                  (search-attributes: only those; --temporal-wait: retry that long)

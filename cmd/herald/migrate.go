@@ -21,12 +21,16 @@ import (
 	"github.com/herald-notify/herald/workflows"
 )
 
-// runMigrate is `herald migrate [--temporal-wait D] [up | down N | search-attributes]`:
+// runMigrate is `herald migrate [--temporal-wait D] [up | down N | force N | version | search-attributes]`:
 //
 //   - up (the default) applies the schema migrations, then, when
 //     HERALD_TEMPORAL_ADDRESS is set, registers Herald's search attributes
 //     (workflows.SearchAttributes) on HERALD_TEMPORAL_NAMESPACE;
 //   - down N rolls back N schema migrations (Temporal is left alone);
+//   - force N records version N as applied and clean, running nothing: the
+//     way out of a dirty version after a migration failed half way
+//     (schema/migrations/README.md);
+//   - version says the recorded version and whether it is dirty;
 //   - search-attributes registers the search attributes only (no database).
 //
 // --temporal-wait retries the registration that long while Temporal does not
@@ -60,6 +64,27 @@ func runMigrate(ctx context.Context, cfg config.Config, args []string, stdout io
 			return fmt.Errorf("migrate down takes a positive number of steps")
 		}
 		return schema.Down(cfg.DatabaseURL, n)
+	case args[0] == "force" && len(args) == 2:
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n < 0 {
+			return fmt.Errorf("migrate force takes a version number (0 or more)")
+		}
+		if err := schema.Force(cfg.DatabaseURL, n); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "schema version recorded as %d, not dirty; nothing was run (run herald migrate to apply what follows)\n", n)
+		return nil
+	case args[0] == "version" && len(args) == 1:
+		v, dirty, err := schema.Version(cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		state := "clean"
+		if dirty {
+			state = "dirty: the migration of that version failed half way (herald migrate force N; schema/migrations/README.md)"
+		}
+		fmt.Fprintf(stdout, "schema at version %d, %s\n", v, state)
+		return nil
 	default:
 		return errUsage
 	}

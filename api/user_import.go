@@ -364,13 +364,14 @@ func (ir *importReader) checkProfile(r store.ImportRow) error {
 		if ir.locales == nil {
 			ir.locales = map[string]struct{}{}
 		}
-		ir.locales[*req.Locale] = struct{}{}
+		// A copy: the fast decoder's strings are slices of the whole line.
+		ir.locales[strings.Clone(*req.Locale)] = struct{}{}
 	}
 	if req.Timezone != nil && len(ir.zones) < maxValidCache {
 		if ir.zones == nil {
 			ir.zones = map[string]struct{}{}
 		}
-		ir.zones[*req.Timezone] = struct{}{}
+		ir.zones[strings.Clone(*req.Timezone)] = struct{}{}
 	}
 	for _, f := range []*string{r.Name, r.Email, r.Phone, r.Locale, r.Timezone} {
 		if f != nil && strings.ContainsRune(*f, 0) {

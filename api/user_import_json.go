@@ -14,7 +14,8 @@ import (
 // encoding/json decodes to the same values.
 
 // importFast is what the fast path decoded from one line. The strings are
-// slices of one copy of the line.
+// slices of one copy of the line: what outlives the line (a cache key) must be
+// copied, or it keeps the whole line alive.
 type importFast struct {
 	profile     [numProfileFields]string
 	set         [numProfileFields]bool // the key was present with a string (not null)
@@ -91,6 +92,9 @@ func skipJSONObject(s string, i int) int {
 
 // decodeFast decodes line into f; false when the line is for encoding/json.
 func decodeFast(line []byte, f *importFast) bool {
+	// The topics' array is reused, cleared first: its old elements are
+	// slices of earlier lines, which it would keep alive.
+	clear(f.topics)
 	*f = importFast{topics: f.topics[:0]}
 	s := string(line)
 	i := skipJSONSpace(s, 0)

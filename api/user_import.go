@@ -178,6 +178,12 @@ func (ir *importReader) parseJSON(line []byte) (store.ImportRow, error) {
 	if dec.More() {
 		return store.ImportRow{}, ir.bad("", "one JSON object per line")
 	}
+	// A NUL character or an unpaired surrogate escape (which encoding/json
+	// turns into U+FFFD: "\ud800" and "\udc00" would be one user) is refused
+	// as PUT refuses it. The fast path takes no line with an escape.
+	if e := checkBodyText(line); e != nil {
+		return store.ImportRow{}, ir.badField(e.Field, e)
+	}
 	if in.UserID == nil {
 		return store.ImportRow{}, ir.bad("user_id", "user_id is required")
 	}
@@ -395,6 +401,12 @@ func (ir *importReader) checkPreferences(raw []byte) ([]byte, error) {
 			}
 		}
 		return nil, ir.bad(field, "%s", msg)
+	}
+	// What PUT …/preferences refuses in a string or key (checkBodyText): a
+	// NUL character (PostgreSQL's jsonb refuses it, mid-COPY) or an unpaired
+	// surrogate escape (silently U+FFFD).
+	if e := checkBodyText(raw); e != nil {
+		return nil, ir.badField(strings.TrimSuffix("preferences."+e.Field, "."), e)
 	}
 	if errs := p.Validate(); len(errs) > 0 {
 		return nil, ir.bad("preferences."+errs[0].Field, "%s", errs[0].Error())

@@ -329,3 +329,35 @@ func TestUserImportStreamed(t *testing.T) {
 	}
 	h.MustDo(http.StatusNotFound, http.MethodGet, fmt.Sprintf("/v1/users/s%06d", 4*n), key, nil)
 }
+
+// TestUserImportRefusesWhatPUTRefuses: what PUT /v1/users/{id} and PUT
+// …/preferences refuse with a 400 is refused by an import with a 400 naming
+// the line, never a 500 nor stored altered: a NUL character in a preferences
+// key (PostgreSQL's jsonb refuses it mid-COPY), in a tenant's first import
+// (direct) and a later one (staged), in NDJSON and in a CSV preferences cell;
+// an unpaired surrogate escape.
+func TestUserImportRefusesWhatPUTRefuses(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("import-refuses")
+	_, putKey := h.Tenant("import-refuses-put")
+	nulPrefs := `{"categories":{"\u0000":{"enabled":false}}}`
+	h.PutUser(putKey, "p1", map[string]any{"name": "P"})
+	r := h.Do(http.MethodPut, "/v1/users/p1/preferences", putKey, nulPrefs, "Content-Type", "application/json")
+	if r.Status != http.StatusBadRequest {
+		t.Fatalf("PUT preferences with a NUL key: %d %s", r.Status, r.Body)
+	}
+	cases := []struct{ ct, body, field string }{
+		{"application/x-ndjson", "{\"user_id\":\"n1\"}\n{\"user_id\":\"n2\",\"preferences\":" + nulPrefs + "}\n", `line 2.preferences.categories["\u0000"]`},
+		{"text/csv", "user_id,preferences\nn1,\nn2,\"" + strings.ReplaceAll(nulPrefs, `"`, `""`) + "\"\n", `line 3.preferences.categories["\u0000"]`},
+		{"application/x-ndjson", "{\"user_id\":\"n1\"}\n{\"user_id\":\"\\ud800\"}\n", "line 2.user_id"},
+	}
+	for _, c := range cases { // direct: the tenant has no users
+		apitest.WantError(t, importUsers(h, key, c.ct, c.body), http.StatusBadRequest, "invalid_line", c.field)
+	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/n1", key, nil)
+	h.PutUser(key, "someone", map[string]any{"name": "Someone"})
+	for _, c := range cases { // staged
+		apitest.WantError(t, importUsers(h, key, c.ct, c.body), http.StatusBadRequest, "invalid_line", c.field)
+	}
+	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/n1", key, nil)
+}

@@ -1,10 +1,15 @@
 package api
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/herald-notify/herald/internal/store"
 )
 
 // TestImportValidCacheDoesNotPinLines: the locale and time zone caches keep
@@ -49,5 +54,81 @@ func TestImportFastTopicsReleaseLines(t *testing.T) {
 		if s != "" {
 			t.Fatalf("topics[%d] beyond the line's still holds %q", len(f.topics)+i, s)
 		}
+	}
+}
+
+// importLines runs an importReader over body (NDJSON, or CSV) and returns
+// its rows, or the first error.
+func importLines(t *testing.T, ndjson bool, body string) ([]store.ImportRow, error) {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "spool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	spool := newImportSpool(f)
+	spool.fill(strings.NewReader(body))
+	ir := &importReader{spool: spool, ndjson: ndjson, maxTokens: 10}
+	if err := ir.Rewind(); err != nil {
+		t.Fatal(err)
+	}
+	var rows []store.ImportRow
+	for {
+		row, err := ir.Next()
+		if errors.Is(err, io.EOF) {
+			return rows, nil
+		}
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+}
+
+// wantLineError fails unless err is an import line error naming line and a
+// field starting with field, its message containing msg.
+func wantLineError(t *testing.T, what string, err error, line int64, field, msg string) {
+	t.Helper()
+	var le *importLineError
+	if !errors.As(err, &le) {
+		t.Fatalf("%s: want a line error, got %v", what, err)
+	}
+	if le.line != line || !strings.HasPrefix(le.field, field) || !strings.Contains(le.msg, msg) {
+		t.Fatalf("%s: want line %d field %s… (%q), got line %d field %q: %s", what, line, field, msg, le.line, le.field, le.msg)
+	}
+}
+
+// TestImportRefusesLoneSurrogates: an unpaired UTF-16 surrogate escape, which
+// encoding/json would silently turn into U+FFFD ("\ud800" and "\udc00" would
+// be one user), is refused wherever it is, naming the line and field, as PUT
+// /v1/users/{id} and PUT …/preferences refuse it; so is a NUL character in a
+// preferences key or string, which PostgreSQL's jsonb refuses mid-COPY. A
+// proper pair, and an escaped U+FFFD, are taken.
+func TestImportRefusesLoneSurrogates(t *testing.T) {
+	const surrogate = "unpaired UTF-16 surrogate"
+	for _, c := range []struct{ line, field, msg string }{
+		{`{"user_id":"\ud800"}`, "user_id", surrogate},
+		{`{"user_id":"\udc00"}`, "user_id", surrogate},
+		{`{"user_id":"u1","name":"a\ud800b"}`, "name", surrogate},
+		{`{"user_id":"u1","email":"\ud800@example.com"}`, "email", surrogate},
+		{`{"user_id":"u1","topics":["a\udbff"]}`, "topics[0]", surrogate},
+		{`{"user_id":"u1","preferences":{"categories":{"x\ud800":{"enabled":false}}}}`, "preferences.categories", surrogate},
+		{`{"user_id":"u1","preferences":{"categories":{"\u0000":{"enabled":false}}}}`, "preferences.categories", "NUL"},
+		{`{"user_id":"u1","preferences":{"categories":{"a":{"enabled":false}}, "quiet_hours":{"start":"\u0000","end":"07:00"}}}`, "preferences.quiet_hours.start", "NUL"},
+	} {
+		_, err := importLines(t, true, "{\"user_id\":\"ok\"}\n"+c.line+"\n")
+		wantLineError(t, c.line, err, 2, c.field, c.msg)
+	}
+	for _, c := range []struct{ cell, field, msg string }{
+		{`{"categories":{"x\ud800":{"enabled":false}}}`, "preferences.categories", surrogate},
+		{`{"categories":{"\u0000":{"enabled":false}}}`, "preferences.categories", "NUL"},
+	} {
+		csvCell := `"` + strings.ReplaceAll(c.cell, `"`, `""`) + `"`
+		_, err := importLines(t, false, "user_id,preferences\nok,\nu1,"+csvCell+"\n")
+		wantLineError(t, c.cell, err, 3, c.field, c.msg)
+	}
+	rows, err := importLines(t, true, `{"user_id":"u1","name":"\ud83d\ude00 \ufffd"}`+"\n")
+	if err != nil || len(rows) != 1 || *rows[0].Name != "\U0001F600 \uFFFD" {
+		t.Fatalf("a surrogate pair and U+FFFD: %v %+v", err, rows)
 	}
 }

@@ -411,11 +411,15 @@ func (ir *importReader) checkPreferences(raw []byte) ([]byte, error) {
 	if errs := p.Validate(); len(errs) > 0 {
 		return nil, ir.bad("preferences."+errs[0].Field, "%s", errs[0].Error())
 	}
-	out, err := json.Marshal(p)
-	if err != nil {
+	// Without HTML escaping: json.Marshal writes '<' as \u003c, whose
+	// backslash COPY text doubles, 7 bytes for one (a line grew 6 times).
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
 func (ir *importReader) checkTopics(topics []string) error {

@@ -132,3 +132,31 @@ func TestImportRefusesLoneSurrogates(t *testing.T) {
 		t.Fatalf("a surrogate pair and U+FFFD: %v %+v", err, rows)
 	}
 }
+
+// TestImportPreferencesNotAmplified: a preference document is re-encoded
+// without HTML escaping, so its COPY text stays about the line's size: '<'
+// as \u003c, its backslash doubled by COPY, made a line of 200 categories
+// named with '<' 6 times larger on its way to PostgreSQL (past the side
+// spool's and the wire's bound).
+func TestImportPreferencesNotAmplified(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"user_id":"u1","preferences":{"categories":{`)
+	for i := range 200 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%03d%s":{}`, i, strings.Repeat("<>&", 20))
+	}
+	b.WriteString(`}}}`)
+	line := b.String()
+	rows, err := importLines(t, true, line+"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// COPY text doubles each backslash (store.copyTextBytes); the JSON
+	// encoding has no raw tab or newline.
+	copyText := len(rows[0].Preferences) + strings.Count(string(rows[0].Preferences), `\`)
+	if ratio := float64(copyText) / float64(len(line)); ratio > 1.1 {
+		t.Fatalf("a %d-byte line's preferences are %d bytes of COPY text (x%.1f)", len(line), copyText, ratio)
+	}
+}

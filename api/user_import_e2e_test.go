@@ -335,7 +335,7 @@ func TestUserImportStreamed(t *testing.T) {
 // the line, never a 500 nor stored altered: a NUL character in a preferences
 // key (PostgreSQL's jsonb refuses it mid-COPY), in a tenant's first import
 // (direct) and a later one (staged), in NDJSON and in a CSV preferences cell;
-// an unpaired surrogate escape.
+// an unpaired surrogate escape; data after a line's object.
 func TestUserImportRefusesWhatPUTRefuses(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	_, key := h.Tenant("import-refuses")
@@ -350,6 +350,7 @@ func TestUserImportRefusesWhatPUTRefuses(t *testing.T) {
 		{"application/x-ndjson", "{\"user_id\":\"n1\"}\n{\"user_id\":\"n2\",\"preferences\":" + nulPrefs + "}\n", `line 2.preferences.categories["\u0000"]`},
 		{"text/csv", "user_id,preferences\nn1,\nn2,\"" + strings.ReplaceAll(nulPrefs, `"`, `""`) + "\"\n", `line 3.preferences.categories["\u0000"]`},
 		{"application/x-ndjson", "{\"user_id\":\"n1\"}\n{\"user_id\":\"\\ud800\"}\n", "line 2.user_id"},
+		{"application/x-ndjson", "{\"user_id\":\"n1\"}\n{\"user_id\":\"n2\"}}\n", "line 2"},
 	}
 	for _, c := range cases { // direct: the tenant has no users
 		apitest.WantError(t, importUsers(h, key, c.ct, c.body), http.StatusBadRequest, "invalid_line", c.field)

@@ -4,10 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/herald-notify/herald/internal/store"
 )
@@ -158,5 +162,42 @@ func TestImportPreferencesNotAmplified(t *testing.T) {
 	copyText := len(rows[0].Preferences) + strings.Count(string(rows[0].Preferences), `\`)
 	if ratio := float64(copyText) / float64(len(line)); ratio > 1.1 {
 		t.Fatalf("a %d-byte line's preferences are %d bytes of COPY text (x%.1f)", len(line), copyText, ratio)
+	}
+}
+
+// TestImportRefusesTrailingData: after a line's object (or a CSV preferences
+// cell's), only spaces may follow; json.Decoder.More is false before a '}' or
+// ']', which let `{"user_id":"u1"}}` through.
+func TestImportRefusesTrailingData(t *testing.T) {
+	for _, line := range []string{`{"user_id":"u1"}}`, `{"user_id":"u1"}]garbage`, `{"user_id":"u1","name":"x"} }{"oops"`,
+		`{"user_id":"u1","name":"\u00e9"}}`} {
+		_, err := importLines(t, true, "{\"user_id\":\"ok\"}\n"+line+"\n")
+		wantLineError(t, line, err, 2, "", "one JSON object per line")
+	}
+	_, err := importLines(t, false, "user_id,preferences\nu1,\"{\"\"channels\"\":{\"\"sms\"\":false}}}]junk\"\n")
+	wantLineError(t, "CSV preferences cell", err, 2, "preferences", "preference document")
+	rows, err := importLines(t, true, "{\"user_id\":\"u1\",\"name\":\"\\u00e9\"} \t\r\n")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("spaces after the object: %v %v", rows, err)
+	}
+}
+
+// TestDecodeJSONRefusesTrailingData: a PUT body is one JSON object and
+// nothing but spaces after it.
+func TestDecodeJSONRefusesTrailingData(t *testing.T) {
+	for body, ok := range map[string]bool{`{"name":"x"}}`: false, `{"name":"x"} ]junk`: false, `{"name":"x"}{}`: false,
+		`{"name":"x"}` + " \n\t": true} {
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
+		c.Request = httptest.NewRequest(http.MethodPut, "/", strings.NewReader(body))
+		var req putUserRequest
+		err := decodeJSON(c, &req)
+		var he *httpError
+		switch {
+		case ok && err != nil:
+			t.Fatalf("%q: %v", body, err)
+		case !ok && (!errors.As(err, &he) || he.Code != "malformed_json" || he.Status != http.StatusBadRequest):
+			t.Fatalf("%q: want 400 malformed_json, got %v", body, err)
+		}
 	}
 }

@@ -133,7 +133,10 @@ func (ir *importReader) Next() (store.ImportRow, error) {
 		}
 		ir.line++
 		line := bytes.TrimRight(raw, "\r\n")
-		if len(bytes.TrimSpace(line)) == 0 {
+		// Blank: only spaces, tabs (and the \r of a \r\n). Not
+		// bytes.TrimSpace, which also takes U+00A0, U+0085, \f and \v for
+		// space: a line of them is not blank, it is refused.
+		if len(bytes.Trim(line, " \t\r")) == 0 {
 			if err != nil {
 				return store.ImportRow{}, io.EOF
 			}

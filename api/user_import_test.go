@@ -201,3 +201,19 @@ func TestDecodeJSONRefusesTrailingData(t *testing.T) {
 		}
 	}
 }
+
+// TestImportBlankLines: a blank line (spaces, tabs, a \r) is skipped; a line
+// of other Unicode or ASCII spaces (U+00A0, U+0085, \f, \v), which
+// bytes.TrimSpace would have taken for blank, is a bad line.
+func TestImportBlankLines(t *testing.T) {
+	rows, err := importLines(t, true, "{\"user_id\":\"u1\"}\n \t\r\n\n{\"user_id\":\"u2\"}\r\n")
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("blank lines: %v %v", rows, err)
+	}
+	for _, blank := range []string{"\u00a0", "\u0085", "\f", "\v", " \u00a0\t"} {
+		_, err := importLines(t, true, "{\"user_id\":\"u1\"}\n"+blank+"\n{\"user_id\":\"u2\"}\n")
+		wantLineError(t, fmt.Sprintf("%q", blank), err, 2, "", "")
+		_, err = importLines(t, false, "user_id\nu1\n"+blank+"\nu2\n")
+		wantLineError(t, fmt.Sprintf("CSV %q", blank), err, 3, "", "")
+	}
+}

@@ -475,6 +475,7 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 		return
 	}
 	defer h.uploads.give(tenantID)
+	extendUploadDeadlines(c, maxBytes)
 	f, err := os.CreateTemp("", "herald-user-import-*")
 	if err != nil {
 		h.abort(c, err)
@@ -533,6 +534,28 @@ func (h *usersRoom) importUsers(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"lines": res.Lines, "users": res.Users, "created": res.Created, "updated": res.Updated, "unchanged": res.Unchanged})
+}
+
+// An upload's deadlines: the server's ReadTimeout and WriteTimeout (30 s and
+// 60 s, counted from the request's headers) would cut a large body, or an
+// import that commits but cannot answer. A request whose body may be up to
+// maxBytes gets instead the time to send them at minUploadRate plus
+// uploadDeadlineMargin (a body of 256 MiB: 5 min 16 s), and as long again to
+// be applied and answered: bounded, as the tenant's MaxListBytes is.
+const (
+	minUploadRate        = 1 << 20 // bytes per second
+	uploadDeadlineMargin = time.Minute
+)
+
+// extendUploadDeadlines sets the connection's read and write deadlines of an
+// upload whose body may be up to maxBytes.
+func extendUploadDeadlines(c *gin.Context, maxBytes int64) {
+	send := time.Duration(min(max(maxBytes, 0), store.MaxListBytesCap)/minUploadRate)*time.Second + uploadDeadlineMargin
+	now := time.Now()
+	rc := http.NewResponseController(c.Writer)
+	// A writer without deadlines (a test recorder) has nothing to extend.
+	_ = rc.SetReadDeadline(now.Add(send))
+	_ = rc.SetWriteDeadline(now.Add(2 * send))
 }
 
 // importFrom runs one attempt of an import from its spool, waiting for the

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/app"
+	"github.com/herald-notify/herald/internal/config"
 	"github.com/herald-notify/herald/internal/testenv"
 )
 
@@ -361,4 +365,37 @@ func TestUserImportRefusesWhatPUTRefuses(t *testing.T) {
 		apitest.WantError(t, importUsers(h, key, c.ct, c.body), http.StatusBadRequest, "invalid_line", c.field)
 	}
 	h.MustDo(http.StatusNotFound, http.MethodGet, "/v1/users/n1", key, nil)
+}
+
+// TestUserImportOutlastsServerTimeouts: an import's deadlines are sized to the
+// tenant's body limit (at least 1 MB/s plus a margin), not the server's
+// ReadTimeout and WriteTimeout: a slow but steady upload lasting longer than
+// both (here shortened to 1 s and 2 s) is read to its end and answered.
+func TestUserImportOutlastsServerTimeouts(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("import-slow-client")
+	srv := app.HTTPServer(config.Config{HTTPReadHeaderTimeout: time.Second, HTTPReadTimeout: time.Second,
+		HTTPWriteTimeout: 2 * time.Second, HTTPIdleTimeout: time.Second}, h.HandlerWith(nil), slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	hs := *h
+	hs.URL = "http://" + ln.Addr().String()
+	const n = 35
+	start := time.Now()
+	status, out := postImportStream(t, &hs, key, func(w io.Writer) {
+		for i := range n {
+			fmt.Fprintf(w, "{\"user_id\":\"slow%02d\",\"name\":\"Slow %d\"}\n", i, i)
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	if status != http.StatusOK || num(out, "created") != n {
+		t.Fatalf("an upload of %v past the server's timeouts: %d %v", time.Since(start), status, out)
+	}
+	if took := time.Since(start); took < 3*time.Second {
+		t.Fatalf("the upload took %v, not past the timeouts", took)
+	}
 }

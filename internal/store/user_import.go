@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -220,9 +222,41 @@ type importCopy struct {
 	// err is the source's error: pgx answers it with PostgreSQL's "COPY from
 	// stdin failed", ImportUsers returns this one.
 	err error
+	// reading is held (a token in it) while a Read runs; stopped: copyImport
+	// has returned, and Read no longer touches src or side. pgx's CopyFrom
+	// may return (the context cancelled, the connection broken) while its
+	// goroutine is still in a Read, or about to call it again: copyImport
+	// waits for that Read before it reads the fields above or its caller
+	// closes side or rewinds src.
+	reading chan struct{}
+	stopped atomic.Bool
 }
 
+// newImportCopy is an importCopy of src's rows (direct: into users, the
+// sections to side).
+func newImportCopy(src ImportSource, direct bool, tenant string, side *bufio.Writer) *importCopy {
+	return &importCopy{src: src, direct: direct, tenant: tenant, side: side, ascending: !direct,
+		reading: make(chan struct{}, 1)}
+}
+
+// errImportCopyStopped answers a Read pgx makes after copyImport returned.
+var errImportCopyStopped = errors.New("the import's COPY has ended")
+
+// importReaderWait bounds copyImport's wait for a Read still running after
+// CopyFrom returned: a Read waits at most the API's allowance for the body
+// (a second) and reads or writes files.
+const importReaderWait = 10 * time.Second
+
 func (c *importCopy) Read(p []byte) (int, error) {
+	c.reading <- struct{}{}
+	defer func() { <-c.reading }()
+	if c.stopped.Load() {
+		return 0, errImportCopyStopped
+	}
+	return c.read(p)
+}
+
+func (c *importCopy) read(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
@@ -288,6 +322,17 @@ func (s *Store) copyImport(ctx context.Context, c *importCopy, table, cols strin
 		return errNoCopy
 	}
 	_, err := conn.Conn().PgConn().CopyFrom(ctx, c, `COPY `+table+` (`+cols+`) FROM STDIN`)
+	// Wait for a Read still running (CopyFrom may return without waiting for
+	// its goroutine); later ones do nothing.
+	c.stopped.Store(true)
+	t := time.NewTimer(importReaderWait)
+	defer t.Stop()
+	select {
+	case c.reading <- struct{}{}:
+		<-c.reading
+	case <-t.C:
+		return fmt.Errorf("copy the import into %s: %w (and its reader still runs after %v)", table, err, importReaderWait)
+	}
 	if c.err != nil {
 		return c.err
 	}
@@ -383,7 +428,7 @@ func (s *Store) importDirect(ctx context.Context, tenantID string, src ImportSou
 		_ = side.Close()
 		_ = os.Remove(side.Name())
 	}()
-	c := &importCopy{src: src, direct: true, tenant: tenantID, side: bufio.NewWriterSize(side, 64<<10)}
+	c := newImportCopy(src, true, tenantID, bufio.NewWriterSize(side, 64<<10))
 	if err := s.copyImport(ctx, c, "users", importDirectColumns); err != nil {
 		return ImportResult{}, err
 	}
@@ -422,7 +467,7 @@ func (s *Store) importStaged(ctx context.Context, tenantID string, src ImportSou
 	if err := s.createImportStaging(ctx, "user_import"); err != nil {
 		return res, err
 	}
-	c := &importCopy{src: src, ascending: true}
+	c := newImportCopy(src, false, "", nil)
 	if err := s.copyImport(ctx, c, "user_import", importColumns); err != nil {
 		return res, err
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -397,5 +398,36 @@ func TestUserImportOutlastsServerTimeouts(t *testing.T) {
 	}
 	if took := time.Since(start); took < 3*time.Second {
 		t.Fatalf("the upload took %v, not past the timeouts", took)
+	}
+}
+
+// TestUserImportCountsDevicesTaken: a user of the file whose device another
+// line takes, and one whose oldest devices the per-user cap removes, changed:
+// both count as updated, not unchanged.
+func TestUserImportCountsDevicesTaken(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	_, key := h.Tenant("import-devices-taken")
+	wantCounts(t, importUsers(h, key, "application/x-ndjson",
+		"{\"user_id\":\"a\",\"push_tokens\":[{\"token\":\"tok-a\",\"platform\":\"ios\"}]}\n{\"user_id\":\"b\"}\n"), 2, 2, 0, 0)
+	// b takes a's device; a's line is otherwise as stored.
+	wantCounts(t, importUsers(h, key, "application/x-ndjson",
+		"{\"user_id\":\"a\"}\n{\"user_id\":\"b\",\"push_tokens\":[{\"token\":\"tok-a\",\"platform\":\"ios\"}]}\n"), 2, 0, 2, 0)
+	if toks := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/a/push-tokens", key, nil); len(toks.JSON["items"].([]any)) != 0 {
+		t.Fatalf("a's devices: %s", toks.Body)
+	}
+
+	// c has 3 devices; under a cap of 2, a line naming one of them as stored
+	// removes the oldest.
+	h.PutUser(key, "c", map[string]any{})
+	for i := range 3 {
+		h.MustDo(http.StatusCreated, http.MethodPut, "/v1/users/c/push-tokens", key, map[string]any{"token": fmt.Sprintf("tok-c%d", i), "platform": "web"})
+	}
+	capped := httptest.NewServer(h.HandlerWith(func(c *config.Config) { c.PushTokensPerUser = 2 }))
+	t.Cleanup(capped.Close)
+	hc := *h
+	hc.URL = capped.URL
+	wantCounts(t, importUsers(&hc, key, "application/x-ndjson", "{\"user_id\":\"c\",\"push_tokens\":[{\"token\":\"tok-c2\",\"platform\":\"web\"}]}\n"), 1, 0, 1, 0)
+	if toks := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/c/push-tokens", key, nil); len(toks.JSON["items"].([]any)) != 2 {
+		t.Fatalf("c's devices under a cap of 2: %s", toks.Body)
 	}
 }

@@ -597,23 +597,43 @@ func importSections(sections ImportSections, maxPushTokens int, count bool) []st
 	if sections.PushTokens {
 		// A token on several users' lines goes to the last of them (a device
 		// changes hands, as with PUT /v1/users/{id}/push-tokens).
-		qs = append(qs, changed(`
+		upsert := `
 			INSERT INTO push_tokens AS p (tenant_id, user_id, token, platform)
 			SELECT DISTINCT ON (x.token) $1::text, l.user_id, x.token, x.platform
 			FROM user_import_last l, jsonb_to_recordset(l.push_tokens) AS x(token text, platform text)
-			ORDER BY x.token, l.seq DESC`+staged(`
+			ORDER BY x.token, l.seq DESC`
+		if !count {
+			qs = append(qs, upsert)
+		} else {
+			// Changed: the token's new owner and, when it is a user of the
+			// file, the one it was taken from (prev reads the table as it was
+			// before the statement).
+			qs = append(qs, `WITH prev AS (
+				SELECT p.token, p.user_id FROM push_tokens p
+				WHERE p.tenant_id = $1 AND p.token IN (
+					SELECT x.token FROM user_import_last l, jsonb_to_recordset(l.push_tokens) AS x(token text, platform text))),
+			c AS (`+upsert+`
 			ON CONFLICT (tenant_id, token) DO UPDATE SET user_id = EXCLUDED.user_id, platform = EXCLUDED.platform,
 				created_at = CASE WHEN p.user_id = EXCLUDED.user_id THEN p.created_at ELSE now() END, last_seen_at = now()
-			WHERE (p.user_id, p.platform) IS DISTINCT FROM (EXCLUDED.user_id, EXCLUDED.platform)`)))
+			WHERE (p.user_id, p.platform) IS DISTINCT FROM (EXCLUDED.user_id, EXCLUDED.platform)
+			RETURNING p.user_id, p.token)
+			INSERT INTO user_import_changed
+				SELECT user_id FROM c
+				UNION
+				SELECT prev.user_id FROM prev JOIN c ON c.token = prev.token
+				WHERE prev.user_id <> c.user_id AND prev.user_id IN (SELECT user_id FROM user_import_last)
+			ON CONFLICT DO NOTHING`)
+		}
 		// A direct import's users have the tokens of their one line, at most
-		// the cap (the API refuses a line with more).
+		// the cap (the API refuses a line with more). The users whose oldest
+		// tokens the cap removes are changed.
 		if maxPushTokens > 0 && count {
-			qs = append(qs, fmt.Sprintf(`
+			qs = append(qs, changed(fmt.Sprintf(`
 			DELETE FROM push_tokens p USING (
 				SELECT token, row_number() OVER (PARTITION BY user_id ORDER BY last_seen_at DESC, created_at DESC, token) AS n
 				FROM push_tokens WHERE tenant_id = $1
 					AND user_id IN (SELECT user_id FROM user_import_last WHERE push_tokens IS NOT NULL)) o
-			WHERE p.tenant_id = $1 AND p.token = o.token AND o.n > %d`, maxPushTokens))
+			WHERE p.tenant_id = $1 AND p.token = o.token AND o.n > %d`, maxPushTokens)))
 		}
 	}
 	return qs

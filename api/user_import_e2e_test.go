@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/app"
 	"github.com/herald-notify/herald/internal/config"
@@ -251,12 +253,69 @@ func postImportStream(t *testing.T, h *apitest.Harness, key string, write func(w
 	return resp.StatusCode, out
 }
 
+// importCopies counts the COPYs into users or the import's staging table
+// running in the test database.
+func importCopies(pool *pgxpool.Pool) int64 {
+	var c int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'COPY user%' AND state <> 'idle'`).Scan(&c); err != nil {
+		return -1
+	}
+	return c
+}
+
+// writeWatchingCopy writes the lines of write in chunks of 64 KiB and records
+// in seen whether a COPY ran while the body was still being sent: past the
+// first MiB (which the import waits for), until it has seen one, it looks for
+// up to 300 ms after each chunk (less than the import's second of waiting).
+func writeWatchingCopy(pool *pgxpool.Pool, w io.Writer, seen *atomic.Bool, write func(w io.Writer)) {
+	pr, pw := io.Pipe()
+	go func() {
+		write(pw)
+		_ = pw.Close()
+	}()
+	buf := make([]byte, 64<<10)
+	sent := 0
+	for {
+		n, err := io.ReadFull(pr, buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				_ = pr.CloseWithError(werr)
+				return
+			}
+			sent += n
+			for start := time.Now(); sent > 1<<20 && !seen.Load() && time.Since(start) < 300*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+				if importCopies(pool) > 0 {
+					seen.Store(true)
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pauseUntilNoCopy pauses for 1.5 s (past the import's 1 s of waiting), then
+// until no COPY of the test database runs (the import gave its attempt up),
+// or 30 s: how long the import takes to reach the pause depends on the
+// machine's load, not on the rule. It returns the last count seen.
+func pauseUntilNoCopy(pool *pgxpool.Pool) int64 {
+	time.Sleep(1500 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if c := importCopies(pool); c <= 0 || time.Now().After(deadline) {
+			return c
+		}
+	}
+}
+
 // TestUserImportStreamed: a body larger than the part the import waits for
-// before it starts is imported while it arrives; a client that stops sending
-// for longer than the import waits (its transaction given up, the import run
-// again once the body has ended) still gets every line imported once; a bad
-// line, or a body over the tenant's limit, part-way through a streamed body
-// stores nothing.
+// before it starts is imported while it arrives (a COPY runs while the body is
+// still being sent); a client that stops sending for longer than the import
+// waits (its transaction given up: no COPY runs during the pause, the import
+// run again once the body has ended) still gets every line imported once; a
+// bad line, or a body over the tenant's limit, part-way through a streamed
+// body stores nothing.
 func TestUserImportStreamed(t *testing.T) {
 	h := apitest.Start(t, apitest.Options{})
 	tenantID, key := h.Tenant("import-streamed")
@@ -269,39 +328,35 @@ func TestUserImportStreamed(t *testing.T) {
 		_ = bw.Flush()
 	}
 
-	// Streamed while the import runs: every line stored.
-	status, out := postImportStream(t, h, key, func(w io.Writer) { lines(w, 0, n, "a") })
+	// Streamed while the import runs: every line stored, a COPY seen while
+	// the body was still being sent.
+	pool := testenv.Pool(t)
+	var seen atomic.Bool
+	status, out := postImportStream(t, h, key, func(w io.Writer) {
+		writeWatchingCopy(pool, w, &seen, func(w io.Writer) { lines(w, 0, n, "a") })
+	})
 	if status != http.StatusOK || num(out, "created") != n {
 		t.Fatalf("streamed import: %d %v", status, out)
+	}
+	if !seen.Load() {
+		t.Fatal("no COPY ran while the body was being sent: the import waited for the whole body")
 	}
 	// The client pauses past the import's wait: the attempt is given up (no
 	// COPY holds a connection during the rest of the pause) and the file
 	// applied from the spool once complete (half updated, half new).
-	// The pause lasts 1.5 s (past the import's 1 s of waiting), then until no
-	// COPY of this database runs (the import gave its attempt up), or 30 s:
-	// how long the import takes to reach the pause depends on the machine's
-	// load, not on the rule.
-	pool := testenv.Pool(t)
+	seen.Store(false)
 	var copying atomic.Int64
 	copying.Store(-1)
 	status, out = postImportStream(t, h, key, func(w io.Writer) {
-		lines(w, n/2, n, "b")
-		time.Sleep(1500 * time.Millisecond)
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			var c int64
-			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND query LIKE 'COPY user%' AND state <> 'idle'`).Scan(&c); err != nil {
-				break
-			}
-			copying.Store(c)
-			if c == 0 || time.Now().After(deadline) {
-				break
-			}
-		}
+		writeWatchingCopy(pool, w, &seen, func(w io.Writer) { lines(w, n/2, n, "b") })
+		copying.Store(pauseUntilNoCopy(pool))
 		lines(w, n, n+n/2, "b")
 	})
 	if status != http.StatusOK || num(out, "updated") != n/2 || num(out, "created") != n/2 || num(out, "unchanged") != 0 {
 		t.Fatalf("import with a pause: %d %v", status, out)
+	}
+	if !seen.Load() {
+		t.Fatal("no COPY ran while the body's first half was being sent")
 	}
 	if c := copying.Load(); c != 0 {
 		t.Fatalf("%d imports held a COPY while their client paused for 30 s", c)
@@ -429,5 +484,59 @@ func TestUserImportCountsDevicesTaken(t *testing.T) {
 	wantCounts(t, importUsers(&hc, key, "application/x-ndjson", "{\"user_id\":\"c\",\"push_tokens\":[{\"token\":\"tok-c2\",\"platform\":\"web\"}]}\n"), 1, 0, 1, 0)
 	if toks := h.MustDo(http.StatusOK, http.MethodGet, "/v1/users/c/push-tokens", key, nil); len(toks.JSON["items"].([]any)) != 2 {
 		t.Fatalf("c's devices under a cap of 2: %s", toks.Body)
+	}
+}
+
+// TestUserImportDirectSlowClient: a tenant's first import (the direct path:
+// profiles COPYed into users, sections to a side spool) whose client pauses
+// past the import's wait is rolled back and run again from the spool once the
+// body has ended: every user created once, with its sections once (nothing of
+// the given-up attempt doubled), and the same file again is unchanged.
+func TestUserImportDirectSlowClient(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.Tenant("import-direct-slow")
+	pool := testenv.Pool(t)
+	const n = 24_000 // about 3 MB
+	lines := func(w io.Writer, from, to int) {
+		bw := bufio.NewWriter(w)
+		for i := from; i < to; i++ {
+			fmt.Fprintf(bw, `{"user_id":"d%06d","email":"d%06d@example.com","topics":["t%d"],"preferences":{"categories":{"c%d":{"enabled":false}}},`+
+				`"push_tokens":[{"token":"tok-d%06d","platform":"web"}]}`+"\n", i, i, i%3, i%5, i)
+		}
+		_ = bw.Flush()
+	}
+	var seen atomic.Bool
+	var copying atomic.Int64
+	copying.Store(-1)
+	file := func(w io.Writer) {
+		writeWatchingCopy(pool, w, &seen, func(w io.Writer) { lines(w, 0, n/2) })
+		copying.Store(pauseUntilNoCopy(pool))
+		lines(w, n/2, n)
+	}
+	status, out := postImportStream(t, h, key, file)
+	if status != http.StatusOK || num(out, "lines") != n || num(out, "created") != n || num(out, "updated") != 0 || num(out, "unchanged") != 0 {
+		t.Fatalf("first import with a pause: %d %v", status, out)
+	}
+	if !seen.Load() {
+		t.Fatal("no COPY ran while the body's first half was being sent")
+	}
+	if c := copying.Load(); c != 0 {
+		t.Fatalf("%d imports held a COPY while their client paused", c)
+	}
+	var users, subs, prefs, toks int
+	if err := pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM users WHERE tenant_id = $1),
+		(SELECT count(*) FROM topic_subscribers WHERE tenant_id = $1),
+		(SELECT count(*) FROM user_preferences WHERE tenant_id = $1),
+		(SELECT count(*) FROM push_tokens WHERE tenant_id = $1)`, tenantID).Scan(&users, &subs, &prefs, &toks); err != nil {
+		t.Fatal(err)
+	}
+	if users != n || subs != n || prefs != n || toks != n {
+		t.Fatalf("users %d, subscriptions %d, preferences %d, devices %d; want %d of each", users, subs, prefs, toks, n)
+	}
+	// The same file again (staged now), sent at once: nothing changes.
+	status, out = postImportStream(t, h, key, func(w io.Writer) { lines(w, 0, n) })
+	if status != http.StatusOK || num(out, "unchanged") != n || num(out, "created") != 0 || num(out, "updated") != 0 {
+		t.Fatalf("the same file again: %d %v", status, out)
 	}
 }

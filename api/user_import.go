@@ -149,6 +149,10 @@ func (ir *importReader) Next() (store.ImportRow, error) {
 			return ir.parseJSON(line)
 		}
 		if ir.header == nil {
+			if ir.line == 1 {
+				// Excel's "CSV UTF-8" starts with a byte order mark.
+				line = bytes.TrimPrefix(line, []byte("\ufeff"))
+			}
 			if herr := ir.readHeader(line); herr != nil {
 				return store.ImportRow{}, herr
 			}
@@ -264,7 +268,7 @@ func (ir *importReader) fastRow() (store.ImportRow, error) {
 func (ir *importReader) readHeader(line []byte) error {
 	rec, err := csv.NewReader(bytes.NewReader(line)).Read()
 	if err != nil {
-		return ir.bad("", "not a CSV record: %v", err)
+		return ir.bad("", "%s", csvRecordError(err))
 	}
 	seen := map[string]bool{}
 	for i, h := range rec {
@@ -288,10 +292,24 @@ func (ir *importReader) readHeader(line []byte) error {
 	return nil
 }
 
+// csvRecordError says why a line is not a CSV record. A CSV record is one
+// line: a quoted field cannot hold a line break (docs/api.md).
+func csvRecordError(err error) string {
+	var pe *csv.ParseError
+	if !errors.As(err, &pe) {
+		return "not a CSV record: " + err.Error()
+	}
+	msg := fmt.Sprintf("not a CSV record: column %d: %v", pe.Column, pe.Err)
+	if errors.Is(pe.Err, csv.ErrQuote) {
+		msg += " (one record per line: a quoted field cannot hold a line break)"
+	}
+	return msg
+}
+
 func (ir *importReader) parseCSV(line []byte) (store.ImportRow, error) {
 	rec, err := csv.NewReader(bytes.NewReader(line)).Read()
 	if err != nil {
-		return store.ImportRow{}, ir.bad("", "not a CSV record: %v", err)
+		return store.ImportRow{}, ir.bad("", "%s", csvRecordError(err))
 	}
 	if len(rec) != len(ir.header) {
 		return store.ImportRow{}, ir.bad("", "has %d fields; the header has %d", len(rec), len(ir.header))

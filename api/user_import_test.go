@@ -217,3 +217,25 @@ func TestImportBlankLines(t *testing.T) {
 		wantLineError(t, fmt.Sprintf("CSV %q", blank), err, 3, "", "")
 	}
 }
+
+// TestImportCSVByteOrderMark: a CSV file starting with a UTF-8 byte order
+// mark (Excel's "CSV UTF-8") is read as without it; a second one, or one
+// elsewhere, is not taken away.
+func TestImportCSVByteOrderMark(t *testing.T) {
+	rows, err := importLines(t, false, "\ufeffuser_id,name\r\nu1,Ada\r\n")
+	if err != nil || len(rows) != 1 || rows[0].UserID != "u1" || *rows[0].Name != "Ada" {
+		t.Fatalf("CSV with a BOM: %v %+v", err, rows)
+	}
+	_, err = importLines(t, false, "\ufeff\ufeffuser_id\nu1\n")
+	wantLineError(t, "two BOMs", err, 1, "\ufeffuser_id", "unknown column")
+	if rows, err = importLines(t, false, "user_id\n\ufeffu1\n"); err == nil && (len(rows) != 1 || rows[0].UserID != "\ufeffu1") {
+		t.Fatalf("a BOM on line 2 is taken away: %+v", rows)
+	}
+}
+
+// TestImportCSVQuotedNewline: a quoted CSV field holding a line break is
+// refused (one record per line; docs/api.md says so and shows the error).
+func TestImportCSVQuotedNewline(t *testing.T) {
+	_, err := importLines(t, false, "user_id,name\nu1,\"Doe\nJane\"\n")
+	wantLineError(t, "a quoted newline", err, 2, "", "not a CSV record: column 8: extraneous or missing \" in quoted-field (one record per line")
+}

@@ -334,6 +334,10 @@ func TestCampaignListsAndTopics(t *testing.T) {
 		http.StatusBadRequest, "invalid_line", "line 3")
 	apitest.WantError(t, h.Do(http.MethodPost, "/v1/lists", key, `{"user_id":"a"}`+"\n"+`{"user":"b"}`+"\n", "Content-Type", "application/x-ndjson"),
 		http.StatusBadRequest, "invalid_line", "line 2")
+	// Data after a line's object, even from '}' or ']' (json.Decoder.More is
+	// false before those), is a bad line.
+	apitest.WantError(t, h.Do(http.MethodPost, "/v1/lists", key, `{"user_id":"a"}`+"\n"+`{"user_id":"b"}}`+"\n", "Content-Type", "application/x-ndjson"),
+		http.StatusBadRequest, "invalid_line", "line 2")
 
 	h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/campaigns", key, map[string]any{"campaign_id": "csv", "template_id": "promo",
 		"channels": []string{"in_app"}, "data": map[string]any{"body": "shared"}, "audience": map[string]any{"list_id": csvList}})

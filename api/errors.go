@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,21 +89,13 @@ func decodeJSONLimit(c *gin.Context, dst any, max int64) error {
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err)
 	}
-	if !onlySpaceLeft(dec, raw) {
+	if !jsondecode.OnlySpaceLeft(dec, raw) {
 		return &httpError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "unexpected data after the JSON object"}
 	}
 	if err := checkBodyText(raw); err != nil {
 		return err
 	}
 	return nil
-}
-
-// onlySpaceLeft reports whether nothing but JSON whitespace follows, in raw,
-// the value dec has just decoded from it. (dec.More is false before a '}' or
-// ']', so it lets `{"name":"x"}}` and `{"name":"x"}]junk` through.)
-func onlySpaceLeft(dec *json.Decoder, raw []byte) bool {
-	off := dec.InputOffset()
-	return off <= int64(len(raw)) && len(bytes.TrimLeft(raw[off:], " \t\r\n")) == 0
 }
 
 // jsonError answers a body that does not decode: 400 naming the problem.

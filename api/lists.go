@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/jsondecode"
 	"github.com/herald-notify/herald/internal/store"
 )
 
@@ -124,7 +125,7 @@ func (l *lineReader) Next() bool {
 		}
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&rec); err != nil || dec.More() {
+		if err := dec.Decode(&rec); err != nil || !jsondecode.OnlySpaceLeft(dec, line) {
 			return l.fail(`not a JSON object {"user_id": "...", "data": {...}}`)
 		}
 		if rec.UserID == nil {
@@ -225,6 +226,7 @@ func (h *campaignsRoom) createList(c *gin.Context) {
 		return
 	}
 	defer h.uploads.give(tenantID)
+	extendUploadDeadlines(c, limits.MaxListBytes)
 	spool, err := spoolUpload(c.Request.Body, limits.MaxListBytes)
 	if err != nil {
 		h.abort(c, err)

@@ -182,7 +182,7 @@ func (ir *importReader) parseJSON(line []byte) (store.ImportRow, error) {
 		e := jsondecode.Explain(err)
 		return store.ImportRow{}, ir.bad(e.Field, "%s", e.Message)
 	}
-	if !onlySpaceLeft(dec, line) {
+	if !jsondecode.OnlySpaceLeft(dec, line) {
 		return store.ImportRow{}, ir.bad("", "one JSON object per line")
 	}
 	// A NUL character or an unpaired surrogate escape (which encoding/json
@@ -414,7 +414,7 @@ func (ir *importReader) checkPreferences(raw []byte) ([]byte, error) {
 	var p preferences.Preferences
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil || !onlySpaceLeft(dec, raw) {
+	if err := dec.Decode(&p); err != nil || !jsondecode.OnlySpaceLeft(dec, raw) {
 		field, msg := "preferences", "preferences must be a preference document (as PUT /v1/users/{id}/preferences takes)"
 		if err != nil {
 			if e := jsondecode.Explain(err); e.Field != "" {

@@ -31,7 +31,7 @@ func Decode(raw []byte) (Definition, error) {
 	if err := dec.Decode(&whole); err != nil {
 		return def, jsondecode.Explain(err)
 	}
-	if dec.More() {
+	if !jsondecode.OnlySpaceLeft(dec, raw) {
 		return def, &jsondecode.Error{Code: "malformed_json", Message: "unexpected data after the JSON object"}
 	}
 	if !jsondecode.IsObject(whole) {

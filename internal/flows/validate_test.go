@@ -337,3 +337,19 @@ func TestOddKeysCannotPoseAsPaths(t *testing.T) {
 		}
 	}
 }
+
+// A definition followed by anything but whitespace is refused, also when what
+// follows starts with '}' or ']' (json.Decoder.More is false before those).
+func TestDecodeRefusesDataAfterTheObject(t *testing.T) {
+	good := `{"steps":[{"type":"send","channels":["in_app"]}]}`
+	if _, err := flows.Decode([]byte(good + " \n")); err != nil {
+		t.Fatalf("trailing whitespace: %v", err)
+	}
+	for _, tail := range []string{"}", "]", "]junk", "}{}", " x"} {
+		_, err := flows.Decode([]byte(good + tail))
+		var e *jsondecode.Error
+		if !errors.As(err, &e) || e.Code != "malformed_json" {
+			t.Errorf("%q after the definition: %v, want malformed_json", tail, err)
+		}
+	}
+}

@@ -100,3 +100,11 @@ func Object(raw json.RawMessage, name string, dst any) *Error {
 	}
 	return nil
 }
+
+// OnlySpaceLeft reports whether nothing but JSON whitespace follows, in raw,
+// the value dec has just decoded from it. (dec.More is false before a '}' or
+// ']', so it lets `{"name":"x"}}` and `{"name":"x"}]junk` through.)
+func OnlySpaceLeft(dec *json.Decoder, raw []byte) bool {
+	off := dec.InputOffset()
+	return off <= int64(len(raw)) && len(bytes.TrimLeft(raw[off:], " \t\r\n")) == 0
+}

@@ -2,6 +2,7 @@ package jsondecode_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/herald-notify/herald/internal/jsondecode"
@@ -31,6 +32,21 @@ func TestObjectNamesTheFullPath(t *testing.T) {
 			t.Errorf("%s: accepted", raw)
 		case got.Field != want.Field || got.Code != want.Code || (want.Message != "" && got.Message != want.Message):
 			t.Errorf("%s: got %+v, want %+v", raw, *got, want)
+		}
+	}
+}
+
+func TestOnlySpaceLeft(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`{"a":1}`: true, "{\"a\":1} \t\r\n": true, `{"a":1}}`: false, `{"a":1}]junk`: false, `{"a":1} {}`: false, `[1]]`: false,
+	} {
+		dec := json.NewDecoder(strings.NewReader(raw))
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if got := jsondecode.OnlySpaceLeft(dec, []byte(raw)); got != want {
+			t.Errorf("OnlySpaceLeft(%q) = %t, want %t", raw, got, want)
 		}
 	}
 }

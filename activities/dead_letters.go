@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -40,7 +41,22 @@ func (a *Activities) DeadLetter(ctx context.Context, in contract.DeadLetterInput
 // BeginRedrive claims the dead letter and returns what the redrive needs to
 // re-check and repeat it: the payload, the retry overrides, and the
 // notification's user, category and criticality.
+//
+// A dead letter whose notification is gone (its history expired after the API
+// accepted the redrive) is not claimed: the redrive fails with
+// NotificationExpired, not retried, and the dead letter stays open until
+// maintenance deletes it.
 func (a *Activities) BeginRedrive(ctx context.Context, in contract.BeginRedriveInput) (contract.BeginRedriveResult, error) {
+	if d, err := a.Store.GetDeadLetter(ctx, in.TenantID, in.DeadLetterID); err == nil {
+		if _, _, err := a.Store.NotificationStatus(ctx, in.TenantID, d.NotificationID); errors.Is(err, herald.ErrNotFound) {
+			return contract.BeginRedriveResult{}, contract.NotificationExpired.New(
+				fmt.Sprintf("dead letter %d: notification %s is past its retention and its history is deleted", d.ID, d.NotificationID), nil)
+		} else if err != nil {
+			return contract.BeginRedriveResult{}, err
+		}
+	} else if !errors.Is(err, herald.ErrNotFound) {
+		return contract.BeginRedriveResult{}, err
+	}
 	d, ok, err := a.Store.BeginRedrive(ctx, in.TenantID, in.DeadLetterID)
 	if err != nil || !ok {
 		return contract.BeginRedriveResult{}, err

@@ -273,7 +273,7 @@ func (a *Activities) MaintenancePartitions(ctx context.Context, in contract.Main
 		if err != nil {
 			return res, err
 		}
-		dropped, held, err := a.Store.DropPartitions(ctx, t, in.Now.Add(-t.Keep(op)), &stats, observe)
+		dropped, held, err := a.Store.DropPartitions(ctx, t, in.Now.Add(-t.Keep(op)), in.Now.Add(-op.DeadLetters), &stats, observe)
 		res.Dropped = append(res.Dropped, dropped...)
 		res.Held = append(res.Held, held...)
 		for range dropped {

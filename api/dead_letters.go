@@ -103,6 +103,13 @@ func (h *notificationsRoom) redriveDeadLetter(c *gin.Context) {
 			Message: "dead letter is " + d.Status + "; only open dead letters can be redriven"}, "dead_letter": d})
 		return
 	}
+	if gone, err := h.notificationGone(c, d); err != nil {
+		h.abort(c, err)
+		return
+	} else if gone {
+		c.AbortWithStatusJSON(http.StatusGone, gin.H{"error": notificationExpired(d), "dead_letter": d})
+		return
+	}
 	workflowID, err := h.workflows.StartRedrive(c.Request.Context(), tenantID, id)
 	if errors.Is(err, workflows.ErrAlreadyStarted) {
 		// Another request started this dead letter's redrive a moment ago.
@@ -166,8 +173,15 @@ func (h *notificationsRoom) bulkRedrive(c *gin.Context) {
 		h.abort(c, err)
 		return
 	}
-	started := []int64{}
+	started, expired := []int64{}, []int64{}
 	for _, d := range items {
+		if gone, err := h.notificationGone(c, d); err != nil {
+			h.abort(c, err)
+			return
+		} else if gone {
+			expired = append(expired, d.ID)
+			continue
+		}
 		if _, err := h.workflows.StartRedrive(c.Request.Context(), f.TenantID, d.ID); err != nil {
 			if errors.Is(err, workflows.ErrAlreadyStarted) {
 				continue
@@ -177,5 +191,23 @@ func (h *notificationsRoom) bulkRedrive(c *gin.Context) {
 		}
 		started = append(started, d.ID)
 	}
-	c.JSON(http.StatusAccepted, gin.H{"matched": len(items), "started": started})
+	c.JSON(http.StatusAccepted, gin.H{"matched": len(items), "started": started, "expired": expired})
+}
+
+// notificationGone reports whether the dead letter's notification is gone: its
+// history expired (its day partition dropped once the dead letter was older
+// than the dead-letter retention, docs/retention.md#a-notification-that-outlives-its-partition),
+// so nothing is left to redrive (the redrive would find no delivery to reopen).
+func (h *notificationsRoom) notificationGone(c *gin.Context, d store.DeadLetter) (bool, error) {
+	_, _, err := h.store.NotificationStatus(c.Request.Context(), d.TenantID, d.NotificationID)
+	if errors.Is(err, herald.ErrNotFound) {
+		return true, nil
+	}
+	return false, err
+}
+
+// notificationExpired is the 410 of a redrive whose notification is gone.
+func notificationExpired(d store.DeadLetter) *httpError {
+	return &httpError{Status: http.StatusGone, Code: "notification_expired",
+		Message: "notification " + d.NotificationID + " is past its retention and its history is deleted; the dead letter cannot be redriven (it is deleted by the next maintenance run)"}
 }

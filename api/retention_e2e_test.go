@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -533,5 +534,53 @@ func TestLoweredOperatorInboxCapIsAppliedByTheNextRun(t *testing.T) {
 	}
 	if last, err := h.Store.LastMaintenanceInboxCap(ctx); err != nil || last != 20 {
 		t.Fatalf("last recorded cap %d, %v; want 20", last, err)
+	}
+}
+
+// A dead letter whose notification is gone (its day dropped once the dead
+// letter was older than the dead-letter retention, before maintenance deleted
+// the dead letter) cannot be redriven: the redrive answers 410
+// notification_expired naming the notification, the bulk redrive lists it
+// under expired instead of starting it, and a redrive workflow that reaches it
+// anyway fails without claiming it (NotificationExpired, not retried).
+func TestRedriveOfAnExpiredNotificationIsGone(t *testing.T) {
+	t.Parallel()
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	tenantID, key := h.Tenant("redrive-expired")
+	ctx := context.Background()
+	id := deadLetter(t, h, tenantID, 1)
+	d, err := h.Store.GetDeadLetter(ctx, tenantID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its partition dropped: the notification and its deliveries are gone.
+	pool := testenv.Pool(t)
+	for _, table := range []string{"notifications", "deliveries"} {
+		col := "notification_id"
+		if table == "notifications" {
+			col = "id"
+		}
+		if _, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE tenant_id = $1 AND `+col+` = $2`, tenantID, d.NotificationID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := h.Do(http.MethodPost, fmt.Sprintf("/v1/dead-letters/%d/redrive", id), key, nil)
+	apitest.WantError(t, r, http.StatusGone, "notification_expired", "")
+	if msg, _ := r.JSON["error"].(map[string]any)["message"].(string); !strings.Contains(msg, d.NotificationID) {
+		t.Fatalf("message %q does not name the notification", msg)
+	}
+	r = h.MustDo(http.StatusAccepted, http.MethodPost, "/v1/dead-letters/redrive", key, map[string]any{})
+	if started, _ := r.JSON["started"].([]any); len(started) != 0 {
+		t.Fatalf("bulk redrive started %v", started)
+	}
+	if expired, _ := r.JSON["expired"].([]any); len(expired) != 1 || expired[0] != float64(id) {
+		t.Fatalf("bulk redrive's expired: %v, want [%d]", r.JSON["expired"], id)
+	}
+	_, err = h.Activities().BeginRedrive(ctx, contract.BeginRedriveInput{TenantID: tenantID, DeadLetterID: id})
+	if !contract.NotificationExpired.Is(err) || !contract.IsNonRetryable(err) {
+		t.Fatalf("BeginRedrive of an expired notification's dead letter: %v, want a non-retryable NotificationExpired", err)
+	}
+	if d, err := h.Store.GetDeadLetter(ctx, tenantID, id); err != nil || d.Status != store.DeadLetterOpen {
+		t.Fatalf("the dead letter after the refused redrive: %+v, %v; want it open", d, err)
 	}
 }

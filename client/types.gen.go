@@ -263,6 +263,7 @@ const (
 	ErrorBodyErrorCodeNotCancellable            ErrorBodyErrorCode = "not_cancellable"
 	ErrorBodyErrorCodeNotFound                  ErrorBodyErrorCode = "not_found"
 	ErrorBodyErrorCodeNotRedrivable             ErrorBodyErrorCode = "not_redrivable"
+	ErrorBodyErrorCodeNotificationExpired       ErrorBodyErrorCode = "notification_expired"
 	ErrorBodyErrorCodeOperatorOnly              ErrorBodyErrorCode = "operator_only"
 	ErrorBodyErrorCodeOriginNotAllowed          ErrorBodyErrorCode = "origin_not_allowed"
 	ErrorBodyErrorCodeRateLimited               ErrorBodyErrorCode = "rate_limited"
@@ -362,6 +363,8 @@ func (e ErrorBodyErrorCode) Valid() bool {
 	case ErrorBodyErrorCodeNotFound:
 		return true
 	case ErrorBodyErrorCodeNotRedrivable:
+		return true
+	case ErrorBodyErrorCodeNotificationExpired:
 		return true
 	case ErrorBodyErrorCodeOperatorOnly:
 		return true
@@ -834,6 +837,21 @@ const (
 func (e NotificationDuplicateDedup) Valid() bool {
 	switch e {
 	case NotificationDuplicateDedupDuplicate:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotificationExpiredErrorCode.
+const (
+	NotificationExpiredErrorCodeNotificationExpired NotificationExpiredErrorCode = "notification_expired"
+)
+
+// Valid indicates whether the value is a known member of the NotificationExpiredErrorCode enum.
+func (e NotificationExpiredErrorCode) Valid() bool {
+	switch e {
+	case NotificationExpiredErrorCodeNotificationExpired:
 		return true
 	default:
 		return false
@@ -1564,6 +1582,10 @@ type BulkRedriveRequest struct {
 
 // BulkRedriveResult defines model for BulkRedriveResult.
 type BulkRedriveResult struct {
+	// Expired The ids not started because their notification is past its retention and its
+	// history is deleted (a single redrive of one answers `410 notification_expired`).
+	Expired []int64 `json:"expired,omitempty"`
+
 	// Matched Open dead letters that matched the filter.
 	Matched int `json:"matched"`
 
@@ -2542,6 +2564,22 @@ type NotificationDuplicate struct {
 
 // NotificationDuplicateDedup defines model for NotificationDuplicate.Dedup.
 type NotificationDuplicateDedup string
+
+// NotificationExpired defines model for NotificationExpired.
+type NotificationExpired struct {
+	// DeadLetter One (notification, channel) delivery whose provider retries ran out.
+	DeadLetter DeadLetter                `json:"dead_letter"`
+	Error      NotificationExpired_Error `json:"error"`
+}
+
+// NotificationExpiredErrorCode defines model for NotificationExpired.Error.Code.
+type NotificationExpiredErrorCode string
+
+// NotificationExpired_Error defines model for NotificationExpired.Error.
+type NotificationExpired_Error struct {
+	Code    NotificationExpiredErrorCode `json:"code"`
+	Message string                       `json:"message"`
+}
 
 // NotificationID `n_` + 32 hex digits of the dedup key hash + 32 hex digits of the workflow run id.
 //

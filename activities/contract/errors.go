@@ -48,6 +48,9 @@ const (
 	CampaignAudience ErrorClass = herald.ErrTypeCampaignAudience
 	// BadPayload: a dead letter's stored payload does not decode.
 	BadPayload ErrorClass = "BadPayload"
+	// NotificationExpired: a dead letter's notification is gone (its history
+	// past the retention): nothing is left to redrive.
+	NotificationExpired ErrorClass = "NotificationExpired"
 	// BadWorkflowID: a notification workflow's ID does not carry its dedup key.
 	BadWorkflowID ErrorClass = "BadWorkflowID"
 	// NoWebhookSender: this worker was started without a webhook sender.

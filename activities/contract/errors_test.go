@@ -35,6 +35,7 @@ func TestErrorClassesKeepTypeAndRetryability(t *testing.T) {
 		{BadWorkflowID, false, true},
 		{NoWebhookSender, false, true},
 		{EndpointDisabled, false, true},
+		{NotificationExpired, false, true},
 		{ProviderUnavailable, true, false},
 		{AlreadySent, true, false},
 		{CampaignFinal, true, false},

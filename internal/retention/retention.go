@@ -28,8 +28,10 @@ type Policy struct {
 	Sandbox time.Duration `json:"sandbox"`
 	// Webhooks: tenant webhook messages and their attempts.
 	Webhooks time.Duration `json:"webhooks"`
-	// DeadLetters: dead letters, counted from their resolution (an open dead
-	// letter is kept).
+	// DeadLetters: dead letters, counted from their resolution. An open dead
+	// letter is kept, and keeps its notification's time partitions for this
+	// long from its creation (store.DropPartitions); past that its
+	// notification goes with its day, and the dead letter after it.
 	DeadLetters time.Duration `json:"dead_letters"`
 	// Audit: the audit log.
 	Audit time.Duration `json:"audit"`

@@ -31,9 +31,10 @@ type PartitionedTable struct {
 	// Keep is how long the operator keeps its rows.
 	Keep func(retention.Policy) time.Duration
 	// holds, when set, is the query ($1 a partition's start, $2 its end, $3
-	// the cut-off) that says whether the partition still holds a row of a
-	// notification that has not ended or ended after the cut-off: the
-	// partition is kept while it does (DropPartitions).
+	// the cut-off, $4 the dead letters' cut-off) that says whether the
+	// partition still holds a row of a notification that has not ended or
+	// ended after the cut-off, or that an open dead letter younger than $4
+	// keeps: the partition is kept while it does (DropPartitions).
 	holds string
 }
 
@@ -68,12 +69,19 @@ const (
 	keptSQL         = openOrLateSQL + ` AND (status IN ` + openStatusesSQL + ` OR updated_at >= $3)`
 )
 
-// An open or redriving dead letter keeps its notification, whenever that
-// ended (the prune pass spares it too): its partitions are kept while one is.
+// An open or redriving dead letter keeps its notification's partitions, but
+// only for a bounded time: while it is younger than the operator's dead-letter
+// retention ($4, the cut-off of its created_at). Unbounded, one failing
+// tenant's open dead letter a day would keep every day of every tenant's
+// history (and PruneOldDeadLetters, which waits for the notification to be
+// gone, would never expire the dead letter either). Once past the bound the
+// day drops normally, the dead letter is pruned as one whose notification is
+// gone, and a redrive in between is refused (410 notification_expired; the
+// activity: contract.NotificationExpired).
 // The check walks the unresolved dead letters (dead_letters_unresolved_idx,
-// migration 0136: a tenant whose provider fails piles them up, but only
-// they are read), not a day of rows.
-const unresolvedDeadLettersSQL = `SELECT tenant_id, notification_id FROM dead_letters WHERE status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `')`
+// migration 0136: a tenant whose provider fails piles them up, but only they
+// are read, their created_at checked on the row), not a day of rows.
+const unresolvedDeadLettersSQL = `SELECT tenant_id, notification_id FROM dead_letters WHERE status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `') AND created_at >= $4`
 
 var (
 	holdsNotificationsSQL = `SELECT EXISTS (SELECT 1 FROM notifications WHERE accepted_at >= $1 AND accepted_at < $2 AND ` + keptSQL + `)
@@ -269,11 +277,13 @@ func (s *Store) EnsurePartitions(ctx context.Context, t PartitionedTable, now ti
 // that ends at or before cutoff (LateEnd before it for the notification
 // history), and drops a partition an interrupted run left detached. A
 // notification history partition that still holds a notification in flight,
-// or one that ended after cutoff (or its deliveries or attempts), is kept
+// or one that ended after cutoff (or its deliveries or attempts), or one with
+// an open or redriving dead letter created at or after deadLetterCutoff (the
+// operator's dead-letter retention: an older one holds nothing), is kept
 // whole: its other rows are pruned in batches (PruneNotifications) and the
 // partition goes once nothing in it is to be kept. It returns the names it
 // dropped and those it kept past cutoff.
-func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff time.Time, stats *DDLStats, observe func(time.Duration)) (dropped, held []string, err error) {
+func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff, deadLetterCutoff time.Time, stats *DDLStats, observe func(time.Duration)) (dropped, held []string, err error) {
 	have, err := s.Partitions(ctx, t)
 	if err != nil {
 		return nil, nil, err
@@ -284,7 +294,7 @@ func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff t
 				continue
 			}
 			var keep bool
-			if err := s.db.QueryRow(ctx, t.holds, p.Start, p.End, cutoff).Scan(&keep); err != nil {
+			if err := s.db.QueryRow(ctx, t.holds, p.Start, p.End, cutoff, deadLetterCutoff).Scan(&keep); err != nil {
 				return dropped, held, fmt.Errorf("rows to keep in %s: %w", p.Name, err)
 			}
 			if keep {

@@ -72,7 +72,7 @@ func BenchmarkPruneUnpartitioned(b *testing.B) {
 			return took, wal
 		}
 		floor, floorWAL := measure("partition drop", func() (int64, bool, error) {
-			_, _, err := st.DropPartitions(ctx, attempts, cutoff.Add(store.LateEnd), &store.DDLStats{}, nil)
+			_, _, err := st.DropPartitions(ctx, attempts, cutoff.Add(store.LateEnd), cutoff, &store.DDLStats{}, nil)
 			return int64(n), false, err
 		})
 		b.ReportMetric(floor.Seconds(), "floor-s")

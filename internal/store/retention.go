@@ -52,7 +52,9 @@ const (
 	PruneWebhookAttempts PruneKind = "webhook_attempts"
 	PruneWebhookMessages PruneKind = "webhook_messages"
 	// PruneDeadLetters: dead letters resolved (redriven) before the cut-off;
-	// an open one is kept whatever its age.
+	// an open one is kept here whatever its age (PruneOldDeadLetters deletes
+	// it once its notification is gone, which an open dead letter delays only
+	// for the dead-letter retention: DropPartitions).
 	PruneDeadLetters PruneKind = "dead_letters"
 	// PruneAudit: audit log entries written before the cut-off.
 	PruneAudit PruneKind = "audit_log"

@@ -1,0 +1,140 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/retention"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
+)
+
+// The partition tests work on days three weeks back, which no other test
+// writes to, and drop with cut-offs two weeks back: a test of another
+// package running at the same time (one shared database) cuts off at least
+// three days back, so it may drop these days early only where nothing holds
+// them, and never a day these tests expect to be held.
+const partitionTestCutoff = 15 * retention.Day
+
+// partitionTestTenant makes a tenant, the three notification history tables'
+// partitions of days, and a cleanup that deletes the tenant's rows there and
+// drops the partitions left empty.
+func partitionTestTenant(t *testing.T, name string, days ...time.Time) (*store.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	st := store.New(pool)
+	tn, _, err := st.CreateTenant(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pt := range store.PartitionedTables[:3] {
+		for _, d := range days {
+			if _, err := st.EnsurePartitions(ctx, pt, pt.Start(d), 0, &store.DDLStats{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, table := range []string{"notifications", "deliveries", "delivery_attempts", "dead_letters"} {
+			if _, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE tenant_id = $1`, tn.ID); err != nil {
+				t.Error(err)
+			}
+		}
+		now := time.Now()
+		for _, pt := range store.PartitionedTables[:3] {
+			if _, _, err := st.DropPartitions(ctx, pt, now.Add(-partitionTestCutoff), now.Add(-retention.Defaults.DeadLetters), &store.DDLStats{}, nil); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return st, pool, tn.ID
+}
+
+// insertEnded writes a notification accepted at accepted with status, ended
+// (updated_at) at ended, and an email attempt at attemptAt.
+func insertEnded(t *testing.T, st *store.Store, pool *pgxpool.Pool, tenantID, id string, status herald.NotificationStatus, accepted, ended, attemptAt time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.InsertNotification(ctx, store.Notification{TenantID: tenantID, ID: id, UserID: "ada", TemplateID: "order_shipped",
+		Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: status, AcceptedAt: accepted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE notifications SET updated_at = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, ended); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, at)
+		VALUES ($1, $2, 'email', 1, 'sandbox', 'accepted', $3)`, tenantID, id, attemptAt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An open dead letter holds its notification's day partitions only while it
+// is younger than the dead-letter retention, counted from its created_at:
+// one older holds nothing, the day drops, and the dead letter is then pruned
+// as one whose notification is gone. Unbounded, one open dead letter a day
+// (one failing tenant's) kept every day of the history forever.
+func TestOpenDeadLetterHoldsItsPartitionsForABoundedTime(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	oldDay := store.PartitionedTables[0].Start(now.Add(-21 * retention.Day))
+	youngDay := oldDay.Add(retention.Day)
+	st, pool, tenantID := partitionTestTenant(t, "dl-hold", oldDay, youngDay)
+	deadLetter := func(id string, created time.Time) int64 {
+		t.Helper()
+		d, err := st.PutDeadLetter(ctx, store.DeadLetter{TenantID: tenantID, NotificationID: id, Channel: herald.ChannelEmail,
+			TemplateID: "order_shipped", Attempts: 1, LastError: "provider refused", Payload: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE dead_letters SET created_at = $2 WHERE id = $1`, d.ID, created); err != nil {
+			t.Fatal(err)
+		}
+		return d.ID
+	}
+	// Both failed at once (ended a minute after they were accepted): only
+	// their open dead letters could hold their days.
+	for _, n := range []struct {
+		id  string
+		day time.Time
+	}{{"n_old_dl", oldDay}, {"n_young_dl", youngDay}} {
+		accepted := n.day.Add(2 * time.Hour)
+		insertEnded(t, st, pool, tenantID, n.id, herald.NotificationFailed, accepted, accepted.Add(time.Minute), accepted.Add(time.Minute))
+	}
+	deadLetterCutoff := now.Add(-10 * retention.Day)
+	oldDL := deadLetter("n_old_dl", now.Add(-12*retention.Day))    // past the dead-letter retention
+	youngDL := deadLetter("n_young_dl", now.Add(-5*retention.Day)) // within it
+
+	for _, pt := range store.PartitionedTables[:3] {
+		dropped, held, err := st.DropPartitions(ctx, pt, now.Add(-partitionTestCutoff), deadLetterCutoff, &store.DDLStats{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name := pt.PartitionName(oldDay); !slices.Contains(dropped, name) {
+			t.Errorf("%s, held only by a dead letter past the dead-letter retention, is not dropped: dropped %v, held %v", name, dropped, held)
+		}
+		if name := pt.PartitionName(youngDay); !slices.Contains(held, name) {
+			t.Errorf("%s, whose dead letter is open and within the dead-letter retention, is not held: dropped %v, held %v", name, dropped, held)
+		}
+	}
+	if _, err := st.GetNotification(ctx, tenantID, "n_young_dl"); err != nil {
+		t.Fatalf("n_young_dl: %v", err)
+	}
+	// The old dead letter's notification is gone: it is pruned as today.
+	if n, err := st.Prune(ctx, store.PruneOldDeadLetters, tenantID, deadLetterCutoff, 500); err != nil || n != 1 {
+		t.Fatalf("pruned %d expired dead letters, %v; want 1 (the old one)", n, err)
+	}
+	if _, err := st.GetDeadLetter(ctx, tenantID, oldDL); err == nil {
+		t.Fatal("the old dead letter is still there after the prune")
+	}
+	if _, err := st.GetDeadLetter(ctx, tenantID, youngDL); err != nil {
+		t.Fatalf("the young dead letter: %v", err)
+	}
+}

@@ -84,12 +84,15 @@ const (
 const unresolvedDeadLettersSQL = `SELECT tenant_id, notification_id FROM dead_letters WHERE status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `') AND created_at >= $4`
 
 var (
+	attemptClockSkewSQL   = fmt.Sprintf("interval '%d seconds'", int64(AttemptClockSkew/time.Second))
 	holdsNotificationsSQL = `SELECT EXISTS (SELECT 1 FROM notifications WHERE accepted_at >= $1 AND accepted_at < $2 AND ` + keptSQL + `)
 		OR EXISTS (SELECT 1 FROM (` + unresolvedDeadLettersSQL + `) d WHERE EXISTS (SELECT 1 FROM notifications n
 			WHERE n.tenant_id = d.tenant_id AND n.id = d.notification_id AND n.accepted_at >= $1 AND n.accepted_at < $2))`
-	// An attempt is made after its notification was accepted: the
-	// notifications to look at were accepted before the partition's end.
-	holdsAttemptsSQL = `SELECT EXISTS (SELECT 1 FROM notifications n WHERE accepted_at < $2 AND ` + keptSQL + `
+	// An attempt is made after its notification was accepted, give or take
+	// the clocks' skew (AttemptClockSkew: ListAttemptsOf reads an attempt
+	// stamped up to that much before accepted_at): the notifications to look
+	// at were accepted before the partition's end + AttemptClockSkew.
+	holdsAttemptsSQL = `SELECT EXISTS (SELECT 1 FROM notifications n WHERE accepted_at < $2::timestamptz + ` + attemptClockSkewSQL + ` AND ` + keptSQL + `
 		AND EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.tenant_id = n.tenant_id AND a.notification_id = n.id AND a.at >= $1 AND a.at < $2))
 		OR EXISTS (SELECT 1 FROM (` + unresolvedDeadLettersSQL + `) d WHERE EXISTS (SELECT 1 FROM delivery_attempts a
 			WHERE a.tenant_id = d.tenant_id AND a.notification_id = d.notification_id AND a.at >= $1 AND a.at < $2))`

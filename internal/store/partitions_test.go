@@ -138,3 +138,33 @@ func TestOpenDeadLetterHoldsItsPartitionsForABoundedTime(t *testing.T) {
 		t.Fatalf("the young dead letter: %v", err)
 	}
 }
+
+// An attempt may be stamped up to AttemptClockSkew before its notification's
+// accepted_at (ListAttemptsOf reads it): the attempts' day before the
+// notification's is held while the notification is, not dropped from under
+// it.
+func TestAttemptsPartitionHeldAcrossTheClockSkew(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	attemptDay := store.PartitionedTables[2].Start(now.Add(-24 * retention.Day))
+	acceptDay := attemptDay.Add(retention.Day)
+	st, pool, tenantID := partitionTestTenant(t, "skew-hold", attemptDay, acceptDay)
+	// Scheduled far ahead (not ended: held), accepted at 02:00 on one day;
+	// its attempt stamped by a clock three hours behind, on the day before.
+	accepted := acceptDay.Add(2 * time.Hour)
+	insertEnded(t, st, pool, tenantID, "n_skew", herald.NotificationScheduled, accepted, accepted, accepted.Add(-3*time.Hour))
+
+	attempts := store.PartitionedTables[2]
+	dropped, held, err := st.DropPartitions(ctx, attempts, now.Add(-partitionTestCutoff), now.Add(-retention.Defaults.DeadLetters), &store.DDLStats{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := attempts.PartitionName(attemptDay); !slices.Contains(held, name) {
+		t.Fatalf("%s, holding an attempt of a notification not ended (accepted 3 h after it, within AttemptClockSkew), is not held: dropped %v, held %v",
+			name, dropped, held)
+	}
+	got, err := st.ListAttemptsOf(ctx, tenantID, "n_skew", accepted)
+	if err != nil || len(got[herald.ChannelEmail]) != 1 {
+		t.Fatalf("n_skew's attempts: %v, %v; want its one", got, err)
+	}
+}

@@ -98,36 +98,46 @@ type DeliveryUpdate struct {
 }
 
 // UpdateDelivery applies u unless it would move the status backwards; applied
-// reports whether it did.
+// reports whether it did. It looks in the id's run id's window first and in
+// every partition only when that window holds no row of the channel: an
+// update the near row refuses (a "sent" after "delivered") is refused, never
+// tried again on every partition (~38 probes, and a second row of the id,
+// which no writer makes, would take it).
 func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (applied bool, err error) {
 	for _, w := range acceptedWindows(notificationID) {
-		if applied, err = s.updateDelivery(ctx, tenantID, notificationID, channel, u, w); applied || err != nil {
-			break
+		found, applied, err := s.updateDelivery(ctx, tenantID, notificationID, channel, u, w)
+		if found || err != nil {
+			return applied, err
 		}
 	}
-	return applied, err
+	return false, nil
 }
 
-func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate, w acceptedWindow) (bool, error) {
-	tag, err := s.db.Exec(ctx, `
-		UPDATE deliveries SET
-			status = $4,
-			provider = COALESCE($5, provider),
-			provider_message_id = COALESCE($6, provider_message_id),
-			last_error = COALESCE($7, last_error),
-			attempts = attempts + CASE WHEN $8 THEN 1 ELSE 0 END,
-			reason = COALESCE($9, reason),
-			sent_at = CASE WHEN $4 IN ($10, $11) THEN COALESCE(sent_at, now()) ELSE sent_at END,
-			delivered_at = CASE WHEN $4 = $11 THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
-			updated_at = now()
-		WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
-		  AND `+rank("$4::text")+` >= `+rank("status"),
+// updateDelivery is UpdateDelivery in one window, in one statement: found
+// says whether the window holds the row, applied whether it was updated.
+func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate, w acceptedWindow) (found, applied bool, err error) {
+	err = s.db.QueryRow(ctx, `
+		WITH target AS (
+			SELECT 1 FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
+		), updated AS (
+			UPDATE deliveries SET
+				status = $4,
+				provider = COALESCE($5, provider),
+				provider_message_id = COALESCE($6, provider_message_id),
+				last_error = COALESCE($7, last_error),
+				attempts = attempts + CASE WHEN $8 THEN 1 ELSE 0 END,
+				reason = COALESCE($9, reason),
+				sent_at = CASE WHEN $4 IN ($10, $11) THEN COALESCE(sent_at, now()) ELSE sent_at END,
+				delivered_at = CASE WHEN $4 = $11 THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
+				updated_at = now()
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
+			  AND `+rank("$4::text")+` >= `+rank("status")+`
+			RETURNING 1
+		)
+		SELECT EXISTS (SELECT 1 FROM target) OR EXISTS (SELECT 1 FROM updated), EXISTS (SELECT 1 FROM updated)`,
 		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt, u.Reason,
-		herald.DeliverySent, herald.DeliveryDelivered, w.from, w.to)
-	if err != nil {
-		return false, err
-	}
-	return tag.RowsAffected() == 1, nil
+		herald.DeliverySent, herald.DeliveryDelivered, w.from, w.to).Scan(&found, &applied)
+	return found, applied, err
 }
 
 func rank(expr string) string {

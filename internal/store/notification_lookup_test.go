@@ -113,7 +113,7 @@ func TestGetNotificationBoundByTheRunIDsTime(t *testing.T) {
 // The statements by id read and write only the window of the id's run id
 // when the row is there: a second row of the same id far from it (which no
 // writer makes; the key allows it, as it holds accepted_at) is neither read
-// nor changed.
+// nor changed, not even by an update the near row refuses.
 func TestStatementsByIDStayInTheRunIDsWindow(t *testing.T) {
 	st, tx, ctx := txStoreWithTx(t)
 	tn, _ := mustTenant(t, st, ctx)
@@ -137,6 +137,14 @@ func TestStatementsByIDStayInTheRunIDsWindow(t *testing.T) {
 	}
 	if status, at, err := st.NotificationStatus(ctx, tn.ID, id); err != nil || !at.Equal(now) || status != herald.NotificationSending {
 		t.Fatalf("NotificationStatus = %s at %v, %v; want the near row", status, at, err)
+	}
+	// An update the near row refuses (a "sent" after "delivered") is refused: not tried again on every partition,
+	// where the far row would take it.
+	if applied, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliveryDelivered}); err != nil || !applied {
+		t.Fatalf("UpdateDelivery delivered applied %v, %v", applied, err)
+	}
+	if applied, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent}); err != nil || applied {
+		t.Fatalf("UpdateDelivery sent after delivered applied %v, %v; want it refused", applied, err)
 	}
 	var farStatus, farDelivery string
 	if err := tx.QueryRow(ctx, `SELECT n.status, d.status FROM notifications n JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id AND d.accepted_at = n.accepted_at

@@ -113,7 +113,9 @@ func TestGetNotificationBoundByTheRunIDsTime(t *testing.T) {
 // The statements by id read and write only the window of the id's run id
 // when the row is there: a second row of the same id far from it (which no
 // writer makes; the key allows it, as it holds accepted_at) is neither read
-// nor changed, not even by an update the near row refuses.
+// nor changed, not even by an update the near row refuses. Every statement
+// bounded by acceptedWindows is here: without its bound each would read or
+// write the far row (the older partition comes first).
 func TestStatementsByIDStayInTheRunIDsWindow(t *testing.T) {
 	st, tx, ctx := txStoreWithTx(t)
 	tn, _ := mustTenant(t, st, ctx)
@@ -145,6 +147,16 @@ func TestStatementsByIDStayInTheRunIDsWindow(t *testing.T) {
 	}
 	if applied, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent}); err != nil || applied {
 		t.Fatalf("UpdateDelivery sent after delivered applied %v, %v; want it refused", applied, err)
+	}
+	// The recompute locks, reads and writes the near row (the far row's
+	// partition is scanned first by a lookup without the bound).
+	want := herald.OverallStatus([]herald.DeliveryStatus{herald.DeliveryDelivered})
+	if status, err := st.RecomputeNotificationStatus(ctx, tn.ID, id); err != nil || status != want {
+		t.Fatalf("RecomputeNotificationStatus = %s, %v; want %s (the near row's delivered)", status, err, want)
+	}
+	if n, err := st.GetNotification(ctx, tn.ID, id); err != nil || !n.AcceptedAt.Equal(now) || n.Status != want ||
+		len(n.Deliveries) != 1 || n.Deliveries[0].Status != herald.DeliveryDelivered {
+		t.Fatalf("GetNotification = %+v, %v; want the near row, %s with its delivered email", n, err, want)
 	}
 	var farStatus, farDelivery string
 	if err := tx.QueryRow(ctx, `SELECT n.status, d.status FROM notifications n JOIN deliveries d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id AND d.accepted_at = n.accepted_at

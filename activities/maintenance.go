@@ -111,12 +111,14 @@ func (a *Activities) MaintenancePrune(ctx context.Context, in contract.Maintenan
 	op := a.retentionPolicy()
 	// An operator cap lowered since the last run leaves inboxes above it that
 	// no write may touch again: this run walks every tenant's (the run that
-	// records the new cap ends that).
-	lastCap, err := a.Store.LastMaintenanceInboxCap(ctx)
+	// records the new cap ends that). No recorded cap (the first run, or the
+	// first after the upgrade that added it to the report) may hide a cap
+	// lowered in the same deploy: that run walks too, once.
+	lastCap, recorded, err := a.Store.LastMaintenanceInboxCap(ctx)
 	if err != nil {
 		return contract.MaintenancePruneResult{}, err
 	}
-	capLowered := lastCap > op.InboxItems
+	capLowered := !recorded || lastCap > op.InboxItems
 	res := contract.MaintenancePruneResult{Deleted: map[string]int64{}}
 	deadline := time.Now().Add(budget)
 	cur := from

@@ -532,8 +532,8 @@ func TestLoweredOperatorInboxCapIsAppliedByTheNextRun(t *testing.T) {
 	if err := h.Activities().MaintenanceReport(ctx, contract.MaintenanceReportInput{WorkflowID: "opcap-test", RunID: "r2", StartedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if last, err := h.Store.LastMaintenanceInboxCap(ctx); err != nil || last != 20 {
-		t.Fatalf("last recorded cap %d, %v; want 20", last, err)
+	if last, recorded, err := h.Store.LastMaintenanceInboxCap(ctx); err != nil || !recorded || last != 20 {
+		t.Fatalf("last recorded cap %d (recorded %v), %v; want 20", last, recorded, err)
 	}
 }
 

@@ -212,15 +212,16 @@ func (s *Store) RecordMaintenanceRun(ctx context.Context, r MaintenanceRun) erro
 }
 
 // LastMaintenanceInboxCap is the operator's inbox cap the last recorded run
-// applied (its report's inbox_items), 0 when no run recorded one.
-func (s *Store) LastMaintenanceInboxCap(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRow(ctx, `SELECT (report->>'inbox_items')::int FROM maintenance_runs WHERE report ? 'inbox_items'
-		ORDER BY id DESC LIMIT 1`).Scan(&n)
+// applied (its report's inbox_items); recorded is false when no run recorded
+// one (no run yet, or only runs of a release before the reports held it: the
+// cap may have been lowered in the same deploy).
+func (s *Store) LastMaintenanceInboxCap(ctx context.Context) (inboxCap int, recorded bool, err error) {
+	err = s.db.QueryRow(ctx, `SELECT (report->>'inbox_items')::int FROM maintenance_runs WHERE report ? 'inbox_items'
+		ORDER BY id DESC LIMIT 1`).Scan(&inboxCap)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
+		return 0, false, nil
 	}
-	return n, err
+	return inboxCap, err == nil, err
 }
 
 // LatestMaintenanceRuns returns the newest runs first, at most limit.

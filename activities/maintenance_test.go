@@ -1,0 +1,115 @@
+package activities_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herald-notify/herald/activities"
+	"github.com/herald-notify/herald/activities/contract"
+	"github.com/herald-notify/herald/internal/retention"
+	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/internal/testenv"
+	"github.com/herald-notify/herald/schema"
+)
+
+// freshStore is a store on a database of its own, migrated to the latest
+// version: maintenance_runs is global, and the shared test database's holds
+// other tests' runs.
+func freshStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	admin := testenv.Pool(t)
+	name := fmt.Sprintf("herald_maint_%d", time.Now().UnixNano())
+	// CREATE DATABASE copies template1, which another creation going on at
+	// the same moment (another test binary) holds: try again.
+	for attempt := 0; ; attempt++ {
+		_, err := admin.Exec(ctx, `CREATE DATABASE `+name)
+		if err == nil {
+			break
+		}
+		if attempt == 20 || !strings.Contains(err.Error(), "being accessed by other users") {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
+	u, err := url.Parse(testenv.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	if _, err := schema.Up(u.String()); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return store.New(pool), pool
+}
+
+// The first maintenance run after the upgrade that added inbox_items to the
+// report finds no recorded cap: an operator cap lowered in the same deploy
+// (100 → 20) must still be walked, once; the run records the cap, and the
+// next run knows it.
+func TestFirstRunWithNoRecordedInboxCapWalksTheInboxes(t *testing.T) {
+	ctx := context.Background()
+	st, pool := freshStore(t)
+	tn, _, err := st.CreateTenant(ctx, "nocap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	// Written under the former cap, 100.
+	before := store.New(pool)
+	before.SetInboxCap(100)
+	now := time.Now().UTC()
+	var items []store.NewInboxItem
+	for i := range 30 {
+		items = append(items, store.NewInboxItem{TenantID: tn.ID, UserID: "ada", NotificationID: fmt.Sprintf("n_%03d", i), Title: "t", Body: "b",
+			CreatedAt: now.Add(time.Duration(i) * time.Second)})
+	}
+	if _, err := before.InsertInboxItems(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	// The run before the upgrade: a report without inbox_items.
+	if _, err := pool.Exec(ctx, `INSERT INTO maintenance_runs (workflow_id, run_id, started_at, report) VALUES ('herald-maintenance', 'old', now(), '{"deleted": {}}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, recorded, err := st.LastMaintenanceInboxCap(ctx); err != nil || recorded {
+		t.Fatalf("a cap recorded before any report held one: %v, %v", recorded, err)
+	}
+	op := retention.Defaults
+	op.InboxItems = 20
+	st.SetInboxCap(op.InboxItems) // as app.New does
+	a := &activities.Activities{Store: st, Retention: op}
+	for from := (contract.MaintenanceCursor{}); ; {
+		res, err := a.MaintenancePrune(ctx, contract.MaintenancePruneInput{Now: time.Now(), From: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done {
+			break
+		}
+		from = res.Next
+	}
+	counts, err := st.RecountInbox(ctx, tn.ID, "ada")
+	if err != nil || counts.Total != 20 {
+		t.Fatalf("after the first run ada's inbox holds %d items (want the operator's cap, 20), %v", counts.Total, err)
+	}
+	if err := a.MaintenanceReport(ctx, contract.MaintenanceReportInput{WorkflowID: "herald-maintenance", RunID: "new", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if last, recorded, err := st.LastMaintenanceInboxCap(ctx); err != nil || !recorded || last != 20 {
+		t.Fatalf("after the run: cap %d recorded %v, %v; want 20", last, recorded, err)
+	}
+}

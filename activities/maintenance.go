@@ -122,6 +122,7 @@ func (a *Activities) MaintenancePrune(ctx context.Context, in contract.Maintenan
 	res := contract.MaintenancePruneResult{Deleted: map[string]int64{}}
 	deadline := time.Now().Add(budget)
 	cur := from
+	finished := false // a tenant was finished by this slice
 	for {
 		// The tenants from cur.TenantID on (inclusive: it may be half done).
 		page, err := a.Store.TenantRetentions(ctx, cur.TenantID, maintenanceTenantPage)
@@ -131,6 +132,13 @@ func (a *Activities) MaintenancePrune(ctx context.Context, in contract.Maintenan
 		for _, t := range page {
 			if t.TenantID != cur.TenantID {
 				cur = contract.MaintenanceCursor{TenantID: t.TenantID}
+				// A slice past its budget starts no other tenant (every
+				// slice still makes progress: its first tenant's first
+				// batch runs whatever the budget).
+				if finished && time.Now().After(deadline) {
+					res.Next = cur
+					return res, nil
+				}
 			}
 			if cur.Step >= len(maintenanceSteps) {
 				continue // finished by an earlier slice
@@ -143,6 +151,7 @@ func (a *Activities) MaintenancePrune(ctx context.Context, in contract.Maintenan
 				res.Next = cur
 				return res, nil
 			}
+			finished = true
 			res.Tenants++
 		}
 		if len(page) < maintenanceTenantPage {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,49 @@ func TestFirstRunWithNoRecordedInboxCapWalksTheInboxes(t *testing.T) {
 	}
 	if last, recorded, err := st.LastMaintenanceInboxCap(ctx); err != nil || !recorded || last != 20 {
 		t.Fatalf("after the run: cap %d recorded %v, %v; want 20", last, recorded, err)
+	}
+}
+
+// A slice past its budget starts no other tenant: a pass run a slice at a
+// time with no budget (a batch a slice) finishes one tenant without
+// deleting a row of the next, so a caller that stops once the cursor leaves
+// a tenant (the retention tests, on a database other tests share) prunes
+// only that tenant.
+func TestSlicePastItsBudgetStartsNoOtherTenant(t *testing.T) {
+	ctx := context.Background()
+	st, pool := freshStore(t)
+	var tenants []string
+	for _, name := range []string{"first", "second"} {
+		tn, _, err := st.CreateTenant(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenants = append(tenants, tn.ID)
+		if _, err := pool.Exec(ctx, `INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, body, payload, created_at)
+			SELECT $1, 'n' || g, 'email', 'k' || g, 'r', 'b', '{}', now() - interval '30 days' FROM generate_series(1, 3) g`, tn.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(tenants)
+	a := &activities.Activities{Store: st, Retention: retention.Defaults}
+	from := contract.MaintenanceCursor{TenantID: tenants[0]}
+	for range 1000 {
+		res, err := a.MaintenancePrune(ctx, contract.MaintenancePruneInput{Now: time.Now(), From: from, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done || res.Next.TenantID != tenants[0] {
+			if res.Done || res.Next != (contract.MaintenanceCursor{TenantID: tenants[1]}) {
+				t.Fatalf("after the first tenant the slice stopped at %+v (done %v), want the second's start", res.Next, res.Done)
+			}
+			break
+		}
+		from = res.Next
+	}
+	for i, want := range []int{0, 3} {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM sandbox_messages WHERE tenant_id = $1`, tenants[i]).Scan(&n); err != nil || n != want {
+			t.Fatalf("tenant %d: %d sandbox messages left, %v; want %d", i, n, err, want)
+		}
 	}
 }

@@ -78,9 +78,10 @@ const (
 // day drops normally, the dead letter is pruned as one whose notification is
 // gone, and a redrive in between is refused (410 notification_expired; the
 // activity: contract.NotificationExpired).
-// The check walks the unresolved dead letters (dead_letters_unresolved_idx,
-// migration 0136: a tenant whose provider fails piles them up, but only they
-// are read, their created_at checked on the row), not a day of rows.
+// The check walks the unresolved dead letters (dead_letters_unresolved_created_idx,
+// migration 0140, which replaced 0136's index: a tenant whose provider fails
+// piles them up, but only they are read, their created_at from the index, an
+// index-only scan), not a day of rows.
 const unresolvedDeadLettersSQL = `SELECT tenant_id, notification_id FROM dead_letters WHERE status IN ('` + DeadLetterOpen + `', '` + DeadLetterRedriving + `') AND created_at >= $4`
 
 var (

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS dead_letters_unresolved_created_idx;

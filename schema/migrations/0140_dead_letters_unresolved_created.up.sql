@@ -1,0 +1,13 @@
+-- The dead letters not yet resolved (open or redriving), by notification, with
+-- their created_at: store.DropPartitions asks, for every day partition of the
+-- notification history past the cut-off, whether an unresolved dead letter
+-- younger than the dead-letter retention keeps one of its notifications
+-- (internal/store/partitions.go, unresolvedDeadLettersSQL;
+-- docs/retention.md#a-notification-that-outlives-its-partition). 0136's index
+-- has no created_at: the check read every unresolved dead letter's row (its
+-- payload and last error too) to test it. With created_at in the index the
+-- check is an index-only scan again (measured: 300,000 open dead letters, a
+-- day of 200,000 notifications: 12k buffers instead of 74k). 0141 drops 0136's
+-- index, which this one serves in full (same keys, same predicate).
+-- Built concurrently, alone in its file (schema/migrations/README.md#indexes-on-big-tables).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS dead_letters_unresolved_created_idx ON dead_letters (tenant_id, notification_id) INCLUDE (created_at) WHERE status IN ('open', 'redriving');

@@ -48,21 +48,23 @@ func TestForceRecoversADirtyVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	// The last migration's index build failed: no index, the version dirty.
-	const index = "dead_letters_unresolved_idx"
+	// The last index build (0140) failed: no index, the version dirty. The
+	// version to force is the file before it (0136: golang-migrate refuses a
+	// version no file has).
+	const index, failed, before = "dead_letters_unresolved_created_idx", 140, 136
 	if _, err := conn.Exec(ctx, `DROP INDEX `+index); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `UPDATE schema_migrations SET dirty = true`); err != nil {
+	if _, err := conn.Exec(ctx, `UPDATE schema_migrations SET version = $1, dirty = true`, failed); err != nil {
 		t.Fatal(err)
 	}
-	if v, dirty, err := schema.Version(dbURL); err != nil || v != latest || !dirty {
-		t.Fatalf("version = %d, dirty %t, %v; want %d, dirty", v, dirty, err, latest)
+	if v, dirty, err := schema.Version(dbURL); err != nil || v != failed || !dirty {
+		t.Fatalf("version = %d, dirty %t, %v; want %d, dirty", v, dirty, err, failed)
 	}
 	if _, err := schema.Up(dbURL); err == nil {
 		t.Fatal("migrate up on a dirty version succeeded")
 	}
-	if err := schema.Force(dbURL, 135); err != nil {
+	if err := schema.Force(dbURL, before); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := schema.Up(dbURL); err != nil || v != latest {

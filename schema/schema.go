@@ -122,7 +122,9 @@ func takeMigrationLock(ctx context.Context, db *sql.DB) error {
 func migrationLockHolder(ctx context.Context, db *sql.DB) string {
 	var pid int64
 	// An advisory lock on a bigint key is stored as its high and low halves.
+	// Advisory locks are per database: the holder is this database's.
 	err := db.QueryRowContext(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1 LIMIT 1`, migrationLockKey).Scan(&pid)
 	if err != nil {
 		return "unknown"

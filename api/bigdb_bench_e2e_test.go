@@ -50,7 +50,11 @@ import (
 //     Inbox items are loaded only for each user's newest 100 (the cap), due
 //     sequences only for the last hour past the retention (what an hourly run
 //     finds; older ones would have gone), the dedup ledger not at all (its
-//     rows live for the dedup window).
+//     rows live for the dedup window). The notification tables' indexes,
+//     keys and foreign keys (parents' and partitions', read from the catalog)
+//     are dropped before the COPY and built again after it (bigKeys), and
+//     the load fails unless every index and constraint definition is the
+//     one before; HERALD_BENCH_BIGDB_KEEP_INDEXES=1 COPYs through them.
 //  3. The same accepts and GETs again ("loaded"), GETs of old loaded ids too.
 //  4. One maintenance run (the partitions step and the prune pass, as the
 //     workflow runs them) at the real clock: it drops the oldest day's

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +26,9 @@ import (
 // sample's key hash, run id, user and tenant replaced by the copy's, its times
 // moved by the copy's distance from the sample, and a per-user sequence
 // number ("seq") made unique. So the schema on main, whatever its columns,
-// is what gets loaded.
+// is what gets loaded. Each chunk's generator rows are computed once (the
+// temporary table bench_g) for the six tables' COPYs, and the COPYs go into
+// the tables without their indexes and constraints (bigKeys).
 type bigLoader struct {
 	t          *testing.T
 	pool       *pgxpool.Pool
@@ -163,8 +167,22 @@ func (l *bigLoader) generator(lo, hi int) string {
 	return q
 }
 
-// notificationCopy is the COPY … TO of one table for copies lo..hi-1.
-func (l *bigLoader) notificationCopy(table, key, where string, lo, hi int, cols []bigColumn, tokens map[string]bool) (string, string) {
+// materialize makes the temporary table bench_g on a source connection:
+// the generator's rows of copies lo..hi-1, computed once for the six
+// tables' COPYs of the chunk.
+func (l *bigLoader) materialize(ctx context.Context, c *pgxpool.Conn, lo, hi int) error {
+	for _, s := range []string{`DROP TABLE IF EXISTS bench_g`, `CREATE TEMP TABLE bench_g AS ` + l.generator(lo, hi), `ANALYZE bench_g`} {
+		if _, err := c.Exec(ctx, s); err != nil {
+			return fmt.Errorf("generator of copies %d..%d: %w", lo, hi, err)
+		}
+	}
+	return nil
+}
+
+// notificationCopy is the COPY … TO of one table for the copies in bench_g.
+// Its values are COPYed out as text, so a column whose text is rewritten
+// is not cast back to its type (COPY FROM parses it).
+func (l *bigLoader) notificationCopy(table, key, where string, cols []bigColumn, tokens map[string]bool) (string, string) {
 	chain := func(x string) string {
 		return fmt.Sprintf(`replace(replace(replace(replace(replace(%s, g.skey, g.key), g.srunid, g.runid), g.srun, g.run), g.suser, g.user_id), %s, g.tenant_id)`,
 			x, sqlString(l.big))
@@ -182,11 +200,11 @@ func (l *bigLoader) notificationCopy(table, key, where string, lo, hi int, cols 
 		case col.time:
 			x = fmt.Sprintf("%s + (g.at - g.sat)", x)
 		case tokens[col.name]:
-			x = fmt.Sprintf("(%s)::%s", chain(x+"::text"), col.typ)
+			x = chain(x + "::text")
 		}
 		names, exprs = append(names, id), append(exprs, x)
 	}
-	q := fmt.Sprintf(`SELECT %s FROM (%s) g JOIN samp_%s x ON x.%s = g.sid`, strings.Join(exprs, ", "), l.generator(lo, hi), table, pgx.Identifier{key}.Sanitize())
+	q := fmt.Sprintf(`SELECT %s FROM bench_g g JOIN samp_%s x ON x.%s = g.sid`, strings.Join(exprs, ", "), table, pgx.Identifier{key}.Sanitize())
 	if where != "" {
 		q += " WHERE " + strings.ReplaceAll(where, "$cutoff", sqlString(l.cutoff.Add(-time.Hour).UTC().Format(time.RFC3339Nano)))
 	}
@@ -286,7 +304,32 @@ func (l *bigLoader) load(ctx context.Context) {
 			}
 		}
 	}
+	// The notification tables' indexes, keys and foreign keys go before the
+	// COPY and come back after it (bigKeys), unless
+	// HERALD_BENCH_BIGDB_KEEP_INDEXES=1 (the COPY through every index, as
+	// it loaded before). Either way the schema after the load must be the
+	// one before it.
+	var tables []string
+	for _, nt := range bigNotificationTables {
+		tables = append(tables, nt.table)
+	}
+	keys, err := readBigKeys(ctx, l.pool, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := bigSchemaDefs(ctx, l.pool, keys.rels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := os.Getenv("HERALD_BENCH_BIGDB_KEEP_INDEXES") == "1"
 	t0 := time.Now()
+	if !keep {
+		if err := keys.drop(ctx, l.pool); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("load: dropped the indexes and constraints of %d tables and partitions (%d built after the COPY, %d on the parents, %d attachments, %d foreign keys)",
+			len(keys.rels), len(keys.leaves), len(keys.parents), len(keys.attach), len(keys.fks))
+	}
 	for _, ut := range bigUserTables {
 		q, names := l.userCopy(ut, cols[ut], tokens[ut])
 		rows, err := pipe(ctx, workers[0].src, workers[0].dst, q, ut, names)
@@ -320,8 +363,16 @@ func (l *bigLoader) load(ctx context.Context) {
 				if stop {
 					continue
 				}
+				if err := l.materialize(ctx, w.src, c[0], c[1]); err != nil {
+					mu.Lock()
+					if failed == nil {
+						failed = err
+					}
+					mu.Unlock()
+					continue
+				}
 				for _, nt := range bigNotificationTables {
-					q, names := l.notificationCopy(nt.table, nt.key, nt.where, c[0], c[1], cols[nt.table], tokens[nt.table])
+					q, names := l.notificationCopy(nt.table, nt.key, nt.where, cols[nt.table], tokens[nt.table])
 					t1 := time.Now()
 					rows, err := pipe(ctx, w.src, w.dst, q, nt.table, names)
 					mu.Lock()
@@ -350,7 +401,36 @@ func (l *bigLoader) load(ctx context.Context) {
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	t.Logf("load: COPY done after %s", time.Since(t0).Round(time.Second))
+	copied := time.Since(t0)
+	t.Logf("load: COPY done after %s (%.0f notifications/s)", copied.Round(time.Second), float64(l.n)/copied.Seconds())
+	if !keep {
+		conns := testenv.EnvInt(t, "HERALD_BENCH_BIGDB_INDEX_CONNS", 2)
+		workers := testenv.EnvInt(t, "HERALD_BENCH_BIGDB_INDEX_WORKERS", 1)
+		bt, err := keys.create(ctx, l.pool, conns, workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("load: indexes and constraints built in %s (%d statements, %d connections, max_parallel_maintenance_workers %d, maintenance_work_mem 1GB), parents' and attachments %s, foreign keys validated %s; %.1f GB free",
+			bt.build.Round(time.Second), len(keys.leaves), conns, workers, bt.attach.Round(time.Millisecond), bt.fks.Round(time.Second), float64(freeDisk("/"))/(1<<30))
+	}
+	after, err := bigSchemaDefs(ctx, l.pool, keys.rels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(before, after) {
+		for _, d := range before {
+			if !slices.Contains(after, d) {
+				t.Errorf("load: lost %s", d)
+			}
+		}
+		for _, d := range after {
+			if !slices.Contains(before, d) {
+				t.Errorf("load: gained %s", d)
+			}
+		}
+		t.Fatalf("load: the notification tables' indexes and constraints differ from before the load")
+	}
+	t.Logf("load: the %d index and constraint definitions of the notification tables and their partitions are those before the load", len(after))
 	t1 := time.Now()
 	for _, table := range append([]string{"notifications", "deliveries", "delivery_attempts", "notification_sequences", "inbox", "inbox_events"}, bigUserTables...) {
 		// VACUUM too: a database that has held its rows for a month has

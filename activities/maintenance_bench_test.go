@@ -3,7 +3,6 @@ package activities_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"testing"
@@ -42,19 +41,11 @@ func TestMaintenanceWeek(t *testing.T) {
 		perDay = v
 	}
 	ctx := context.Background()
-	base := testenv.DatabaseURL(t)
-	admin := testenv.Pool(t)
-	name := fmt.Sprintf("herald_bench_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+	dbURL := testenv.FreshDatabase(t, "herald_bench")
+	if _, err := schema.Up(dbURL); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
-	u, _ := url.Parse(base)
-	u.Path = "/" + name
-	if _, err := schema.Up(u.String()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, u.String())
+	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,7 @@ package activities_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,30 +23,11 @@ import (
 func freshStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
-	admin := testenv.Pool(t)
-	name := fmt.Sprintf("herald_maint_%d", time.Now().UnixNano())
-	// CREATE DATABASE copies template1, which another creation going on at
-	// the same moment (another test binary) holds: try again.
-	for attempt := 0; ; attempt++ {
-		_, err := admin.Exec(ctx, `CREATE DATABASE `+name)
-		if err == nil {
-			break
-		}
-		if attempt == 20 || !strings.Contains(err.Error(), "being accessed by other users") {
-			t.Fatal(err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
-	u, err := url.Parse(testenv.DatabaseURL(t))
-	if err != nil {
+	dbURL := testenv.FreshDatabase(t, "herald_maint")
+	if _, err := schema.Up(dbURL); err != nil {
 		t.Fatal(err)
 	}
-	u.Path = "/" + name
-	if _, err := schema.Up(u.String()); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, u.String())
+	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

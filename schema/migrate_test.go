@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/schema"
 )
 
@@ -17,7 +18,7 @@ import (
 // that waits does not hold up the other's CREATE INDEX CONCURRENTLY into a
 // deadlock.
 func TestConcurrentMigrationsAllSucceed(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := testenv.FreshDatabase(t, "herald_migrate")
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
@@ -37,7 +38,7 @@ func TestConcurrentMigrationsAllSucceed(t *testing.T) {
 // undoing what it did, then `herald migrate`, finishes it (the recovery
 // schema/migrations/README.md gives for a failed CREATE INDEX CONCURRENTLY).
 func TestForceRecoversADirtyVersion(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := testenv.FreshDatabase(t, "herald_migrate")
 	latest, err := schema.Up(dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestForceRecoversADirtyVersion(t *testing.T) {
 // A migrator that cannot get the lock names the backend holding it and gives
 // up after MigrationLockWait instead of waiting silently for ever.
 func TestMigrationLockWaitNamesTheHolder(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := testenv.FreshDatabase(t, "herald_migrate")
 	ctx := context.Background()
 	holder, err := pgx.Connect(ctx, dbURL)
 	if err != nil {

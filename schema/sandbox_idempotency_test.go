@@ -3,12 +3,9 @@ package schema_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
@@ -19,40 +16,6 @@ import (
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/schema"
 )
-
-// freshDatabase creates an empty database on the test server, dropped when the
-// test ends, and returns its URL.
-func freshDatabase(t *testing.T) string {
-	t.Helper()
-	base := testenv.DatabaseURL(t)
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	name := fmt.Sprintf("herald_migrate_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
-			t.Error(err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 // migrateTo moves the database at dbURL to version v (up or down).
 func migrateTo(t *testing.T, dbURL string, v uint) {
@@ -110,7 +73,7 @@ func sandboxRows(t *testing.T, db *pgx.Conn, withCalls bool) map[string]sandboxR
 // (tenant, idempotency key, recipient) unique; its down migration gives every
 // call its row back; up again merges them again.
 func TestSandboxIdempotencyMigration(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := testenv.FreshDatabase(t, "herald_migrate")
 	migrateTo(t, dbURL, 41)
 	ctx := context.Background()
 	db, err := pgx.Connect(ctx, dbURL)

@@ -3,8 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,41 +27,13 @@ var migratedTables = map[string]string{
 	"audit_log":         "tenant_id, id, at, api_key_id, action, target, status, details",
 }
 
-// freshDatabase creates an empty database beside the test database, dropped
-// when the test ends, and returns its URL.
-func freshDatabase(t *testing.T) string {
-	t.Helper()
-	base := testenv.DatabaseURL(t)
-	pool := testenv.Pool(t)
-	name := fmt.Sprintf("herald_mig_%d", time.Now().UnixNano())
-	// CREATE DATABASE copies template1, which another creation going on at
-	// the same moment (another test binary) holds: try again.
-	for attempt := 0; ; attempt++ {
-		_, err := pool.Exec(context.Background(), `CREATE DATABASE `+name)
-		if err == nil {
-			break
-		}
-		if attempt == 20 || !strings.Contains(err.Error(), "being accessed by other users") {
-			t.Fatal(err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
 // databaseAt is a fresh database migrated to version, a pool and a store on
 // it, and a tenant named name: where a migration's test writes rows as the
 // version before it did.
 func databaseAt(t *testing.T, version uint, name string) (string, *pgxpool.Pool, *store.Store, store.Tenant) {
 	t.Helper()
 	ctx := context.Background()
-	dbURL := freshDatabase(t)
+	dbURL := testenv.FreshDatabase(t, "herald_mig")
 	if err := schema.To(dbURL, version); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,9 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -78,4 +80,39 @@ func TemporalClient(t testing.TB) client.Client {
 func UniqueName(t testing.TB, prefix string) string {
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	return prefix + "-" + name + "-" + time.Now().UTC().Format("150405.000000000")
+}
+
+// FreshDatabase creates an empty database (no migration) beside the test
+// database, named prefix and a unique suffix, dropped when the test ends, and
+// returns its URL: for tests of migrations and of what is global to a
+// database (maintenance_runs, partitions), which the shared one mixes with
+// other tests'.
+func FreshDatabase(t testing.TB, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	admin := Pool(t)
+	name := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	// CREATE DATABASE copies template1, which another creation going on at
+	// the same moment (another test binary) holds: try again.
+	for attempt := 0; ; attempt++ {
+		_, err := admin.Exec(ctx, `CREATE DATABASE `+name)
+		if err == nil {
+			break
+		}
+		if attempt == 20 || !strings.Contains(err.Error(), "being accessed by other users") {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

@@ -8,14 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
-	"github.com/herald-notify/herald/schema"
 )
 
 // TestMaintenanceWeek is the maintenance bench (docs/retention.md#measured):
@@ -41,15 +38,7 @@ func TestMaintenanceWeek(t *testing.T) {
 		perDay = v
 	}
 	ctx := context.Background()
-	dbURL := testenv.FreshDatabase(t, "herald_bench")
-	if _, err := schema.Up(dbURL); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := testenv.FreshPool(t, "herald_bench", 0)
 	st := store.New(pool)
 	op := retention.Defaults
 	op.Notifications, op.InboxAge = 3*retention.Day, 7*retention.Day

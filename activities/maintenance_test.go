@@ -14,7 +14,6 @@ import (
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
-	"github.com/herald-notify/herald/schema"
 )
 
 // freshStore is a store on a database of its own, migrated to the latest
@@ -22,16 +21,7 @@ import (
 // other tests' runs.
 func freshStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	dbURL := testenv.FreshDatabase(t, "herald_maint")
-	if _, err := schema.Up(dbURL); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := testenv.FreshPool(t, "herald_maint", 0)
 	return store.New(pool), pool
 }
 

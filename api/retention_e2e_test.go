@@ -430,16 +430,7 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 	// this tenant's slices only (a batch a slice; a slice past its budget
 	// starts no other tenant), so the 3-day retention deletes no row of the
 	// tenants other tests (other packages, the same database) write to.
-	for from := (contract.MaintenanceCursor{TenantID: tenantID}); ; {
-		pr, err := h.Activities().MaintenancePrune(ctx, contract.MaintenancePruneInput{Now: time.Now(), From: from, Budget: time.Nanosecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pr.Done || pr.Next.TenantID != tenantID {
-			break
-		}
-		from = pr.Next
-	}
+	pruneTenantSlices(t, h, tenantID)
 	if _, err := h.Store.GetNotification(ctx, tenantID, "n_done"); err == nil {
 		t.Fatal("n_done, ended past the retention, is still there after the prune pass")
 	}
@@ -519,17 +510,7 @@ func TestLoweredOperatorInboxCapIsAppliedByTheNextRun(t *testing.T) {
 	})
 	// This tenant's slices only: a slice a batch long, stopped once it moves
 	// past the tenant (the walk is the last step).
-	from := contract.MaintenanceCursor{TenantID: tenantID}
-	for {
-		res, err := h.Activities().MaintenancePrune(ctx, contract.MaintenancePruneInput{Now: time.Now(), From: from, Budget: time.Nanosecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Done || res.Next.TenantID != tenantID {
-			break
-		}
-		from = res.Next
-	}
+	pruneTenantSlices(t, h, tenantID)
 	counts, err := h.Store.RecountInbox(ctx, tenantID, "ada")
 	if err != nil || counts.Total != 20 {
 		t.Fatalf("after the run ada's inbox holds %d items (want the operator's new cap, 20), %v", counts.Total, err)
@@ -607,5 +588,24 @@ func TestRedriveOfAnExpiredNotificationIsGone(t *testing.T) {
 	}
 	if d, err := h.Store.GetDeadLetter(ctx, tenantID, id); err != nil || d.Status != store.DeadLetterOpen {
 		t.Fatalf("the dead letter after the refused redrive: %+v, %v; want it open", d, err)
+	}
+}
+
+// pruneTenantSlices runs the maintenance prune pass over tenantID's slices
+// only, a batch a slice, stopping once it moves past the tenant: the prune of
+// a test's own rows, which leaves the tenants other tests (other packages, the
+// same database) write to alone.
+func pruneTenantSlices(t *testing.T, h *apitest.Harness, tenantID string) {
+	t.Helper()
+	from := contract.MaintenanceCursor{TenantID: tenantID}
+	for {
+		res, err := h.Activities().MaintenancePrune(context.Background(), contract.MaintenancePruneInput{Now: time.Now(), From: from, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done || res.Next.TenantID != tenantID {
+			return
+		}
+		from = res.Next
 	}
 }

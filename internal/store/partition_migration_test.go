@@ -33,15 +33,7 @@ var migratedTables = map[string]string{
 func databaseAt(t *testing.T, version uint, name string) (string, *pgxpool.Pool, *store.Store, store.Tenant) {
 	t.Helper()
 	ctx := context.Background()
-	dbURL := testenv.FreshDatabase(t, "herald_mig")
-	if err := schema.To(dbURL, version); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, dbURL := testenv.FreshPool(t, "herald_mig", version)
 	st := store.New(pool)
 	tn, _, err := st.CreateTenant(ctx, name)
 	if err != nil {

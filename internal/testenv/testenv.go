@@ -116,3 +116,25 @@ func FreshDatabase(t testing.TB, prefix string) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// FreshPool is a pool on a FreshDatabase migrated to version (0: the latest),
+// closed when the test ends, and the database's URL.
+func FreshPool(t testing.TB, prefix string, version uint) (*pgxpool.Pool, string) {
+	t.Helper()
+	dbURL := FreshDatabase(t, prefix)
+	var err error
+	if version == 0 {
+		_, err = schema.Up(dbURL)
+	} else {
+		err = schema.To(dbURL, version)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, dbURL
+}

@@ -183,7 +183,7 @@ func (st *inboxStream) open(seq int64, counts store.InboxCounts) error {
 var errSlowClient = errors.New("inbox stream: the client fell more than a page behind")
 
 // replay sends every event after last, a page at a time; a gap (pruned
-// history) becomes a refetch. Each page is at most the hub's PageBytes of
+// history, or an item.created event gone with its item) becomes a refetch. Each page is at most the hub's PageBytes of
 // items, read only once the process's stream memory has room for it
 // (inboxlive.Hub.ReservePage) and released once written, so a stream holds at
 // most one page and all streams together at most Limits.MemoryBytes. On a live
@@ -213,7 +213,17 @@ func (st *inboxStream) page(s *store.Store, hub *inboxlive.Hub, live bool) (more
 	if err != nil {
 		return false, err
 	}
-	gap := len(events) > 0 && events[0].Seq != st.last+1
+	// A hole anywhere in the page (not only before its first event) is
+	// history the log no longer has: pruned, or an item.created event gone
+	// with its item (capped, aged out, erased; store.InboxEventsAfter). The
+	// client reloads rather than miss it.
+	gap := false
+	for i, e := range events {
+		if e.Seq != st.last+1+int64(i) {
+			gap = true
+			break
+		}
+	}
 	if gap || live && cut {
 		counts, seq, err := s.GetInboxCounts(st.ctx, st.tenantID, st.userID)
 		if err != nil {

@@ -187,8 +187,11 @@ func (s *Store) InsertInboxItems(ctx context.Context, items []NewInboxItem) (ins
 type userKey struct{ tenantID, userID string }
 
 // insertInboxItems runs inside a transaction: lock the users' state rows (in a
-// fixed order, so concurrent batches cannot deadlock), insert the items, append
-// one event per new item, store the counts, prune old events, NOTIFY once.
+// fixed order, so concurrent batches cannot deadlock), find which items are
+// new, apply the inbox cap as it will be with them, insert the new items that
+// stay with their item.created events (the row carries its event: ev_seq,
+// ev_at, the counts after it, late; docs/inbox.md#the-event-log), append the
+// removal events, store the counts, prune old events, NOTIFY once.
 func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]bool, error) {
 	users := map[userKey]*inboxState{}
 	var keys []userKey
@@ -214,94 +217,113 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 		users[k] = &states[i]
 	}
 
+	// Which items are new, and their due sequences (assigned when they became
+	// due, before they could render). The users' state rows are locked: no
+	// other write adds their items until commit (every insert comes here).
 	n := len(items)
-	cols := struct{ t, u, id, title, body, url, cat []string }{
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
-	at := make([]time.Time, n)
+	t, u, id := make([]string, n), make([]string, n), make([]string, n)
 	for i, it := range items {
-		cols.t[i], cols.u[i], cols.id[i], cols.title[i], cols.body[i], cols.url[i], cols.cat[i] =
-			it.TenantID, it.UserID, it.NotificationID, it.Title, it.Body, it.ActionURL, it.Category
-		at[i] = it.CreatedAt
+		t[i], u[i], id[i] = it.TenantID, it.UserID, it.NotificationID
 	}
-	// Each row takes its notification's due sequence (assigned when it became
-	// due, before it could render).
 	rows, err := s.db.Query(ctx, `
-		INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at, due_seq)
-		SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, COALESCE(s.seq, 0)
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
-		     AS x(t, u, id, title, body, url, cat, at)
+		SELECT COALESCE(s.seq, 0), EXISTS (SELECT 1 FROM inbox i WHERE i.tenant_id = x.t AND i.user_id = x.u AND i.notification_id = x.id)
+		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS x(t, u, id, ord)
 		LEFT JOIN notification_sequences s ON s.tenant_id = x.t AND s.notification_id = x.id
-		ON CONFLICT DO NOTHING
-		RETURNING tenant_id, user_id, notification_id, due_seq`,
-		cols.t, cols.u, cols.id, cols.title, cols.body, cols.url, cols.cat, at)
+		ORDER BY x.ord`, t, u, id)
 	if err != nil {
 		return nil, err
 	}
-	fresh := map[string]int64{}
-	for rows.Next() {
-		var t, u, id string
-		var seq int64
-		if err := rows.Scan(&t, &u, &id, &seq); err != nil {
+	type candidate struct {
+		i   int // index in items
+		due int64
+	}
+	var cands []candidate
+	seen := map[string]bool{}
+	for i := 0; rows.Next(); i++ {
+		var due int64
+		var exists bool
+		if err := rows.Scan(&due, &exists); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		fresh[t+"\x00"+u+"\x00"+id] = seq
+		k := t[i] + "\x00" + u[i] + "\x00" + id[i]
+		if exists || seen[k] {
+			continue // already in the inbox, or twice in the batch: inserted once
+		}
+		seen[k] = true
+		cands = append(cands, candidate{i, due})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	inserted := make([]bool, n)
+	if len(cands) == 0 {
+		return inserted, nil
+	}
 
-	// Keep the newest items of each user within the cap (an item inserted
-	// older than the cap's edge goes at once: it is counted inserted, for the
-	// delivery, but never shown).
-	removed, err := s.capInboxes(ctx, tenants, userIDs, InboxCapPerWrite, len(userIDs)*InboxCapPerWrite)
+	// Keep the newest items of each user within the cap, the new ones
+	// included (a new item older than the cap's edge is never written: it is
+	// counted inserted, for the delivery, but never shown).
+	ct, cu, cid, cdue := make([]string, len(cands)), make([]string, len(cands)), make([]string, len(cands)), make([]int64, len(cands))
+	for j, c := range cands {
+		ct[j], cu[j], cid[j], cdue[j] = t[c.i], u[c.i], id[c.i], c.due
+	}
+	removed, gone, err := s.capInboxesWith(ctx, tenants, userIDs, ct, cu, cid, cdue)
 	if err != nil {
 		return nil, err
 	}
-	gone := map[string]bool{}
-	for _, r := range removed {
-		gone[r.key.tenantID+"\x00"+r.key.userID+"\x00"+r.id] = true
-	}
-	events, evUsers := applyInboxRemovals(removed, users, func(r removedInboxItem) bool {
-		_, isFresh := fresh[r.key.tenantID+"\x00"+r.key.userID+"\x00"+r.id]
-		return !isFresh
-	})
-	inserted := make([]bool, n)
-	for i, it := range items {
-		k := it.TenantID + "\x00" + it.UserID + "\x00" + it.NotificationID
-		if _, isFresh := fresh[k]; isFresh && gone[k] {
-			delete(fresh, k)
-			inserted[i] = true
+	events, evUsers := applyInboxRemovals(removed, users, func(removedInboxItem) bool { return true })
+
+	// The new items' item.created events, after the removals' (the cap made
+	// room for them), carried by their rows.
+	var rt, ru, rid, rtitle, rbody, rurl, rcat []string
+	var rat []time.Time
+	var rdue, rseq []int64
+	var rtotal, runread, runseen []int32
+	var rlate []bool
+	for _, c := range cands {
+		it := items[c.i]
+		inserted[c.i] = true
+		if gone[t[c.i]+"\x00"+u[c.i]+"\x00"+id[c.i]] {
 			continue
 		}
-		dueSeq, ok := fresh[k]
-		if !ok {
-			continue
-		}
-		delete(fresh, k) // the same notification twice in one batch is inserted once
-		inserted[i] = true
 		st := users[userKey{it.TenantID, it.UserID}]
-		item := InboxItem{NotificationID: it.NotificationID, Title: it.Title, Body: it.Body, Category: it.Category,
-			CreatedAt: it.CreatedAt.UTC().Truncate(time.Microsecond), Sequence: dueSeq}
-		if it.ActionURL != "" {
-			u := it.ActionURL
-			item.ActionURL = &u
-		}
+		item := InboxItem{NotificationID: it.NotificationID, Sequence: c.due}
 		st.counts.add(nil, &item)
 		st.seq++
 		st.changed = true
-		late := dueSeq > 0 && dueSeq < st.dueSeq
-		st.dueSeq = max(st.dueSeq, dueSeq)
-		id := it.NotificationID
-		events = append(events, InboxEvent{Seq: st.seq, Kind: herald.InboxItemCreated, NotificationID: &id, Item: &item, Counts: st.counts, Late: &late})
-		evUsers = append(evUsers, userKey{it.TenantID, it.UserID})
+		late := c.due > 0 && c.due < st.dueSeq
+		st.dueSeq = max(st.dueSeq, c.due)
+		rt, ru, rid = append(rt, it.TenantID), append(ru, it.UserID), append(rid, it.NotificationID)
+		rtitle, rbody, rurl, rcat = append(rtitle, it.Title), append(rbody, it.Body), append(rurl, it.ActionURL), append(rcat, it.Category)
+		rat, rdue, rseq = append(rat, it.CreatedAt), append(rdue, c.due), append(rseq, st.seq)
+		rtotal, runread, runseen = append(rtotal, int32(st.counts.Total)), append(runread, int32(st.counts.Unread)), append(runseen, int32(st.counts.Unseen))
+		rlate = append(rlate, late)
 	}
-	if len(events) == 0 {
-		return inserted, nil
+	if len(rt) > 0 {
+		// ev_at is the transaction's time, as an inbox_events row's created_at.
+		tag, err := s.db.Exec(ctx, `
+			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at, due_seq,
+			                   ev_seq, ev_at, ev_total, ev_unread, ev_unseen, ev_late)
+			SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, x.due, x.seq, now(), x.total, x.unread, x.unseen, x.late
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[],
+			            $9::bigint[], $10::bigint[], $11::int[], $12::int[], $13::int[], $14::boolean[])
+			     AS x(t, u, id, title, body, url, cat, at, due, seq, total, unread, unseen, late)
+			ON CONFLICT DO NOTHING`,
+			rt, ru, rid, rtitle, rbody, rurl, rcat, rat, rdue, rseq, rtotal, runread, runseen, rlate)
+		if err != nil {
+			return nil, err
+		}
+		if tag.RowsAffected() != int64(len(rt)) {
+			// Cannot happen under the state locks; its events would be wrong.
+			return nil, fmt.Errorf("inbox insert: %d of %d new items were already there", len(rt)-int(tag.RowsAffected()), len(rt))
+		}
 	}
-	if err := s.appendInboxEvents(ctx, evUsers, events); err != nil {
-		return nil, err
+	if len(events) > 0 {
+		if err := s.appendInboxEvents(ctx, evUsers, events); err != nil {
+			return nil, err
+		}
 	}
 	var changed []userKey
 	var changedStates []inboxState
@@ -310,6 +332,9 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 			changed = append(changed, k)
 			changedStates = append(changedStates, *st)
 		}
+	}
+	if len(changed) == 0 {
+		return inserted, nil
 	}
 	if err := s.saveInboxStates(ctx, changed, changedStates); err != nil {
 		return nil, err
@@ -433,6 +458,63 @@ const capInboxSQL = `
 	)
 	DELETE FROM inbox i USING excess WHERE i.tenant_id = excess.t AND i.user_id = excess.u AND i.notification_id = excess.notification_id
 	RETURNING i.tenant_id, i.user_id, i.notification_id, i.read_at, i.seen_at, i.archived_at`
+
+// capInboxWithSQL is capInboxSQL over each user's items and the new ones
+// about to be inserted ($6 … $9: tenant, user, notification id, due sequence),
+// as they will be together: it deletes the existing items past the edge and
+// names (fresh: true) the new ones that would fall past it, which are not
+// inserted. Each user's walk is keep + $4 entries of inbox_due_idx merged with
+// its new items.
+const capInboxWithSQL = `
+	WITH u AS (
+		SELECT x.t, x.u, x.ord, LEAST($3::int, COALESCE(NULLIF((s.retention->>'inbox_items')::int, 0), $3::int)) AS keep
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(t, u, ord) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
+	), fresh AS (
+		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS f(t, u, id, due)
+	), excess AS (
+		SELECT u.t, u.u, c.notification_id, c.fresh FROM u CROSS JOIN LATERAL (
+			(SELECT due_seq, notification_id, false AS fresh FROM inbox WHERE tenant_id = u.t AND user_id = u.u
+			 UNION ALL
+			 SELECT f.due, f.id, true FROM fresh f WHERE f.t = u.t AND f.u = u.u)
+			ORDER BY due_seq DESC, notification_id DESC OFFSET u.keep LIMIT $4) c
+		-- The sort is not stable: the feed's order is spelled out again.
+		ORDER BY u.ord, c.due_seq DESC, c.notification_id DESC LIMIT $5
+	), del AS (
+		DELETE FROM inbox i USING excess
+		WHERE NOT excess.fresh AND i.tenant_id = excess.t AND i.user_id = excess.u AND i.notification_id = excess.notification_id
+		RETURNING i.tenant_id, i.user_id, i.notification_id, i.read_at, i.seen_at, i.archived_at
+	)
+	SELECT tenant_id, user_id, notification_id, read_at, seen_at, archived_at, false FROM del
+	UNION ALL
+	SELECT t, u, notification_id, NULL, NULL, NULL, true FROM excess WHERE fresh`
+
+// capInboxesWith is capInboxes (InboxCapPerWrite a user) with the new items
+// (ft, fu, fid, fdue) counted in: it returns the existing items it deleted and
+// the keys (tenant, user, notification id joined by NUL) of the new ones past
+// the edge.
+func (s *Store) capInboxesWith(ctx context.Context, tenants, users, ft, fu, fid []string, fdue []int64) ([]removedInboxItem, map[string]bool, error) {
+	rows, err := s.db.Query(ctx, capInboxWithSQL, tenants, users, s.inboxCap, InboxCapPerWrite, len(users)*InboxCapPerWrite, ft, fu, fid, fdue)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var removed []removedInboxItem
+	gone := map[string]bool{}
+	for rows.Next() {
+		var it removedInboxItem
+		var fresh bool
+		if err := rows.Scan(&it.key.tenantID, &it.key.userID, &it.id, &it.item.ReadAt, &it.item.SeenAt, &it.item.ArchivedAt, &fresh); err != nil {
+			return nil, nil, err
+		}
+		if fresh {
+			gone[it.key.tenantID+"\x00"+it.key.userID+"\x00"+it.id] = true
+			continue
+		}
+		it.item.NotificationID = it.id
+		removed = append(removed, it)
+	}
+	return removed, gone, rows.Err()
+}
 
 // capInboxes applies the inbox cap to the users (whose state rows the caller
 // holds locked), deleting at most perUser items of each and total in all, and
@@ -802,18 +884,47 @@ func (s *Store) MarkAllInbox(ctx context.Context, tenantID, userID string, read 
 // that events were left out for the byte budget (the caller is a page or more
 // behind). The log keeps the last InboxEventRetention: when the first one
 // returned is not after+1, the ones between were pruned.
+//
+// The events are the stored ones (inbox_events) merged in seq order with the
+// item.created events the inbox rows carry (ev_seq, written by
+// insertInboxItems since 0155; docs/inbox.md#the-event-log), kept to the same
+// last InboxEventRetention. A created event goes with its item (the cap, the
+// age limit, erasure), which leaves a hole in the seqs: the stream refetches
+// on any hole, not only before the first (api inboxStream.page). A derived
+// event shows the item as it was created (read_at, seen_at, archived_at
+// null): the events after it (item.updated, all.read, …) bring it up to date.
 func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, after int64, limit, maxBytes int) (events []InboxEvent, cut bool, err error) {
+	// A user's inbox rows are read by the primary key's (tenant_id, user_id)
+	// prefix, which the cap bounds (docs/inbox.md#the-event-log), and only
+	// when the user's log has moved past after.
 	rows, err := s.db.Query(ctx, `
-		WITH page AS (
+		WITH st AS (
+			SELECT seq FROM inbox_state WHERE tenant_id = $1 AND user_id = $2 AND seq > $3
+		), stored AS (
 			SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, late,
-			       COALESCE(octet_length(item::text), 0) AS size
+			       NULL::text AS title, NULL::text AS body, NULL::text AS action_url, NULL::text AS category,
+			       NULL::timestamptz AS item_at, NULL::bigint AS due_seq, COALESCE(octet_length(item::text), 0) AS size
 			FROM inbox_events WHERE tenant_id = $1 AND user_id = $2 AND seq > $3 ORDER BY seq LIMIT $4
+		), derived AS (
+			SELECT i.ev_seq AS seq, $6::text AS kind, i.notification_id, NULL::jsonb AS item,
+			       i.ev_total::bigint AS total, i.ev_unread::bigint AS unread, i.ev_unseen::bigint AS unseen, i.ev_at AS created_at, i.ev_late AS late,
+			       i.title, i.body, i.action_url, i.category, i.created_at AS item_at, i.due_seq,
+			       -- The size of its stored form (storedInboxItem), as a stored event's.
+			       octet_length(jsonb_strip_nulls(jsonb_build_object('t', i.title, 'b', i.body, 'u', i.action_url,
+			           'c', NULLIF(i.category, ''), 'at', i.created_at, 's', NULLIF(i.due_seq, 0)))::text) AS size
+			FROM st JOIN inbox i ON i.tenant_id = $1 AND i.user_id = $2
+			WHERE i.ev_seq > $3 AND i.ev_seq > st.seq - $7
+			ORDER BY i.ev_seq LIMIT $4
+		), page AS (
+			SELECT * FROM stored UNION ALL SELECT * FROM derived ORDER BY seq LIMIT $4
 		), sized AS (
 			SELECT *, sum(size) OVER (ORDER BY seq) AS running, row_number() OVER (ORDER BY seq) AS n, count(*) OVER () AS rows
 			FROM page
 		)
-		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, late, rows FROM sized
-		WHERE n = 1 OR running <= $5 ORDER BY seq`, tenantID, userID, after, limit, maxBytes)
+		SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, late,
+		       title, body, action_url, category, item_at, due_seq, rows FROM sized
+		WHERE n = 1 OR running <= $5 ORDER BY seq`,
+		tenantID, userID, after, limit, maxBytes, herald.InboxItemCreated, InboxEventRetention)
 	if err != nil {
 		return nil, false, err
 	}
@@ -823,13 +934,22 @@ func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, a
 		var e InboxEvent
 		var item []byte
 		var late bool
-		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt, &late, &inPage); err != nil {
+		var title, body, category *string
+		var actionURL *string
+		var itemAt *time.Time
+		var dueSeq *int64
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.NotificationID, &item, &e.Counts.Total, &e.Counts.Unread, &e.Counts.Unseen, &e.CreatedAt, &late,
+			&title, &body, &actionURL, &category, &itemAt, &dueSeq, &inPage); err != nil {
 			return nil, false, err
 		}
 		if e.Kind == herald.InboxItemCreated {
 			e.Late = &late
 		}
-		if item != nil {
+		switch {
+		case title != nil: // carried by the inbox row: the item as created
+			e.Item = &InboxItem{NotificationID: *e.NotificationID, Title: *title, Body: *body, ActionURL: actionURL,
+				Category: *category, CreatedAt: itemAt.UTC(), Sequence: *dueSeq}
+		case item != nil:
 			var stored storedInboxItem
 			if err := json.Unmarshal(item, &stored); err != nil {
 				return nil, false, err

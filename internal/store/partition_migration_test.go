@@ -79,7 +79,20 @@ func TestPartitionMigrationKeepsEveryRowAndQuery(t *testing.T) {
 		if err := st.RecordAttempt(ctx, tn.ID, n.id, herald.ChannelEmail, store.Attempt{Attempt: 1, Provider: "sandbox", Outcome: "accepted"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.InsertInboxItems(ctx, []store.NewInboxItem{{TenantID: tn.ID, UserID: user, NotificationID: n.id, Title: "t", Body: "b", CreatedAt: n.at}}); err != nil {
+		// The inbox row and its item.created event as the version before
+		// wrote them (today's store carries the event on the row, 0155).
+		if _, err := pool.Exec(ctx, `
+			WITH s AS (
+				INSERT INTO inbox_state (tenant_id, user_id, seq, total, unread, unseen) VALUES ($1, $2, 1, 1, 1, 1)
+				ON CONFLICT (tenant_id, user_id) DO UPDATE SET seq = inbox_state.seq + 1, total = inbox_state.total + 1,
+					unread = inbox_state.unread + 1, unseen = inbox_state.unseen + 1
+				RETURNING seq, total, unread, unseen
+			), i AS (
+				INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, created_at) VALUES ($1, $2, $3, 't', 'b', $4)
+			)
+			INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen)
+			SELECT $1, $2, s.seq, 'item.created', $3, jsonb_build_object('notification_id', $3::text, 'title', 't', 'body', 'b', 'created_at', $4::timestamptz),
+				s.total, s.unread, s.unseen FROM s`, tn.ID, user, n.id, n.at); err != nil {
 			t.Fatal(err)
 		}
 		id, err := st.BeginAudit(ctx, tn.ID, store.AuditEntry{APIKeyID: "k", Action: "template.put", Target: n.id})

@@ -487,16 +487,53 @@ func TestInboxStreamRecoversALostNotifyAtTheNextHeartbeat(t *testing.T) {
 	if ev := st.NextOf(herald.InboxItemCreated, streamWithin); ev.NotificationID() != id {
 		t.Fatalf("created: %s", ev.Raw)
 	}
-	// The next event, as a mark would log it, minus its NOTIFY.
+	// The next event, as a mark would log it, minus its NOTIFY (the created
+	// event before it is carried by the inbox row: 0155).
 	tag, err := testenv.Pool(t).Exec(context.Background(), `
 		INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen)
-		SELECT tenant_id, user_id, seq + 1, $3, notification_id, item, total, unread, unseen FROM inbox_events
-		WHERE tenant_id = $1 AND user_id = $2 ORDER BY seq DESC LIMIT 1`, tenantID, "ada", herald.InboxItemUpdated)
+		SELECT tenant_id, user_id, ev_seq + 1, $3, notification_id,
+		       jsonb_build_object('t', title, 'b', body, 'at', created_at, 's', NULLIF(due_seq, 0)), ev_total, ev_unread, ev_unseen FROM inbox
+		WHERE tenant_id = $1 AND user_id = $2 ORDER BY ev_seq DESC LIMIT 1`, tenantID, "ada", herald.InboxItemUpdated)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("insert the event: %v %v", tag, err)
 	}
 	ev := st.NextOf(herald.InboxItemUpdated, streamWithin)
 	if ev.ID != 2 || ev.NotificationID() != id {
 		t.Fatalf("recovered event = %d %s, want 2 for %s", ev.ID, ev.Raw, id)
+	}
+}
+
+// An item the inbox cap removed takes its item.created event with it (the row
+// carries it, 0155): a stream resuming from before that event finds a hole in
+// the log, before its first event or inside the page, and refetches instead of
+// skipping it.
+func TestInboxStreamRefetchesOverACappedAwayCreatedEvent(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{NoWorker: true})
+	tenantID, _, token := inboxUser(t, h, "ada")
+	capped := store.New(testenv.Pool(t))
+	capped.SetInboxCap(2)
+	// The feed's order is n_c, n_b, n_a (no due sequences: by id): n_c
+	// pushes n_a (event 2) out; the log is 1 (n_b created), 3 (removed), 4
+	// (n_c created).
+	for _, id := range []string{"n_b", "n_a", "n_c"} {
+		if _, err := capped.InsertInboxItems(context.Background(), []store.NewInboxItem{{TenantID: tenantID, UserID: "ada", NotificationID: id,
+			Title: id, Body: "b", CreatedAt: time.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, from := range []string{"0", "1"} { // the hole inside the page, before it
+		st := h.OpenStream("", "/v1/users/ada/inbox/stream", token, "Last-Event-ID", from)
+		if ev := st.Next(streamWithin); ev.Type != herald.InboxRefetch || ev.ID != 4 {
+			t.Fatalf("from %s: %s %d %s, want refetch 4", from, ev.Type, ev.ID, ev.Raw)
+		}
+		st.Quiet(300 * time.Millisecond)
+	}
+	// From 2 on nothing is missing: 3 and 4.
+	st := h.OpenStream("", "/v1/users/ada/inbox/stream", token, "Last-Event-ID", "2")
+	if ev := st.Next(streamWithin); ev.Type != herald.InboxItemsRemoved || ev.ID != 3 {
+		t.Fatalf("from 2: %s %d", ev.Type, ev.ID)
+	}
+	if ev := st.Next(streamWithin); ev.Type != herald.InboxItemCreated || ev.ID != 4 || ev.NotificationID() != "n_c" {
+		t.Fatalf("from 2: %s %d %s", ev.Type, ev.ID, ev.Raw)
 	}
 }

@@ -194,6 +194,9 @@ func TestInboxCreatedEventStoredBeforeTheMigrationIsReadOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliver("n3") // 3, derived
+	if n := storedCreated(t, tx, tn.ID, "u1"); n != 1 {
+		t.Fatalf("%d item.created rows stored, want n2's only", n)
+	}
 	events, _, err := st.InboxEventsAfter(ctx, tn.ID, "u1", 0, 100, 1<<20)
 	if err != nil || seqsOf(events) != "[1:item.created 2:item.created 3:item.created]" {
 		t.Fatalf("events %s, %v", seqsOf(events), err)

@@ -9,9 +9,9 @@ SELECT tenant_id, user_id, ev_seq, 'item.created', notification_id,
 FROM inbox WHERE ev_seq IS NOT NULL
 ON CONFLICT DO NOTHING;
 ALTER TABLE inbox
-    DROP COLUMN ev_late,
-    DROP COLUMN ev_unseen,
-    DROP COLUMN ev_unread,
-    DROP COLUMN ev_total,
-    DROP COLUMN ev_at,
-    DROP COLUMN ev_seq;
+    DROP COLUMN IF EXISTS ev_late,
+    DROP COLUMN IF EXISTS ev_unseen,
+    DROP COLUMN IF EXISTS ev_unread,
+    DROP COLUMN IF EXISTS ev_total,
+    DROP COLUMN IF EXISTS ev_at,
+    DROP COLUMN IF EXISTS ev_seq;

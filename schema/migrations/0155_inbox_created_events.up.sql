@@ -11,11 +11,12 @@
 -- Nullable columns with no default: catalog-only, no table rewrite; the
 -- ACCESS EXCLUSIVE lock is held for the catalog change only. No index: a
 -- user's rows are read by the primary key's (tenant_id, user_id) prefix, which
--- the inbox cap bounds.
+-- the inbox cap bounds. IF NOT EXISTS: re-runnable (a forced version re-runs
+-- what follows it, TestForceRecoversADirtyVersion).
 ALTER TABLE inbox
-    ADD COLUMN ev_seq    bigint,
-    ADD COLUMN ev_at     timestamptz,
-    ADD COLUMN ev_total  integer,
-    ADD COLUMN ev_unread integer,
-    ADD COLUMN ev_unseen integer,
-    ADD COLUMN ev_late   boolean;
+    ADD COLUMN IF NOT EXISTS ev_seq    bigint,
+    ADD COLUMN IF NOT EXISTS ev_at     timestamptz,
+    ADD COLUMN IF NOT EXISTS ev_total  integer,
+    ADD COLUMN IF NOT EXISTS ev_unread integer,
+    ADD COLUMN IF NOT EXISTS ev_unseen integer,
+    ADD COLUMN IF NOT EXISTS ev_late   boolean;

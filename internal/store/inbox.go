@@ -898,9 +898,7 @@ func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, a
 	// prefix, which the cap bounds (docs/inbox.md#the-event-log), and only
 	// when the user's log has moved past after.
 	rows, err := s.db.Query(ctx, `
-		WITH st AS (
-			SELECT seq FROM inbox_state WHERE tenant_id = $1 AND user_id = $2 AND seq > $3
-		), stored AS (
+		WITH stored AS (
 			SELECT seq, kind, notification_id, item, total, unread, unseen, created_at, late,
 			       NULL::text AS title, NULL::text AS body, NULL::text AS action_url, NULL::text AS category,
 			       NULL::timestamptz AS item_at, NULL::bigint AS due_seq, COALESCE(octet_length(item::text), 0) AS size
@@ -912,8 +910,12 @@ func (s *Store) InboxEventsAfter(ctx context.Context, tenantID, userID string, a
 			       -- The size of its stored form (storedInboxItem), as a stored event's.
 			       octet_length(jsonb_strip_nulls(jsonb_build_object('t', i.title, 'b', i.body, 'u', i.action_url,
 			           'c', NULLIF(i.category, ''), 'at', i.created_at, 's', NULLIF(i.due_seq, 0)))::text) AS size
-			FROM st JOIN inbox i ON i.tenant_id = $1 AND i.user_id = $2
-			WHERE i.ev_seq > $3 AND i.ev_seq > st.seq - $7
+			FROM inbox i WHERE i.tenant_id = $1 AND i.user_id = $2
+			-- Evaluated once, before the scan (a one-time filter): no row
+			-- is read when the user's log has not moved past after.
+			AND EXISTS (SELECT 1 FROM inbox_state WHERE tenant_id = $1 AND user_id = $2 AND seq > $3)
+			AND i.ev_seq > $3
+			AND i.ev_seq > (SELECT seq FROM inbox_state WHERE tenant_id = $1 AND user_id = $2) - $7
 			ORDER BY i.ev_seq LIMIT $4
 		), page AS (
 			SELECT * FROM stored UNION ALL SELECT * FROM derived ORDER BY seq LIMIT $4

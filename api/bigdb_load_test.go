@@ -195,8 +195,9 @@ func (l *bigLoader) notificationCopy(table, key, where string, cols []bigColumn,
 		id := pgx.Identifier{col.name}.Sanitize()
 		x := "x." + id
 		switch {
-		case col.name == "seq" && col.ints:
-			x = "(g.k * 64 + x.seq % 64)"
+		case (col.name == "seq" || col.name == "ev_seq") && col.ints:
+			// An event id (an inbox row's ev_seq, 0155, is its created event's).
+			x = fmt.Sprintf("(g.k * 64 + %s %% 64)", x)
 		case col.time:
 			x = fmt.Sprintf("%s + (g.at - g.sat)", x)
 		case tokens[col.name]:

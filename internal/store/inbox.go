@@ -258,13 +258,11 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 		return nil, err
 	}
 	inserted := make([]bool, n)
-	if len(cands) == 0 {
-		return inserted, nil
-	}
 
 	// Keep the newest items of each user within the cap, the new ones
 	// included (a new item older than the cap's edge is never written: it is
-	// counted inserted, for the delivery, but never shown).
+	// counted inserted, for the delivery, but never shown). A write with
+	// nothing new applies it too (the excess of a cap made smaller).
 	ct, cu, cid, cdue := make([]string, len(cands)), make([]string, len(cands)), make([]string, len(cands)), make([]int64, len(cands))
 	for j, c := range cands {
 		ct[j], cu[j], cid[j], cdue[j] = t[c.i], u[c.i], id[c.i], c.due

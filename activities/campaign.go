@@ -1067,12 +1067,22 @@ func (b *campaignBatch) sendEmailChunk(ctx context.Context, sender providers.Sen
 	sent := make([]store.BulkDeliveryUpdate, len(todo))
 	for i, s := range todo {
 		sent[i] = store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: herald.ChannelEmail, Status: herald.DeliverySent,
-			Provider: sender.Provider, ProviderMessageID: res.ProviderMessageID}
+			Provider: sender.Provider, ProviderMessageID: res.ProviderMessageID, Accepted: true}
 	}
 	if err := b.writeSent(ctx, herald.ChannelEmail, sent); err != nil {
 		return nil, err
 	}
-	b.recordBatchAttempt(ctx, sender.Provider, todo, nil)
+	// The "sent" records carry the accepted attempt; one that did not apply
+	// gets its row.
+	var uncarried []providerSend
+	for i, s := range todo {
+		if !sent[i].Accepted {
+			uncarried = append(uncarried, s)
+		}
+	}
+	if len(uncarried) > 0 {
+		b.recordBatchAttempt(ctx, sender.Provider, uncarried, nil)
+	}
 	b.emitSent(ctx, sent)
 	b.mu.Lock()
 	defer b.mu.Unlock()

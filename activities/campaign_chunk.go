@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -208,8 +209,11 @@ func (b *campaignBatch) callChunk(ctx context.Context, ch herald.Channel, sender
 	b.mu.Lock()
 	b.res.Delivered += len(sent)
 	b.mu.Unlock()
-	as := make([]store.RecipientAttempt, 0, len(sent)+len(failures))
+	as := make([]store.RecipientAttempt, 0, len(failures))
 	for _, u := range sent {
+		if u.Accepted {
+			continue // the "sent" record carries the accepted attempt
+		}
 		as = append(as, store.RecipientAttempt{NotificationID: u.NotificationID,
 			Attempt: store.Attempt{Provider: sender.Provider, Outcome: store.AttemptAccepted}})
 	}
@@ -316,17 +320,31 @@ func (b *campaignBatch) markSending(ctx context.Context, ch herald.Channel, prov
 
 // writeSent writes "sent" (or what a receipt says) records after the provider
 // accepted, retrying in place as recordSent does: every failed write here
-// widens the window in which a re-run would call the provider again.
+// widens the window in which a re-run would call the provider again. When an
+// update records this run's accepted call (Accepted), it clears Accepted on
+// each update that did not apply: the row does not carry that attempt, and
+// the caller records it as a row (RecordAttempts).
 func (b *campaignBatch) writeSent(ctx context.Context, ch herald.Channel, us []store.BulkDeliveryUpdate) error {
 	if len(us) == 0 {
 		return nil
 	}
+	accepted := slices.ContainsFunc(us, func(u store.BulkDeliveryUpdate) bool { return u.Accepted })
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 		}
-		if err = b.a.Store.UpdateDeliveries(context.WithoutCancel(ctx), b.c.TenantID, us); err == nil {
+		if !accepted {
+			err = b.a.Store.UpdateDeliveries(context.WithoutCancel(ctx), b.c.TenantID, us)
+		} else {
+			var applied []bool
+			if applied, err = b.a.Store.UpdateDeliveriesApplied(context.WithoutCancel(ctx), b.c.TenantID, us); err == nil {
+				for i := range us {
+					us[i].Accepted = us[i].Accepted && applied[i]
+				}
+			}
+		}
+		if err == nil {
 			return nil
 		}
 	}
@@ -398,7 +416,7 @@ func (b *campaignBatch) startSentRecorder(ctx context.Context, ch herald.Channel
 func (r *sentRecorder) add(s providerSend, messageID string) {
 	r.mu.Lock()
 	r.pending = append(r.pending, store.BulkDeliveryUpdate{NotificationID: s.w.id, Channel: r.ch, Status: herald.DeliverySent,
-		Provider: r.provider, ProviderMessageID: messageID})
+		Provider: r.provider, ProviderMessageID: messageID, Accepted: true})
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:

@@ -188,7 +188,7 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 		if status == herald.DeliveryFailed {
 			status = herald.DeliverySent // it was accepted; the bounce is recorded by the webhook
 		}
-		if err := a.recordSent(ctx, tags, r.Provider, r.ProviderMessageID, status); err != nil {
+		if _, err := a.recordSent(ctx, tags, r.Provider, r.ProviderMessageID, status, 0); err != nil {
 			return contract.DeliverResult{}, err
 		}
 		a.Metrics.Delivery(tags.TenantID, tags.Channel, r.Provider, metrics.OutcomeDuplicate)
@@ -240,10 +240,16 @@ func (a *Activities) guardedSend(ctx context.Context, tags providers.Tags, hb *p
 			return contract.DeliverResult{}, err
 		}
 		a.Metrics.ProviderCall(tags.TenantID, tags.Channel, provider, metrics.OutcomeSent, took)
-		if err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, herald.DeliverySent); err != nil {
+		// The "sent" record carries the accepted attempt (the history reads
+		// it from the delivery row): written in the same statement, it is in
+		// the history exactly when the guard says sent.
+		carried, err := a.recordSent(ctx, tags, provider, res.ProviderMessageID, herald.DeliverySent, int(activity.GetInfo(ctx).Attempt))
+		if err != nil {
 			return contract.DeliverResult{}, err
 		}
-		a.recordAttempt(ctx, tags, provider, nil)
+		if !carried {
+			a.recordAttempt(ctx, tags, provider, nil)
+		}
 		a.emit(ctx, webhooks.Event{TenantID: tags.TenantID, NotificationID: tags.NotificationID, Channel: tags.Channel,
 			Status: herald.DeliverySent, Provider: provider})
 		return contract.DeliverResult{Status: herald.DeliverySent}, nil
@@ -279,14 +285,16 @@ func (a *Activities) recordAttempt(ctx context.Context, tags providers.Tags, pro
 func errorText(s string) string { return providers.SafeText(s, providers.MaxErrorTextBytes) }
 
 // recordSent writes the guard record, retrying briefly in place: every failed write
-// here widens the window in which a retry would call the provider again.
-func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provider, messageID string, status herald.DeliveryStatus) error {
-	var err error
+// here widens the window in which a retry would call the provider again. With
+// acceptedAttempt (not 0: this run's call was accepted, not a receipt's), the
+// record carries it as the channel's accepted attempt; carried says whether
+// it does (when not, the caller records the attempt as a row).
+func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provider, messageID string, status herald.DeliveryStatus, acceptedAttempt int) (carried bool, err error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
-				return errors.Join(err, ctx.Err())
+				return false, errors.Join(err, ctx.Err())
 			case <-time.After(time.Duration(attempt*200) * time.Millisecond):
 			}
 		}
@@ -294,14 +302,18 @@ func (a *Activities) recordSent(ctx context.Context, tags providers.Tags, provid
 		if messageID != "" {
 			id = &messageID
 		}
-		_, err = a.Store.UpdateDelivery(context.WithoutCancel(ctx), tags.TenantID, tags.NotificationID, tags.Channel, store.DeliveryUpdate{
-			Status: status, Provider: &provider, ProviderMessageID: id,
-		})
+		u := store.DeliveryUpdate{Status: status, Provider: &provider, ProviderMessageID: id}
+		if acceptedAttempt > 0 {
+			u.AcceptedAttempt = acceptedAttempt
+			carried, err = a.Store.RecordAccepted(context.WithoutCancel(ctx), tags.TenantID, tags.NotificationID, tags.Channel, u)
+		} else {
+			_, err = a.Store.UpdateDelivery(context.WithoutCancel(ctx), tags.TenantID, tags.NotificationID, tags.Channel, u)
+		}
 		if err == nil {
-			return nil
+			return carried, nil
 		}
 	}
-	return fmt.Errorf("record %s as %s after the provider accepted: %w", tags.Channel, status, err)
+	return false, fmt.Errorf("record %s as %s after the provider accepted: %w", tags.Channel, status, err)
 }
 
 // sendFailed records the attempt's error and turns it into the activity's error

@@ -441,6 +441,14 @@ type BulkDeliveryUpdate struct {
 	ProviderMessageID string
 	// Attempts is added to the row's attempt count.
 	Attempts int
+	// Accepted says this update records a provider call that accepted (Status
+	// sent): the row carries it as the channel's accepted attempt
+	// (accepted_attempt, numbered after the attempts in delivery_attempts, as
+	// RecordAttempts numbers a row) unless it already carries one, and
+	// ListAttemptsOf shows it with no delivery_attempts row of its own. An
+	// update that did not apply (UpdateDeliveriesApplied) carries nothing: its
+	// caller records the attempt with RecordAttempts.
+	Accepted bool
 }
 
 // ClearReason as a BulkDeliveryUpdate's Reason clears the row's reason.
@@ -505,11 +513,12 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 	// update finds its delivery by the index.
 	cols := make([][]string, 8)
 	attempts := make([]int32, len(us))
+	accepted := make([]bool, len(us))
 	for i, u := range us {
 		for j, v := range []string{u.NotificationID, string(u.Channel), string(u.Status), string(u.Reason), u.LastError, u.Provider, u.ProviderMessageID, tenantID} {
 			cols[j] = append(cols[j], v)
 		}
-		attempts[i] = int32(u.Attempts)
+		attempts[i], accepted[i] = int32(u.Attempts), u.Accepted
 	}
 	sql := `
 		UPDATE deliveries d SET
@@ -521,12 +530,15 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 			attempts = d.attempts + u.attempts,
 			sent_at = CASE WHEN u.status IN ($10, $11) THEN COALESCE(d.sent_at, now()) ELSE d.sent_at END,
 			delivered_at = CASE WHEN u.status = $11 THEN COALESCE(d.delivered_at, now()) ELSE d.delivered_at END,
+			accepted_attempt = CASE WHEN u.accepted THEN COALESCE(d.accepted_attempt, 1 + (SELECT count(*) FROM delivery_attempts x
+				WHERE x.tenant_id = d.tenant_id AND x.notification_id = d.notification_id AND x.channel = d.channel)::int)
+				ELSE d.accepted_attempt END,
 			updated_at = now()
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[])
-			AS u(tenant, nid, channel, status, reason, err, provider, pmid, attempts)
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $12::bool[])
+			AS u(tenant, nid, channel, status, reason, err, provider, pmid, attempts, accepted)
 		WHERE d.tenant_id = u.tenant AND d.notification_id = u.nid AND d.channel = u.channel
 		  AND ` + rank("u.status") + ` >= ` + rank("d.status")
-	args := []any{cols[7], cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], attempts, herald.DeliverySent, herald.DeliveryDelivered}
+	args := []any{cols[7], cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], attempts, herald.DeliverySent, herald.DeliveryDelivered, accepted}
 	if !returning {
 		_, err := s.db.Exec(ctx, sql, args...)
 		return nil, err

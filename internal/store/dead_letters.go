@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/herald-notify/herald/internal/dbx"
@@ -26,6 +27,17 @@ type Attempt struct {
 	Error    *string   `json:"error"`
 	At       time.Time `json:"at"`
 }
+
+// The history of a channel's provider calls (GET /v1/notifications/{id},
+// the dead letters' attempt counts) is the channel's delivery_attempts rows
+// and, since migration 0150, the accepted call its delivery row carries
+// (deliveries.accepted_attempt, with the row's provider and sent_at): the
+// call the guard recorded "sent" after the provider accepted is not written
+// twice. A delivery_attempts row is written for every call that did not
+// succeed, and for an accepted call the delivery row could not carry
+// (DeliveryUpdate.AcceptedAttempt, BulkDeliveryUpdate.Accepted). Rows of
+// accepted calls written before 0150 stay and are read as they are (their
+// delivery rows carry no accepted_attempt).
 
 // RecordAttempt appends one provider call's outcome to the channel's history.
 func (s *Store) RecordAttempt(ctx context.Context, tenantID, notificationID string, channel herald.Channel, a Attempt) error {
@@ -54,11 +66,22 @@ type RecipientAttempt struct {
 	Attempt
 }
 
+// carriedAcceptedSQL is 1 when the channel's delivery row carries its
+// accepted attempt (deliveries.accepted_attempt), else 0: that attempt has
+// no delivery_attempts row but counts in the channel's numbering. $1 is the
+// tenant; id and channel are SQL expressions.
+func carriedAcceptedSQL(id, channel string) string {
+	return `(EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = $1 AND d.notification_id = ` + id + ` AND d.channel = ` + channel + `
+		AND d.accepted_attempt IS NOT NULL))::int`
+}
+
 // RecordAttempts appends the outcomes of many notifications' provider calls on
 // one channel (a chunk of a campaign's sends, each its own call and outcome) to
 // each one's history, in one statement: each row numbered after the attempts
-// that notification's channel already has (a notification listed twice gets
-// both rows, numbered in order).
+// that notification's channel already has, the accepted one its delivery row
+// carries included (a notification listed twice gets both rows, numbered in
+// order). An accepted call the delivery row carries (BulkDeliveryUpdate.Accepted
+// applied) is not passed here.
 func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel herald.Channel, as []RecipientAttempt) error {
 	if len(as) == 0 {
 		return nil
@@ -72,6 +95,7 @@ func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel her
 		INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, error)
 		SELECT $1, n.id, $2,
 			(SELECT count(*) FROM delivery_attempts x WHERE x.tenant_id = $1 AND x.notification_id = n.id AND x.channel = $2)
+				+ `+carriedAcceptedSQL("n.id", "$2")+`
 				+ row_number() OVER (PARTITION BY n.id ORDER BY n.o),
 			n.provider, n.outcome, n.error
 		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS n (id, provider, outcome, error, o)`,
@@ -79,17 +103,19 @@ func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel her
 	return err
 }
 
-// CountAttempts counts a channel's recorded provider attempts.
+// CountAttempts counts a channel's recorded provider attempts: its
+// delivery_attempts rows and the accepted one its delivery row carries.
 func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID string, channel herald.Channel) (int, error) {
 	var n int
-	err := s.db.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`,
+	err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3)
+		+ `+carriedAcceptedSQL("$2", "$3"),
 		tenantID, notificationID, channel).Scan(&n)
 	return n, err
 }
 
 // ListAttempts returns a notification's attempts, channel → oldest first.
 func (s *Store) ListAttempts(ctx context.Context, tenantID, notificationID string) (map[herald.Channel][]Attempt, error) {
-	return s.listAttempts(ctx, tenantID, notificationID, "")
+	return s.listAttempts(ctx, tenantID, notificationID, "", "")
 }
 
 // AttemptClockSkew bounds how much earlier than its notification's
@@ -100,29 +126,57 @@ const AttemptClockSkew = retention.Day
 
 // ListAttemptsOf is ListAttempts of a notification accepted at acceptedAt:
 // it reads only the partitions from acceptedAt - AttemptClockSkew on (the
-// attempts are partitioned by their own time), not the older ones.
+// attempts are partitioned by their own time, the deliveries by accepted_at),
+// not the older ones.
 func (s *Store) ListAttemptsOf(ctx context.Context, tenantID, notificationID string, acceptedAt time.Time) (map[herald.Channel][]Attempt, error) {
-	return s.listAttempts(ctx, tenantID, notificationID, `AND at >= $3`, acceptedAt.Add(-AttemptClockSkew))
+	return s.listAttempts(ctx, tenantID, notificationID, `AND at >= $3`, `AND accepted_at >= $3`, acceptedAt.Add(-AttemptClockSkew))
 }
 
-func (s *Store) listAttempts(ctx context.Context, tenantID, notificationID, bound string, args ...any) (map[herald.Channel][]Attempt, error) {
+// listAttempts reads the delivery_attempts rows in the order they were
+// written (id) and the accepted attempts the delivery rows carry (id NULL),
+// and puts each carried one in its channel's list before the first row
+// written after it (its sent_at; at the same time, numbered after it): the
+// place its row had when it was one.
+func (s *Store) listAttempts(ctx context.Context, tenantID, notificationID, bound, deliveriesBound string, args ...any) (map[herald.Channel][]Attempt, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT channel, attempt, provider, outcome, error, at FROM delivery_attempts
-		WHERE tenant_id = $1 AND notification_id = $2 `+bound+` ORDER BY id`, append([]any{tenantID, notificationID}, args...)...)
+		SELECT channel, attempt, provider, outcome, error, at, id FROM delivery_attempts
+		WHERE tenant_id = $1 AND notification_id = $2 `+bound+`
+		UNION ALL
+		SELECT channel, accepted_attempt, COALESCE(provider, ''), '`+AttemptAccepted+`', NULL, COALESCE(sent_at, updated_at), NULL FROM deliveries
+		WHERE tenant_id = $1 AND notification_id = $2 AND accepted_attempt IS NOT NULL `+deliveriesBound+`
+		ORDER BY id NULLS LAST`,
+		append([]any{tenantID, notificationID}, args...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[herald.Channel][]Attempt{}
+	carried := map[herald.Channel]Attempt{}
 	for rows.Next() {
 		var ch herald.Channel
 		var a Attempt
-		if err := rows.Scan(&ch, &a.Attempt, &a.Provider, &a.Outcome, &a.Error, &a.At); err != nil {
+		var id *int64
+		if err := rows.Scan(&ch, &a.Attempt, &a.Provider, &a.Outcome, &a.Error, &a.At, &id); err != nil {
 			return nil, err
+		}
+		if id == nil {
+			carried[ch] = a
+			continue
 		}
 		out[ch] = append(out[ch], a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for ch, a := range carried {
+		h := out[ch]
+		i := len(h)
+		for i > 0 && (h[i-1].At.After(a.At) || h[i-1].At.Equal(a.At) && h[i-1].Attempt > a.Attempt) {
+			i--
+		}
+		out[ch] = slices.Insert(h, i, a)
+	}
+	return out, nil
 }
 
 // Dead letter statuses.

@@ -95,6 +95,12 @@ type DeliveryUpdate struct {
 	LastError         *string
 	Reason            *herald.Reason
 	CountAttempt      bool
+	// AcceptedAttempt, when not 0, is the number of the provider call this
+	// update records as accepted: the row carries it (accepted_attempt)
+	// unless it already carries another call's, and the history shows it as
+	// the channel's accepted attempt (ListAttemptsOf) with no
+	// delivery_attempts row of its own. Only with Status sent.
+	AcceptedAttempt int
 }
 
 // UpdateDelivery applies u unless it would move the status backwards; applied
@@ -104,18 +110,39 @@ type DeliveryUpdate struct {
 // tried again on every partition (~38 probes, and a second row of the id,
 // which no writer makes, would take it).
 func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (applied bool, err error) {
+	applied, _, err = s.updateDeliveryAnyWindow(ctx, tenantID, notificationID, channel, u)
+	return applied, err
+}
+
+// RecordAccepted is UpdateDelivery of the guard's "sent" record after the
+// provider accepted call number u.AcceptedAttempt; carried reports whether
+// the row now carries that call as the channel's accepted attempt. When it
+// does not (the update was refused: a webhook already recorded the channel
+// delivered; or the row carries another call's number: a second accepted
+// call, the guard's residual window), the caller records the attempt as a
+// delivery_attempts row, as every accepted call was before migration 0150.
+func (s *Store) RecordAccepted(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (carried bool, err error) {
+	if u.AcceptedAttempt <= 0 {
+		return false, fmt.Errorf("record accepted %s of %s: attempt %d", channel, notificationID, u.AcceptedAttempt)
+	}
+	applied, accepted, err := s.updateDeliveryAnyWindow(ctx, tenantID, notificationID, channel, u)
+	return applied && accepted != nil && *accepted == u.AcceptedAttempt, err
+}
+
+func (s *Store) updateDeliveryAnyWindow(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (applied bool, accepted *int, err error) {
 	for _, w := range acceptedWindows(notificationID) {
-		found, applied, err := s.updateDelivery(ctx, tenantID, notificationID, channel, u, w)
+		found, applied, accepted, err := s.updateDelivery(ctx, tenantID, notificationID, channel, u, w)
 		if found || err != nil {
-			return applied, err
+			return applied, accepted, err
 		}
 	}
-	return false, nil
+	return false, nil, nil
 }
 
 // updateDelivery is UpdateDelivery in one window, in one statement: found
-// says whether the window holds the row, applied whether it was updated.
-func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate, w acceptedWindow) (found, applied bool, err error) {
+// says whether the window holds the row, applied whether it was updated,
+// accepted the row's accepted_attempt after the update.
+func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate, w acceptedWindow) (found, applied bool, accepted *int, err error) {
 	err = s.db.QueryRow(ctx, `
 		WITH target AS (
 			SELECT 1 FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
@@ -129,15 +156,17 @@ func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID str
 				reason = COALESCE($9, reason),
 				sent_at = CASE WHEN $4 IN ($10, $11) THEN COALESCE(sent_at, now()) ELSE sent_at END,
 				delivered_at = CASE WHEN $4 = $11 THEN COALESCE(delivered_at, now()) ELSE delivered_at END,
+				accepted_attempt = COALESCE(accepted_attempt, NULLIF($14::int, 0)),
 				updated_at = now()
 			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
 			  AND `+rank("$4::text")+` >= `+rank("status")+`
-			RETURNING 1
+			RETURNING accepted_attempt
 		)
-		SELECT EXISTS (SELECT 1 FROM target) OR EXISTS (SELECT 1 FROM updated), EXISTS (SELECT 1 FROM updated)`,
+		SELECT EXISTS (SELECT 1 FROM target) OR EXISTS (SELECT 1 FROM updated), EXISTS (SELECT 1 FROM updated),
+			(SELECT accepted_attempt FROM updated)`,
 		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt, u.Reason,
-		herald.DeliverySent, herald.DeliveryDelivered, w.from, w.to).Scan(&found, &applied)
-	return found, applied, err
+		herald.DeliverySent, herald.DeliveryDelivered, w.from, w.to, u.AcceptedAttempt).Scan(&found, &applied, &accepted)
+	return found, applied, accepted, err
 }
 
 func rank(expr string) string {

@@ -1,0 +1,141 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
+	"github.com/herald-notify/herald/internal/store"
+)
+
+// The accepted provider call is carried by the delivery row (migration 0150),
+// not stored as a delivery_attempts row: the history shows it after the
+// stored failures, numbered as its row was, at the channel's sent_at; counts
+// and later numbers include it; a row of an accepted call from before 0150
+// is listed once; a "sent" written from a receipt (no call of this run)
+// carries none.
+func TestAcceptedAttemptCarriedByTheDeliveryRow(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	newNotification := func(key string) string {
+		id := ids.NotificationID(ids.IdempotencyKeyHash(key), v7(now, "0123456789abcdef0"+key[:1]))
+		if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
+			Channels: []herald.Channel{herald.ChannelInApp, herald.ChannelEmail}, WorkflowID: "notification/" + tn.ID + "/" + key,
+			Status: herald.NotificationQueued, AcceptedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	stored := func(id string) (accepted, other int) {
+		t.Helper()
+		if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE outcome = 'accepted'), count(*) FILTER (WHERE outcome <> 'accepted')
+			FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2`, tn.ID, id).Scan(&accepted, &other); err != nil {
+			t.Fatal(err)
+		}
+		return accepted, other
+	}
+	history := func(id string) []store.Attempt {
+		t.Helper()
+		hist, err := st.ListAttemptsOf(ctx, tn.ID, id, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist[herald.ChannelInApp]) != 0 {
+			t.Fatalf("in-app history %v", hist[herald.ChannelInApp])
+		}
+		return hist[herald.ChannelEmail]
+	}
+	sendgrid := "sendgrid"
+	msg := "503"
+
+	// Retries then success, as guardedSend records them.
+	id := newNotification("a")
+	for n := 1; n <= 2; n++ {
+		if err := st.RecordAttempt(ctx, tn.ID, id, herald.ChannelEmail, store.Attempt{Attempt: n, Provider: sendgrid, Outcome: store.AttemptRetryable, Error: &msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	carried, err := st.RecordAccepted(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent, Provider: &sendgrid, AcceptedAttempt: 3})
+	if err != nil || !carried {
+		t.Fatalf("RecordAccepted = %v, %v", carried, err)
+	}
+	d, err := st.GetDelivery(ctx, tn.ID, id, herald.ChannelEmail)
+	if err != nil || d.SentAt == nil {
+		t.Fatalf("delivery %+v, %v", d, err)
+	}
+	hist := history(id)
+	if len(hist) != 3 || hist[0].Attempt != 1 || hist[1].Attempt != 2 || hist[1].Outcome != store.AttemptRetryable {
+		t.Fatalf("history %+v", hist)
+	}
+	if a := hist[2]; a.Attempt != 3 || a.Provider != sendgrid || a.Outcome != store.AttemptAccepted || a.Error != nil || !a.At.Equal(*d.SentAt) {
+		t.Fatalf("accepted attempt %+v, want 3 sendgrid accepted at %v", a, *d.SentAt)
+	}
+	if accepted, other := stored(id); accepted != 0 || other != 2 {
+		t.Fatalf("%d accepted and %d other rows stored, want 0 and 2", accepted, other)
+	}
+	if n, err := st.CountAttempts(ctx, tn.ID, id, herald.ChannelEmail); err != nil || n != 3 {
+		t.Fatalf("CountAttempts = %d, %v, want 3", n, err)
+	}
+	// The same record again (a retried write) still carries it; another
+	// accepted call (the guard's residual window) is not carried: its caller
+	// stores it as a row.
+	if carried, err := st.RecordAccepted(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent, Provider: &sendgrid, AcceptedAttempt: 3}); err != nil || !carried {
+		t.Fatalf("RecordAccepted again = %v, %v", carried, err)
+	}
+	if carried, err := st.RecordAccepted(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent, Provider: &sendgrid, AcceptedAttempt: 4}); err != nil || carried {
+		t.Fatalf("RecordAccepted of a second call = %v, %v, want not carried", carried, err)
+	}
+	// A later row is numbered after the carried attempt.
+	if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, []store.RecipientAttempt{{NotificationID: id,
+		Attempt: store.Attempt{Provider: sendgrid, Outcome: store.AttemptAccepted}}}); err != nil {
+		t.Fatal(err)
+	}
+	if hist := history(id); len(hist) != 4 || hist[3].Attempt != 4 || hist[2].Attempt != 3 {
+		t.Fatalf("history after a second accepted call %+v", hist)
+	}
+
+	// A campaign's chunk: one failure row, then the accepted call in bulk.
+	id = newNotification("b")
+	if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, []store.RecipientAttempt{{NotificationID: id,
+		Attempt: store.Attempt{Provider: sendgrid, Outcome: store.AttemptRetryable, Error: &msg}}}); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := st.UpdateDeliveriesApplied(ctx, tn.ID, []store.BulkDeliveryUpdate{{NotificationID: id, Channel: herald.ChannelEmail,
+		Status: herald.DeliverySent, Provider: sendgrid, ProviderMessageID: "m1", Accepted: true}})
+	if err != nil || !applied[0] {
+		t.Fatalf("UpdateDeliveriesApplied = %v, %v", applied, err)
+	}
+	if hist := history(id); len(hist) != 2 || hist[0].Attempt != 1 || hist[1].Attempt != 2 || hist[1].Outcome != store.AttemptAccepted {
+		t.Fatalf("campaign history %+v", hist)
+	}
+	if accepted, other := stored(id); accepted != 0 || other != 1 {
+		t.Fatalf("campaign: %d accepted and %d other rows stored, want 0 and 1", accepted, other)
+	}
+
+	// A row of an accepted call from before 0150: listed once.
+	id = newNotification("c")
+	if err := st.RecordAttempt(ctx, tn.ID, id, herald.ChannelEmail, store.Attempt{Attempt: 1, Provider: sendgrid, Outcome: store.AttemptAccepted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent, Provider: &sendgrid}); err != nil {
+		t.Fatal(err)
+	}
+	if hist := history(id); len(hist) != 1 || hist[0].Attempt != 1 {
+		t.Fatalf("history of an old accepted row %+v", hist)
+	}
+	if n, err := st.CountAttempts(ctx, tn.ID, id, herald.ChannelEmail); err != nil || n != 1 {
+		t.Fatalf("CountAttempts of an old accepted row = %d, %v", n, err)
+	}
+
+	// "Sent" from a receipt, and a delivered in-app channel: no attempt.
+	id = newNotification("d")
+	if err := st.UpdateDeliveries(ctx, tn.ID, []store.BulkDeliveryUpdate{{NotificationID: id, Channel: herald.ChannelEmail,
+		Status: herald.DeliverySent, Provider: sendgrid}, {NotificationID: id, Channel: herald.ChannelInApp, Status: herald.DeliveryDelivered}}); err != nil {
+		t.Fatal(err)
+	}
+	if hist := history(id); len(hist) != 0 {
+		t.Fatalf("history of a receipt's sent %+v", hist)
+	}
+}

@@ -1,0 +1,12 @@
+-- The accepted provider call is no longer a delivery_attempts row
+-- (docs/retention.md#measured: ~490 bytes per email notification, a row and
+-- its key, for a call whose every field the delivery row already has). The
+-- delivery row carries its number instead: accepted_attempt is set by the
+-- same statement that records the channel sent after the provider accepted
+-- (store.RecordAccepted, store.UpdateDeliveries with Accepted), and
+-- store.ListAttemptsOf shows it as the channel's "accepted" attempt (provider,
+-- sent_at). NULL: no accepted call recorded this way (not sent, sent as a
+-- receipt said, an in-app channel, or a row from before this migration, whose
+-- accepted attempt is still a delivery_attempts row). A new nullable column
+-- without a default: no rewrite, the lock is held for an instant.
+ALTER TABLE deliveries ADD COLUMN accepted_attempt integer;

@@ -11,6 +11,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/schema"
 )
 
 // The item.created event is carried by the inbox row (0155), not stored in
@@ -242,5 +243,70 @@ func TestInboxCappedItemTakesItsCreatedEvent(t *testing.T) {
 	}
 	if c, seq, _ := st.GetInboxCounts(ctx, tn.ID, "u1"); seq != 4 || c.Total != 2 {
 		t.Fatalf("after the item past the edge: seq %d counts %+v", seq, c)
+	}
+}
+
+// Migrating down from 0155 puts the created events the inbox rows carry back
+// into inbox_events, only those within the user's last InboxEventRetention
+// seqs (the release before finds a hole only before a page's first event: an
+// older one brought back would hide the events pruned after it), and one
+// whose week partition was dropped already is left out instead of failing
+// the migration.
+func TestInboxCreatedEventsMigrateDownWithinTheWindow(t *testing.T) {
+	ctx := context.Background()
+	dbURL, pool, st, tn := databaseAt(t, 155, "created-events-down")
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO inbox_state (tenant_id, user_id, seq, total, unread, unseen) VALUES ($1, 'ada', 3000, 3, 3, 3)`, tn.ID); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for _, it := range []struct {
+		id    string
+		seq   int64
+		evAt  time.Time
+		title string
+	}{
+		{"n_old", 1500, now, "pruned by then"},                       // <= 3000 - 1000
+		{"n_kept", 2500, now, "kept"},                                // within the window
+		{"n_gone", 2600, now.AddDate(-3, 0, 0), "partition dropped"}, // no week partition that old
+	} {
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, category, created_at, due_seq, ev_seq, ev_at, ev_total, ev_unread, ev_unseen, ev_late)
+			VALUES ($1, 'ada', $2, $3, 'b', '', $4, 0, $5, $4, 1, 1, 1, false)`, tn.ID, it.id, it.title, it.evAt, it.seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := schema.Down(dbURL, 1); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT seq, notification_id, item->>'t' FROM inbox_events WHERE tenant_id = $1 AND kind = $2 ORDER BY seq`,
+		tn.ID, herald.InboxItemCreated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ev struct {
+		seq   int64
+		id    string
+		title string
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ev, error) {
+		var e ev
+		return e, r.Scan(&e.seq, &e.id, &e.title)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []ev{{2500, "n_kept", "kept"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("created events after migrating down: %v, want %v", got, want)
+	}
+	var defaults int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_partition_tree('inbox_events') p JOIN pg_class c ON c.oid = p.relid
+		WHERE c.relname = 'inbox_events_down_0155'`).Scan(&defaults); err != nil {
+		t.Fatal(err)
+	}
+	if defaults != 0 {
+		t.Fatal("the migration's default partition of inbox_events is still there")
 	}
 }

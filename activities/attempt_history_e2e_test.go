@@ -11,7 +11,7 @@ import (
 )
 
 // TestAcceptedAttemptIsCarriedByTheDeliveryRow: the accepted provider call is
-// not a delivery_attempts row (migration 0150): the "sent" record carries
+// not a delivery_attempts row (migration 0156): the "sent" record carries
 // its number, and GET /v1/notifications/{id} shows it as before, after the
 // calls that failed (rows), numbered after them, at the channel's sent_at,
 // with the provider that accepted. First-try successes (email, SMS), retries

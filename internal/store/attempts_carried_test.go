@@ -9,10 +9,10 @@ import (
 	"github.com/herald-notify/herald/internal/store"
 )
 
-// The accepted provider call is carried by the delivery row (migration 0150),
+// The accepted provider call is carried by the delivery row (migration 0156),
 // not stored as a delivery_attempts row: the history shows it after the
 // stored failures, numbered as its row was, at the channel's sent_at; counts
-// and later numbers include it; a row of an accepted call from before 0150
+// and later numbers include it; a row of an accepted call from before 0156
 // is listed once; a "sent" written from a receipt (no call of this run)
 // carries none.
 func TestAcceptedAttemptCarriedByTheDeliveryRow(t *testing.T) {
@@ -114,7 +114,7 @@ func TestAcceptedAttemptCarriedByTheDeliveryRow(t *testing.T) {
 		t.Fatalf("campaign: %d accepted and %d other rows stored, want 0 and 1", accepted, other)
 	}
 
-	// A row of an accepted call from before 0150: listed once.
+	// A row of an accepted call from before 0156: listed once.
 	id = newNotification("c")
 	if err := st.RecordAttempt(ctx, tn.ID, id, herald.ChannelEmail, store.Attempt{Attempt: 1, Provider: sendgrid, Outcome: store.AttemptAccepted}); err != nil {
 		t.Fatal(err)

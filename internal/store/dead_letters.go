@@ -30,13 +30,13 @@ type Attempt struct {
 
 // The history of a channel's provider calls (GET /v1/notifications/{id},
 // the dead letters' attempt counts) is the channel's delivery_attempts rows
-// and, since migration 0150, the accepted call its delivery row carries
+// and, since migration 0156, the accepted call its delivery row carries
 // (deliveries.accepted_attempt, with the row's provider and sent_at): the
 // call the guard recorded "sent" after the provider accepted is not written
 // twice. A delivery_attempts row is written for every call that did not
 // succeed, and for an accepted call the delivery row could not carry
 // (DeliveryUpdate.AcceptedAttempt, BulkDeliveryUpdate.Accepted). Rows of
-// accepted calls written before 0150 stay and are read as they are (their
+// accepted calls written before 0156 stay and are read as they are (their
 // delivery rows carry no accepted_attempt).
 
 // RecordAttempt appends one provider call's outcome to the channel's history.

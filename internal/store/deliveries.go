@@ -120,7 +120,7 @@ func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID str
 // does not (the update was refused: a webhook already recorded the channel
 // delivered; or the row carries another call's number: a second accepted
 // call, the guard's residual window), the caller records the attempt as a
-// delivery_attempts row, as every accepted call was before migration 0150.
+// delivery_attempts row, as every accepted call was before migration 0156.
 func (s *Store) RecordAccepted(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (carried bool, err error) {
 	if u.AcceptedAttempt <= 0 {
 		return false, fmt.Errorf("record accepted %s of %s: attempt %d", channel, notificationID, u.AcceptedAttempt)

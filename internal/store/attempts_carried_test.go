@@ -1,12 +1,14 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
+	"github.com/herald-notify/herald/schema"
 )
 
 // The accepted provider call is carried by the delivery row (migration 0156),
@@ -137,5 +139,73 @@ func TestAcceptedAttemptCarriedByTheDeliveryRow(t *testing.T) {
 	}
 	if hist := history(id); len(hist) != 0 {
 		t.Fatalf("history of a receipt's sent %+v", hist)
+	}
+}
+
+// The down migration of 0156 turns each carried accepted attempt back into a
+// delivery_attempts row (as the code before 0156 wrote it) before it drops
+// the column: the history the older code reads is the same.
+func TestAcceptedAttemptDownMigrationKeepsTheHistory(t *testing.T) {
+	const version = 156
+	dbURL, pool, st, tn := databaseAt(t, version, "accepted-down")
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id := ids.NotificationID(ids.IdempotencyKeyHash("down"), v7(now, "0123456789abcdef0d"))
+	if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
+		Channels: []herald.Channel{herald.ChannelEmail, herald.ChannelSMS}, WorkflowID: "notification/" + tn.ID + "/down",
+		Status: herald.NotificationQueued, AcceptedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	sendgrid, twilio, msg := "sendgrid", "twilio", "503"
+	if err := st.RecordAttempt(ctx, tn.ID, id, herald.ChannelEmail, store.Attempt{Attempt: 1, Provider: sendgrid, Outcome: store.AttemptRetryable, Error: &msg}); err != nil {
+		t.Fatal(err)
+	}
+	for ch, u := range map[herald.Channel]store.DeliveryUpdate{
+		herald.ChannelEmail: {Status: herald.DeliverySent, Provider: &sendgrid, AcceptedAttempt: 2},
+		herald.ChannelSMS:   {Status: herald.DeliverySent, Provider: &twilio, AcceptedAttempt: 1},
+	} {
+		if carried, err := st.RecordAccepted(ctx, tn.ID, id, ch, u); err != nil || !carried {
+			t.Fatalf("RecordAccepted %s = %v, %v", ch, carried, err)
+		}
+	}
+	before, err := st.ListAttempts(ctx, tn.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.To(dbURL, version-1); err != nil {
+		t.Fatal(err)
+	}
+	// What the code before 0156 reads: the rows, in id order.
+	rows, err := pool.Query(ctx, `SELECT channel, attempt, provider, outcome, error, at FROM delivery_attempts
+		WHERE tenant_id = $1 AND notification_id = $2 ORDER BY id`, tn.ID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := map[herald.Channel][]store.Attempt{}
+	for rows.Next() {
+		var ch herald.Channel
+		var a store.Attempt
+		if err := rows.Scan(&ch, &a.Attempt, &a.Provider, &a.Outcome, &a.Error, &a.At); err != nil {
+			t.Fatal(err)
+		}
+		after[ch] = append(after[ch], a)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(before[herald.ChannelEmail]) != 2 || len(before[herald.ChannelSMS]) != 1 {
+		t.Fatalf("history before the down migration %+v", before)
+	}
+	for ch, want := range before {
+		got := after[ch]
+		if len(got) != len(want) {
+			t.Fatalf("%s after the down migration %+v, want %+v", ch, got, want)
+		}
+		for i := range want {
+			w, g := want[i], got[i]
+			if g.Attempt != w.Attempt || g.Provider != w.Provider || g.Outcome != w.Outcome || (g.Error == nil) != (w.Error == nil) || !g.At.Equal(w.At) {
+				t.Errorf("%s attempt %d after the down migration %+v, want %+v", ch, i+1, g, w)
+			}
+		}
 	}
 }

@@ -209,3 +209,133 @@ func TestAcceptedAttemptDownMigrationKeepsTheHistory(t *testing.T) {
 		}
 	}
 }
+
+// Which call the delivery row carries: the first accepted call recorded;
+// a retried write of that call still carries it; another accepted call (two
+// overlapping campaign chunk runs, a redrive whose numbering restarts at 1)
+// is not carried, so its caller stores it as a row, and it does not change
+// the carried call's provider or message id; nor does a provider receipt
+// (of an earlier call whose record was lost, through another provider).
+func TestAcceptedAttemptCarriesOneCall(t *testing.T) {
+	st, _, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	newNotification := func(key string) string {
+		id := ids.NotificationID(ids.IdempotencyKeyHash(key), v7(now, "0123456789abcdef0"+key[:1]))
+		if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
+			Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "notification/" + tn.ID + "/" + key,
+			Status: herald.NotificationQueued, AcceptedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	wantRow := func(t *testing.T, name, id, provider, messageID string) {
+		t.Helper()
+		d, err := st.GetDelivery(ctx, tn.ID, id, herald.ChannelEmail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Provider == nil || *d.Provider != provider || d.ProviderMessageID == nil || *d.ProviderMessageID != messageID {
+			t.Errorf("%s: the delivery row shows %s %s, want the carried call's %s %s", name, deref(d.Provider), deref(d.ProviderMessageID), provider, messageID)
+		}
+	}
+	wantHistory := func(t *testing.T, name, id string, want ...store.Attempt) {
+		t.Helper()
+		hist, err := st.ListAttemptsOf(ctx, tn.ID, id, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := hist[herald.ChannelEmail]
+		if len(got) != len(want) {
+			t.Fatalf("%s: history %+v, want %+v", name, got, want)
+		}
+		for i := range want {
+			if got[i].Attempt != want[i].Attempt || got[i].Provider != want[i].Provider || got[i].Outcome != want[i].Outcome {
+				t.Errorf("%s: attempt %d is %+v, want %+v", name, i+1, got[i], want[i])
+			}
+		}
+	}
+	accepted := func(n int, provider string) store.Attempt {
+		return store.Attempt{Attempt: n, Provider: provider, Outcome: store.AttemptAccepted}
+	}
+
+	single := func(t *testing.T, id string, n int, provider, messageID string) bool {
+		t.Helper()
+		carried, err := st.RecordAccepted(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent,
+			Provider: &provider, ProviderMessageID: &messageID, AcceptedAttempt: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return carried
+	}
+
+	t.Run("overlapping runs", func(t *testing.T) {
+		// Two overlapping chunk runs, both accepted, and a retried write of the first.
+		id := newNotification("a")
+		bulk := func(provider, messageID string) bool {
+			t.Helper()
+			carried, err := st.UpdateDeliveriesApplied(ctx, tn.ID, []store.BulkDeliveryUpdate{{NotificationID: id, Channel: herald.ChannelEmail,
+				Status: herald.DeliverySent, Provider: provider, ProviderMessageID: messageID, Accepted: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return carried[0]
+		}
+		if !bulk("sendgrid", "m1") {
+			t.Fatal("the first accepted call is not carried")
+		}
+		if bulk("smtp", "m2") {
+			t.Fatal("a second run's accepted call is taken for carried: its attempt would be lost")
+		}
+		if !bulk("sendgrid", "m1") {
+			t.Fatal("a retried write of the carried call is not carried")
+		}
+		wantRow(t, "overlapping runs", id, "sendgrid", "m1")
+		if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, []store.RecipientAttempt{{NotificationID: id, Attempt: accepted(0, "smtp")}}); err != nil {
+			t.Fatal(err)
+		}
+		wantHistory(t, "overlapping runs", id, accepted(1, "sendgrid"), accepted(2, "smtp"))
+	})
+	t.Run("redrive", func(t *testing.T) {
+		// A redrive's call: numbered 1 again, another message id.
+		id := newNotification("b")
+		if !single(t, id, 1, "sendgrid", "r1") || !single(t, id, 1, "sendgrid", "r1") {
+			t.Fatal("the first accepted call (or its retried write) is not carried")
+		}
+		if single(t, id, 1, "smtp", "r2") {
+			t.Fatal("a redrive's accepted call numbered 1 is taken for the carried one")
+		}
+		wantRow(t, "redrive", id, "sendgrid", "r1")
+	})
+	t.Run("receipt of a lost call", func(t *testing.T) {
+		// A receipt of a lost earlier call, through another provider, after the
+		// failover's call was carried: single and bulk receipt writes.
+		for _, bulkReceipt := range []bool{false, true} {
+			id := newNotification(map[bool]string{false: "c", true: "d"}[bulkReceipt])
+			if !single(t, id, 4, "smtp", "s4") {
+				t.Fatal("the failover's call is not carried")
+			}
+			if bulkReceipt {
+				if err := st.UpdateDeliveries(ctx, tn.ID, []store.BulkDeliveryUpdate{{NotificationID: id, Channel: herald.ChannelEmail,
+					Status: herald.DeliveryDelivered, Provider: "sendgrid", ProviderMessageID: "g3"}}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				sendgrid, g3 := "sendgrid", "g3"
+				if applied, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliveryDelivered,
+					Provider: &sendgrid, ProviderMessageID: &g3}); err != nil || !applied {
+					t.Fatalf("receipt: %v, %v", applied, err)
+				}
+			}
+			wantRow(t, "receipt of a lost call", id, "smtp", "s4")
+			wantHistory(t, "receipt of a lost call", id, accepted(4, "smtp"))
+		}
+	})
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
+}

@@ -446,8 +446,9 @@ type BulkDeliveryUpdate struct {
 	// (accepted_attempt, numbered after the attempts in delivery_attempts, as
 	// RecordAttempts numbers a row) unless it already carries one, and
 	// ListAttemptsOf shows it with no delivery_attempts row of its own. An
-	// update that did not apply (UpdateDeliveriesApplied) carries nothing: its
-	// caller records the attempt with RecordAttempts.
+	// update that did not apply or whose row carries another call
+	// (UpdateDeliveriesApplied false) carries nothing: its caller records the
+	// attempt with RecordAttempts.
 	Accepted bool
 }
 
@@ -472,7 +473,12 @@ func (s *Store) UpdateDeliveries(ctx context.Context, tenantID string, us []Bulk
 // UpdateDeliveriesApplied is UpdateDeliveries reporting, for each update, whether
 // it applied: false when its row is missing or already further on (a channel
 // some other run recorded sent, delivered, failed, suppressed or cancelled
-// does not go back to "sending").
+// does not go back to "sending"). For an Accepted update, true says that it
+// applied and that the row carries its call as the channel's accepted attempt
+// (the row carried none before, or carried this very call: a retried write);
+// false, that the call needs its delivery_attempts row: the update was
+// refused, or the row already carries another call (two overlapping runs
+// both had their calls accepted), whose provider and message id it keeps.
 func (s *Store) UpdateDeliveriesApplied(ctx context.Context, tenantID string, us []BulkDeliveryUpdate) ([]bool, error) {
 	applied, err := s.updateDeliveries(ctx, tenantID, us, true)
 	if err != nil {
@@ -486,7 +492,7 @@ func (s *Store) UpdateDeliveriesApplied(ctx context.Context, tenantID string, us
 }
 
 // updateDeliveries is UpdateDeliveries; with returning, it also reports the
-// channels it updated.
+// channels it updated (for an Accepted update: and whose row carries its call).
 func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []BulkDeliveryUpdate, returning bool) (map[channelOf]bool, error) {
 	if len(us) == 0 {
 		return nil, nil
@@ -525,8 +531,10 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 			status = u.status,
 			reason = CASE WHEN u.reason = '` + ClearReason + `' THEN NULL ELSE COALESCE(NULLIF(u.reason, ''), d.reason) END,
 			last_error = COALESCE(NULLIF(u.err, ''), d.last_error),
-			provider = COALESCE(NULLIF(u.provider, ''), d.provider),
-			provider_message_id = COALESCE(NULLIF(u.pmid, ''), d.provider_message_id),
+			provider = CASE WHEN d.accepted_attempt IS NULL THEN COALESCE(NULLIF(u.provider, ''), d.provider)
+				ELSE COALESCE(d.provider, NULLIF(u.provider, '')) END,
+			provider_message_id = CASE WHEN d.accepted_attempt IS NULL THEN COALESCE(NULLIF(u.pmid, ''), d.provider_message_id)
+				ELSE COALESCE(d.provider_message_id, NULLIF(u.pmid, '')) END,
 			attempts = d.attempts + u.attempts,
 			sent_at = CASE WHEN u.status IN ($10, $11) THEN COALESCE(d.sent_at, now()) ELSE d.sent_at END,
 			delivered_at = CASE WHEN u.status = $11 THEN COALESCE(d.delivered_at, now()) ELSE d.delivered_at END,
@@ -543,7 +551,16 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 		_, err := s.db.Exec(ctx, sql, args...)
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, sql+` RETURNING d.notification_id, d.channel`, args...)
+	// An Accepted update's call is the one the row carries when the row's
+	// provider and message id are the call's after the update (a row that
+	// carries a call keeps its provider and message id, above; another call
+	// has another message id). A call with no message id is the carried one
+	// when the row's number is the one this statement gives it (the same
+	// count, in the same snapshot).
+	rows, err := s.db.Query(ctx, sql+` RETURNING d.notification_id, d.channel,
+		NOT u.accepted OR (d.provider IS NOT DISTINCT FROM NULLIF(u.provider, '') AND CASE WHEN u.pmid <> '' THEN d.provider_message_id = u.pmid
+			ELSE d.accepted_attempt = 1 + (SELECT count(*) FROM delivery_attempts x
+				WHERE x.tenant_id = d.tenant_id AND x.notification_id = d.notification_id AND x.channel = d.channel)::int END)`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -551,10 +568,11 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 	applied := make(map[channelOf]bool, len(us))
 	for rows.Next() {
 		var k channelOf
-		if err := rows.Scan(&k.id, &k.ch); err != nil {
+		var carried bool
+		if err := rows.Scan(&k.id, &k.ch, &carried); err != nil {
 			return nil, err
 		}
-		applied[k] = true
+		applied[k] = carried
 	}
 	return applied, rows.Err()
 }

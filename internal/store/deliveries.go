@@ -118,39 +118,52 @@ func (s *Store) UpdateDelivery(ctx context.Context, tenantID, notificationID str
 // provider accepted call number u.AcceptedAttempt; carried reports whether
 // the row now carries that call as the channel's accepted attempt. When it
 // does not (the update was refused: a webhook already recorded the channel
-// delivered; or the row carries another call's number: a second accepted
-// call, the guard's residual window), the caller records the attempt as a
-// delivery_attempts row, as every accepted call was before migration 0156.
+// delivered; or the row carries another call: a second accepted call, the
+// guard's residual window, or a redrive's, whose numbering starts at 1
+// again), the caller records the attempt as a delivery_attempts row, as every
+// accepted call was before migration 0156. A call is the row's carried call
+// when the row's accepted_attempt, provider and (when u has one) provider
+// message id are u's after the update: a row that carries a call keeps that
+// call's provider and message id (updateDelivery), so a retried write of the
+// same call is carried and another call is not, whatever its number. (A
+// second call of the same provider, number and no message id cannot be told
+// apart from a retried write, and is taken for one.)
 func (s *Store) RecordAccepted(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (carried bool, err error) {
-	if u.AcceptedAttempt <= 0 {
-		return false, fmt.Errorf("record accepted %s of %s: attempt %d", channel, notificationID, u.AcceptedAttempt)
+	if u.AcceptedAttempt <= 0 || u.Provider == nil {
+		return false, fmt.Errorf("record accepted %s of %s: attempt %d, provider %v", channel, notificationID, u.AcceptedAttempt, u.Provider)
 	}
-	applied, accepted, err := s.updateDeliveryAnyWindow(ctx, tenantID, notificationID, channel, u)
-	return applied && accepted != nil && *accepted == u.AcceptedAttempt, err
+	applied, carried, err := s.updateDeliveryAnyWindow(ctx, tenantID, notificationID, channel, u)
+	return applied && carried, err
 }
 
-func (s *Store) updateDeliveryAnyWindow(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (applied bool, accepted *int, err error) {
+func (s *Store) updateDeliveryAnyWindow(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate) (applied, carried bool, err error) {
 	for _, w := range acceptedWindows(notificationID) {
-		found, applied, accepted, err := s.updateDelivery(ctx, tenantID, notificationID, channel, u, w)
+		found, applied, carried, err := s.updateDelivery(ctx, tenantID, notificationID, channel, u, w)
 		if found || err != nil {
-			return applied, accepted, err
+			return applied, carried, err
 		}
 	}
-	return false, nil, nil
+	return false, false, nil
 }
 
 // updateDelivery is UpdateDelivery in one window, in one statement: found
 // says whether the window holds the row, applied whether it was updated,
-// accepted the row's accepted_attempt after the update.
-func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate, w acceptedWindow) (found, applied bool, accepted *int, err error) {
+// carried whether the row carries u's accepted call after the update (u has
+// AcceptedAttempt). A row that carries an accepted call (accepted_attempt
+// set) keeps that call's provider and message id: the history shows the
+// carried attempt with the row's provider, which neither a receipt (of an
+// earlier call whose record was lost, maybe through another provider) nor a
+// second accepted call (its own delivery_attempts row) may change.
+func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel, u DeliveryUpdate, w acceptedWindow) (found, applied, carried bool, err error) {
 	err = s.db.QueryRow(ctx, `
 		WITH target AS (
 			SELECT 1 FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
 		), updated AS (
 			UPDATE deliveries SET
 				status = $4,
-				provider = COALESCE($5, provider),
-				provider_message_id = COALESCE($6, provider_message_id),
+				provider = CASE WHEN accepted_attempt IS NULL THEN COALESCE($5, provider) ELSE COALESCE(provider, $5) END,
+				provider_message_id = CASE WHEN accepted_attempt IS NULL THEN COALESCE($6, provider_message_id)
+					ELSE COALESCE(provider_message_id, $6) END,
 				last_error = COALESCE($7, last_error),
 				attempts = attempts + CASE WHEN $8 THEN 1 ELSE 0 END,
 				reason = COALESCE($9, reason),
@@ -160,13 +173,13 @@ func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID str
 				updated_at = now()
 			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $12 AND $13
 			  AND `+rank("$4::text")+` >= `+rank("status")+`
-			RETURNING accepted_attempt
+			RETURNING accepted_attempt = $14::int AND provider IS NOT DISTINCT FROM $5 AND ($6::text IS NULL OR provider_message_id = $6) AS carried
 		)
 		SELECT EXISTS (SELECT 1 FROM target) OR EXISTS (SELECT 1 FROM updated), EXISTS (SELECT 1 FROM updated),
-			(SELECT accepted_attempt FROM updated)`,
+			COALESCE((SELECT carried FROM updated), false)`,
 		tenantID, notificationID, channel, u.Status, u.Provider, u.ProviderMessageID, u.LastError, u.CountAttempt, u.Reason,
-		herald.DeliverySent, herald.DeliveryDelivered, w.from, w.to, u.AcceptedAttempt).Scan(&found, &applied, &accepted)
-	return found, applied, accepted, err
+		herald.DeliverySent, herald.DeliveryDelivered, w.from, w.to, u.AcceptedAttempt).Scan(&found, &applied, &carried)
+	return found, applied, carried, err
 }
 
 func rank(expr string) string {

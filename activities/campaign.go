@@ -340,6 +340,11 @@ type campaignBatch struct {
 	res    contract.CampaignBatchResult
 	update []store.BulkDeliveryUpdate
 	owed   []store.PendingItem
+
+	// acceptedAt is the recipients' rows' accepted_at (CampaignAcceptedAt),
+	// read once, when attempts are first recorded: their partition.
+	acceptedAtOnce sync.Once
+	acceptedAt     time.Time
 }
 
 // mergedData is a recipient's merged data (recipientData).

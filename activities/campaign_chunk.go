@@ -354,7 +354,15 @@ func (b *campaignBatch) writeSent(ctx context.Context, ch herald.Channel, us []s
 // recordAttempts appends a chunk's attempts to the recipients' histories (best
 // effort, as recordAttempt).
 func (b *campaignBatch) recordAttempts(ctx context.Context, ch herald.Channel, as []store.RecipientAttempt) {
-	if err := b.a.Store.RecordAttempts(context.WithoutCancel(ctx), b.c.TenantID, ch, as); err != nil {
+	if len(as) == 0 {
+		return
+	}
+	b.acceptedAtOnce.Do(func() {
+		// Unknown (zero) after a failed read: RecordAttempts then looks in
+		// every partition.
+		b.acceptedAt, _ = b.a.Store.CampaignAcceptedAt(context.WithoutCancel(ctx), b.c.TenantID, b.c.CampaignID)
+	})
+	if err := b.a.Store.RecordAttempts(context.WithoutCancel(ctx), b.c.TenantID, ch, b.acceptedAt, as); err != nil {
 		activity.GetLogger(ctx).Warn("recording the attempts failed", "channel", ch, "recipients", len(as), "error", err)
 	}
 }

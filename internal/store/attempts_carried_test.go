@@ -90,7 +90,7 @@ func TestAcceptedAttemptCarriedByTheDeliveryRow(t *testing.T) {
 		t.Fatalf("RecordAccepted of a second call = %v, %v, want not carried", carried, err)
 	}
 	// A later row is numbered after the carried attempt.
-	if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, []store.RecipientAttempt{{NotificationID: id,
+	if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, now, []store.RecipientAttempt{{NotificationID: id,
 		Attempt: store.Attempt{Provider: sendgrid, Outcome: store.AttemptAccepted}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestAcceptedAttemptCarriedByTheDeliveryRow(t *testing.T) {
 
 	// A campaign's chunk: one failure row, then the accepted call in bulk.
 	id = newNotification("b")
-	if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, []store.RecipientAttempt{{NotificationID: id,
+	if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, now, []store.RecipientAttempt{{NotificationID: id,
 		Attempt: store.Attempt{Provider: sendgrid, Outcome: store.AttemptRetryable, Error: &msg}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestAcceptedAttemptCarriesOneCall(t *testing.T) {
 			t.Fatal("a retried write of the carried call is not carried")
 		}
 		wantRow(t, "overlapping runs", id, "sendgrid", "m1")
-		if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, []store.RecipientAttempt{{NotificationID: id, Attempt: accepted(0, "smtp")}}); err != nil {
+		if err := st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, now, []store.RecipientAttempt{{NotificationID: id, Attempt: accepted(0, "smtp")}}); err != nil {
 			t.Fatal(err)
 		}
 		wantHistory(t, "overlapping runs", id, accepted(1, "sendgrid"), accepted(2, "smtp"))
@@ -338,4 +338,90 @@ func deref(p *string) string {
 		return "<nil>"
 	}
 	return *p
+}
+
+// Reading whether a delivery row carries its accepted attempt reads the
+// deliveries partition of the notification's accepted_at, not every one
+// (~38): the history (ListAttemptsOf), the numbering of new rows
+// (RecordAttempts with the campaign's accepted_at) and the dead letter's
+// count (CountAttempts, by the id's run id's window).
+func TestCarriedAttemptReadsOneDeliveriesPartition(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id := ids.NotificationID(ids.IdempotencyKeyHash("probe"), v7(now, "0123456789abcdef0e"))
+	if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
+		Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "notification/" + tn.ID + "/probe",
+		Status: herald.NotificationQueued, AcceptedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	sendgrid := "sendgrid"
+	if carried, err := st.RecordAccepted(ctx, tn.ID, id, herald.ChannelEmail, store.DeliveryUpdate{Status: herald.DeliverySent, Provider: &sendgrid, AcceptedAttempt: 1}); err != nil || !carried {
+		t.Fatalf("RecordAccepted = %v, %v", carried, err)
+	}
+	var partitions int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'deliveries'::regclass`).Scan(&partitions); err != nil {
+		t.Fatal(err)
+	}
+	if partitions < 4 {
+		t.Skipf("%d deliveries partitions: too few to tell", partitions)
+	}
+	// scans is each deliveries partition's scans so far in this transaction.
+	scans := func() map[string]int64 {
+		t.Helper()
+		rows, err := tx.Query(ctx, `SELECT relname, seq_scan + COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
+			WHERE relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'deliveries'::regclass)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int64{}
+		for rows.Next() {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = n
+		}
+		return out
+	}
+	probed := func(name string, maxPartitions int, op func() error) {
+		t.Helper()
+		before := scans()
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for p, c := range scans() {
+			if c > before[p] {
+				n++
+			}
+		}
+		if n > maxPartitions {
+			t.Errorf("%s scanned %d of %d deliveries partitions, want at most %d", name, n, partitions, maxPartitions)
+		}
+	}
+	probed("ListAttemptsOf", 1, func() error {
+		hist, err := st.ListAttemptsOf(ctx, tn.ID, id, now)
+		if err == nil && len(hist[herald.ChannelEmail]) != 1 {
+			t.Errorf("history %+v, want the carried attempt", hist)
+		}
+		return err
+	})
+	msg := "503"
+	probed("RecordAttempts", 1, func() error {
+		return st.RecordAttempts(ctx, tn.ID, herald.ChannelEmail, now, []store.RecipientAttempt{{NotificationID: id,
+			Attempt: store.Attempt{Provider: sendgrid, Outcome: store.AttemptRetryable, Error: &msg}}})
+	})
+	probed("CountAttempts", 2, func() error {
+		n, err := st.CountAttempts(ctx, tn.ID, id, herald.ChannelEmail)
+		if err == nil && n != 2 {
+			t.Errorf("CountAttempts = %d, want 2", n)
+		}
+		return err
+	})
+	if hist, err := st.ListAttemptsOf(ctx, tn.ID, id, now); err != nil || len(hist[herald.ChannelEmail]) != 2 || hist[herald.ChannelEmail][1].Attempt != 2 {
+		t.Fatalf("history %+v, %v: the row after the carried attempt is not numbered 2", hist, err)
+	}
 }

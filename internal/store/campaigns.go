@@ -358,6 +358,22 @@ type CampaignNotifications struct {
 	UserIDs         []string
 }
 
+// campaignAcceptedAtSQL reads a campaign's recipients' accepted_at ($1 the
+// tenant, $2 the campaign): when it became due.
+const campaignAcceptedAtSQL = `SELECT greatest(created_at, COALESCE(send_at, created_at)) FROM campaigns WHERE tenant_id = $1 AND id = $2`
+
+// CampaignAcceptedAt is the accepted_at of every recipient's notification and
+// delivery rows of a campaign (InsertCampaignNotifications): where their
+// partitions are. Zero when the campaign row is gone.
+func (s *Store) CampaignAcceptedAt(ctx context.Context, tenantID, campaignID string) (time.Time, error) {
+	var at time.Time
+	err := s.db.QueryRow(ctx, campaignAcceptedAtSQL, tenantID, campaignID).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	return at, err
+}
+
 // InsertCampaignNotifications writes each recipient's notification row and one
 // pending delivery row per channel, in bulk. Existing rows are kept (ON
 // CONFLICT DO NOTHING): re-running a batch finds the guard rows it wrote before.
@@ -373,8 +389,7 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 		// must write the same one to find the rows it wrote before.
 		// n.AcceptedAt only stands in for a campaign row that is missing.
 		acceptedAt := n.AcceptedAt
-		if err := tx.db.QueryRow(ctx, `SELECT greatest(created_at, COALESCE(send_at, created_at)) FROM campaigns WHERE tenant_id = $1 AND id = $2`,
-			n.TenantID, n.CampaignID).Scan(&acceptedAt); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := tx.db.QueryRow(ctx, campaignAcceptedAtSQL, n.TenantID, n.CampaignID).Scan(&acceptedAt); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		if _, err := tx.db.Exec(ctx, `

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/retention"
@@ -55,7 +57,7 @@ func (s *Store) RecordBatchAttempt(ctx context.Context, tenantID string, channel
 	for i, id := range notificationIDs {
 		as[i] = RecipientAttempt{NotificationID: id, Attempt: a}
 	}
-	return s.RecordAttempts(ctx, tenantID, channel, as)
+	return s.RecordAttempts(ctx, tenantID, channel, time.Time{}, as)
 }
 
 // RecipientAttempt is one notification's provider call in RecordAttempts.
@@ -69,10 +71,11 @@ type RecipientAttempt struct {
 // carriedAcceptedSQL is 1 when the channel's delivery row carries its
 // accepted attempt (deliveries.accepted_attempt), else 0: that attempt has
 // no delivery_attempts row but counts in the channel's numbering. $1 is the
-// tenant; id and channel are SQL expressions.
-func carriedAcceptedSQL(id, channel string) string {
+// tenant; id and channel are SQL expressions; bound, SQL on d.accepted_at
+// (the partition key: without it, the lookup probes every partition, ~38).
+func carriedAcceptedSQL(id, channel, bound string) string {
 	return `(EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = $1 AND d.notification_id = ` + id + ` AND d.channel = ` + channel + `
-		AND d.accepted_attempt IS NOT NULL))::int`
+		AND d.accepted_attempt IS NOT NULL ` + bound + `))::int`
 }
 
 // RecordAttempts appends the outcomes of many notifications' provider calls on
@@ -81,10 +84,17 @@ func carriedAcceptedSQL(id, channel string) string {
 // that notification's channel already has, the accepted one its delivery row
 // carries included (a notification listed twice gets both rows, numbered in
 // order). An accepted call the delivery row carries (BulkDeliveryUpdate.Accepted
-// applied) is not passed here.
-func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel herald.Channel, as []RecipientAttempt) error {
+// applied) is not passed here. acceptedAt is the notifications' accepted_at
+// (a campaign's recipients all have their campaign's: CampaignAcceptedAt):
+// each delivery row is then read in its one partition; zero, in every
+// partition.
+func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel herald.Channel, acceptedAt time.Time, as []RecipientAttempt) error {
 	if len(as) == 0 {
 		return nil
+	}
+	bound, args := "", []any{}
+	if !acceptedAt.IsZero() {
+		bound, args = "AND d.accepted_at = $7", []any{acceptedAt}
 	}
 	ids, providers, outcomes := make([]string, len(as)), make([]string, len(as)), make([]string, len(as))
 	errs := make([]*string, len(as))
@@ -95,22 +105,41 @@ func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel her
 		INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, error)
 		SELECT $1, n.id, $2,
 			(SELECT count(*) FROM delivery_attempts x WHERE x.tenant_id = $1 AND x.notification_id = n.id AND x.channel = $2)
-				+ `+carriedAcceptedSQL("n.id", "$2")+`
+				+ `+carriedAcceptedSQL("n.id", "$2", bound)+`
 				+ row_number() OVER (PARTITION BY n.id ORDER BY n.o),
 			n.provider, n.outcome, n.error
 		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS n (id, provider, outcome, error, o)`,
-		tenantID, channel, ids, providers, outcomes, errs)
+		append([]any{tenantID, channel, ids, providers, outcomes, errs}, args...)...)
 	return err
 }
 
 // CountAttempts counts a channel's recorded provider attempts: its
-// delivery_attempts rows and the accepted one its delivery row carries.
+// delivery_attempts rows and the accepted one its delivery row carries (read
+// in the id's windows, as GetDelivery: one or two partitions for an id with
+// a UUIDv7 run id).
 func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID string, channel herald.Channel) (int, error) {
 	var n int
-	err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3)
-		+ `+carriedAcceptedSQL("$2", "$3"),
-		tenantID, notificationID, channel).Scan(&n)
-	return n, err
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3`,
+		tenantID, notificationID, channel).Scan(&n); err != nil {
+		return 0, err
+	}
+	for _, w := range acceptedWindows(notificationID) {
+		var carried bool
+		err := s.db.QueryRow(ctx, `SELECT accepted_attempt IS NOT NULL FROM deliveries
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $4 AND $5`,
+			tenantID, notificationID, channel, w.from, w.to).Scan(&carried)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if carried {
+			n++
+		}
+		break
+	}
+	return n, nil
 }
 
 // ListAttempts returns a notification's attempts, channel → oldest first.
@@ -126,10 +155,11 @@ const AttemptClockSkew = retention.Day
 
 // ListAttemptsOf is ListAttempts of a notification accepted at acceptedAt:
 // it reads only the partitions from acceptedAt - AttemptClockSkew on (the
-// attempts are partitioned by their own time, the deliveries by accepted_at),
-// not the older ones.
+// attempts are partitioned by their own time), not the older ones, and the
+// deliveries' one partition of acceptedAt (a delivery's accepted_at is its
+// notification's: every writer writes it to both, migration 0102).
 func (s *Store) ListAttemptsOf(ctx context.Context, tenantID, notificationID string, acceptedAt time.Time) (map[herald.Channel][]Attempt, error) {
-	return s.listAttempts(ctx, tenantID, notificationID, `AND at >= $3`, `AND accepted_at >= $3`, acceptedAt.Add(-AttemptClockSkew))
+	return s.listAttempts(ctx, tenantID, notificationID, `AND at >= $3`, `AND accepted_at = $4`, acceptedAt.Add(-AttemptClockSkew), acceptedAt)
 }
 
 // listAttempts reads the delivery_attempts rows in the order they were

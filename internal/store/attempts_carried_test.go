@@ -22,13 +22,7 @@ func TestAcceptedAttemptCarriedByTheDeliveryRow(t *testing.T) {
 	tn, _ := mustTenant(t, st, ctx)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	newNotification := func(key string) string {
-		id := ids.NotificationID(ids.IdempotencyKeyHash(key), v7(now, "0123456789abcdef0"+key[:1]))
-		if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
-			Channels: []herald.Channel{herald.ChannelInApp, herald.ChannelEmail}, WorkflowID: "notification/" + tn.ID + "/" + key,
-			Status: herald.NotificationQueued, AcceptedAt: now}); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return insertQueuedNotification(t, st, tn.ID, key, now, herald.ChannelInApp, herald.ChannelEmail)
 	}
 	stored := func(id string) (accepted, other int) {
 		t.Helper()
@@ -221,13 +215,7 @@ func TestAcceptedAttemptCarriesOneCall(t *testing.T) {
 	tn, _ := mustTenant(t, st, ctx)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	newNotification := func(key string) string {
-		id := ids.NotificationID(ids.IdempotencyKeyHash(key), v7(now, "0123456789abcdef0"+key[:1]))
-		if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
-			Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "notification/" + tn.ID + "/" + key,
-			Status: herald.NotificationQueued, AcceptedAt: now}); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return insertQueuedNotification(t, st, tn.ID, key, now, herald.ChannelEmail)
 	}
 	wantRow := func(t *testing.T, name, id, provider, messageID string) {
 		t.Helper()
@@ -424,4 +412,17 @@ func TestCarriedAttemptReadsOneDeliveriesPartition(t *testing.T) {
 	if hist, err := st.ListAttemptsOf(ctx, tn.ID, id, now); err != nil || len(hist[herald.ChannelEmail]) != 2 || hist[herald.ChannelEmail][1].Attempt != 2 {
 		t.Fatalf("history %+v, %v: the row after the carried attempt is not numbered 2", hist, err)
 	}
+}
+
+// insertQueuedNotification writes a queued notification of user u1 accepted
+// at now on the channels, its id made of key (whose first character sets its
+// run id apart), and returns the id.
+func insertQueuedNotification(t *testing.T, st *store.Store, tenantID, key string, now time.Time, channels ...herald.Channel) string {
+	t.Helper()
+	id := ids.NotificationID(ids.IdempotencyKeyHash(key), v7(now, "0123456789abcdef0"+key[:1]))
+	if err := st.InsertNotification(context.Background(), store.Notification{TenantID: tenantID, ID: id, UserID: "u1", TemplateID: "t",
+		Channels: channels, WorkflowID: "notification/" + tenantID + "/" + key, Status: herald.NotificationQueued, AcceptedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -1,0 +1,17 @@
+-- A notification's number in its user's due sequence (docs/inbox-order.md)
+-- lives on its row: the accept path now writes the notification row itself
+-- before its 202 (accepted_at is the API's accept time, carried by the
+-- workflow input, so the run's first activity writes the same row), so the
+-- separate notification_sequences table (~450 bytes per notification: a row,
+-- its primary key, the (user, seq) unique key and assigned_idx) is no longer
+-- written. NULL: not numbered (scheduled and not yet due, the due order off),
+-- or numbered before this migration, whose number stays in
+-- notification_sequences: the readers take COALESCE(due_seq, that number)
+-- until retention has pruned those rows (PruneSequences, by assigned_at);
+-- copying them here would rewrite every notification row under a long lock.
+-- A nullable column without a default: no rewrite, the lock is held for an
+-- instant. IF NOT EXISTS: a re-run after a forced version
+-- (schema/migrate_test.go) finds it. No index: readers look up the row by
+-- its key; uniqueness per user is the counter's (due_sequences, locked first
+-- by every numbering transaction).
+ALTER TABLE notifications ADD COLUMN IF NOT EXISTS due_seq bigint;

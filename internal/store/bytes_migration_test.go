@@ -145,7 +145,7 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	key2 := ids.IdempotencyKeyHash("order-2")
 	n2 := store.Notification{TenantID: tn.ID, ID: ids.NotificationID(key2, runID), UserID: "ada", TemplateID: "tpl",
 		Channels: []herald.Channel{herald.ChannelInApp}, WorkflowID: ids.NotificationWorkflowID(tn.ID, key2), RunID: runID,
-		DedupKeyHash: key2.String(), Status: herald.NotificationSending, AcceptedAt: now}
+		DedupKeyHash: key2.String(), Status: herald.NotificationQueued, AcceptedAt: now}
 	if err := st.InsertNotification(ctx, n2); err != nil {
 		t.Fatal(err)
 	}

@@ -251,10 +251,8 @@ func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f Us
 
 // ledgerSQL answers a submission from the ledger alone when it proves an open
 // window for the key: a row for key $2 whose body hash is recorded, whose
-// workflow has recorded the notification (so the run is real and running; a
-// row still queued was written by the accept path, and its run may never
-// record it, terminated or failing before its first activity: the start
-// decides for it), and whose window ends more than $5 seconds from now (the margin covers clock skew
+// workflow has recorded the notification (so the run is real and running), and
+// whose window ends more than $5 seconds from now (the margin covers clock skew
 // between the API host that wrote dedup_until and the database). Then, in this one
 // statement:
 //
@@ -269,7 +267,6 @@ open AS (
     SELECT d.notification_id, d.body_hash, n.status, n.accepted_at
     FROM notification_dedup d JOIN notifications n ON n.tenant_id = d.tenant_id AND n.id = d.notification_id
     WHERE d.tenant_id = $1 AND ` + ledgerKeySQL + ` AND d.body_hash IS NOT NULL
-        AND n.status <> '` + string(herald.NotificationQueued) + `'
         AND d.dedup_until > now() + make_interval(secs => $5)
     ORDER BY d.first_seen_at DESC
     LIMIT 1

@@ -72,7 +72,7 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 		return tx.db.QueryRow(ctx, `
 			WITH todo AS (
 				SELECT n.id FROM notifications n
-				WHERE n.tenant_id = $1 AND n.id = $3 AND n.accepted_at = $4 AND n.user_id = $2 AND n.due_seq IS NULL AND NOT `+legacyNumbered+`
+				WHERE n.tenant_id = $1 AND n.id = $3 AND n.accepted_at = $4 AND n.due_seq IS NULL AND NOT `+legacyNumbered+`
 			), bump AS (
 				UPDATE due_sequences d SET seq = d.seq + 1
 				WHERE d.tenant_id = $1 AND d.user_id = $2 AND EXISTS (SELECT 1 FROM todo)
@@ -127,7 +127,7 @@ func (s *Store) assignDueBatch(ctx context.Context, tenantID string, acceptedAt 
 		WITH todo AS (
 			SELECT x.id, x.uid, row_number() OVER (PARTITION BY x.uid ORDER BY x.id) AS rn
 			FROM unnest($2::text[], $3::text[]) AS x(id, uid)
-			JOIN notifications n ON n.tenant_id = $1 AND n.id = x.id AND n.accepted_at = $4 AND n.user_id = x.uid
+			JOIN notifications n ON n.tenant_id = $1 AND n.id = x.id AND n.accepted_at = $4
 			WHERE n.due_seq IS NULL AND NOT `+legacyNumbered+`
 		), numbered AS (
 			UPDATE notifications n SET due_seq = d.seq + t.rn

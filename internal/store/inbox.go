@@ -239,15 +239,12 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 		}
 	}
 	rows, err := s.db.Query(ctx, `
-		SELECT COALESCE(near.due_seq,
+		SELECT COALESCE(
+			(SELECT n.due_seq FROM notifications n WHERE n.tenant_id = x.t AND n.id = x.id AND n.accepted_at = x.at),
 			(SELECT s.seq FROM notification_sequences s WHERE s.tenant_id = x.t AND s.notification_id = x.id),
-			-- Every partition only for a row not found at x.at (an unnumbered
-			-- row found there, the due order off, is 0 at once).
-			CASE WHEN near.found IS NULL THEN (SELECT max(n.due_seq) FROM notifications n WHERE n.tenant_id = x.t AND n.id = x.id) END, 0),
+			(SELECT max(n.due_seq) FROM notifications n WHERE n.tenant_id = x.t AND n.id = x.id), 0),
 			EXISTS (SELECT 1 FROM inbox i WHERE i.tenant_id = x.t AND i.user_id = x.u AND i.notification_id = x.id)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS x(t, u, id, at, ord)
-		LEFT JOIN LATERAL (SELECT true AS found, n.due_seq FROM notifications n
-			WHERE n.tenant_id = x.t AND n.id = x.id AND n.accepted_at = x.at) near ON true
 		ORDER BY x.ord`, t, u, id, at)
 	if err != nil {
 		return nil, err

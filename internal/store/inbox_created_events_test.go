@@ -364,19 +364,4 @@ func TestInboxBatchReadsDueNumbersAtTheNamedAcceptedAt(t *testing.T) {
 	if _, total := scanned(); total-before > 3 {
 		t.Errorf("the batch made %d scans of notifications partitions (of %d), want a probe of its accepted_at's", total-before, partitions)
 	}
-	// An unnumbered notification (the due order off) found at its
-	// accepted_at is 0 at once, not looked for in every partition.
-	unnumbered := ids.NotificationID(ids.IdempotencyKeyHash("batch-2"), v7(accepted, "0123456789abcdef0c"))
-	if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: unnumbered, UserID: "u1", TemplateID: "t",
-		Channels: []herald.Channel{herald.ChannelInApp}, WorkflowID: "notification/" + tn.ID + "/batch-2",
-		Status: herald.NotificationQueued, AcceptedAt: accepted}); err != nil {
-		t.Fatal(err)
-	}
-	_, before = scanned()
-	if n, err := st.DeliverToInboxBatch(ctx, tn.ID, []store.InboxBatchItem{{UserID: "u1", NotificationID: unnumbered, Title: "t", Body: "b"}}, now, accepted); err != nil || n != 1 {
-		t.Fatalf("DeliverToInboxBatch(unnumbered) = %d, %v", n, err)
-	}
-	if _, total := scanned(); total-before > 3 {
-		t.Errorf("an unnumbered notification's item made %d scans of notifications partitions (of %d), want a probe of its accepted_at's", total-before, partitions)
-	}
 }

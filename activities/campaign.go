@@ -342,19 +342,9 @@ type campaignBatch struct {
 	owed   []store.PendingItem
 
 	// acceptedAt is the recipients' rows' accepted_at (CampaignAcceptedAt),
-	// read once, when first needed: their partition.
+	// read once, when attempts are first recorded: their partition.
 	acceptedAtOnce sync.Once
 	acceptedAt     time.Time
-}
-
-// recipientsAcceptedAt is the accepted_at of the batch's recipients'
-// notifications (their campaign's), read once; zero after a failed read
-// (the statements given it then look in every partition).
-func (b *campaignBatch) recipientsAcceptedAt(ctx context.Context) time.Time {
-	b.acceptedAtOnce.Do(func() {
-		b.acceptedAt, _ = b.a.Store.CampaignAcceptedAt(context.WithoutCancel(ctx), b.c.TenantID, b.c.CampaignID)
-	})
-	return b.acceptedAt
 }
 
 // mergedData is a recipient's merged data (recipientData).
@@ -557,7 +547,7 @@ func (b *campaignBatch) plan(w recipientWork, ch herald.Channel) {
 // deliverInbox writes the planned in-app messages in one statement; a message
 // already in the inbox (an earlier run's) counts as a duplicate.
 func (b *campaignBatch) deliverInbox(ctx context.Context) error {
-	n, err := b.a.Store.DeliverToInboxBatch(ctx, b.c.TenantID, b.inbox, b.now, b.recipientsAcceptedAt(ctx))
+	n, err := b.a.Store.DeliverToInboxBatch(ctx, b.c.TenantID, b.inbox, b.now)
 	if err != nil {
 		return err
 	}

@@ -357,7 +357,12 @@ func (b *campaignBatch) recordAttempts(ctx context.Context, ch herald.Channel, a
 	if len(as) == 0 {
 		return
 	}
-	if err := b.a.Store.RecordAttempts(context.WithoutCancel(ctx), b.c.TenantID, ch, b.recipientsAcceptedAt(ctx), as); err != nil {
+	b.acceptedAtOnce.Do(func() {
+		// Unknown (zero) after a failed read: RecordAttempts then looks in
+		// every partition.
+		b.acceptedAt, _ = b.a.Store.CampaignAcceptedAt(context.WithoutCancel(ctx), b.c.TenantID, b.c.CampaignID)
+	})
+	if err := b.a.Store.RecordAttempts(context.WithoutCancel(ctx), b.c.TenantID, ch, b.acceptedAt, as); err != nil {
 		activity.GetLogger(ctx).Warn("recording the attempts failed", "channel", ch, "recipients", len(as), "error", err)
 	}
 }

@@ -147,10 +147,6 @@ type NewInboxItem struct {
 	ActionURL      string
 	Category       string
 	CreatedAt      time.Time
-	// AcceptedAt is the notification's accepted_at, where its due number is
-	// (zero: CreatedAt, as for a notification's own item, created at its
-	// accepted_at; a campaign recipient's item is created when its batch runs).
-	AcceptedAt time.Time
 }
 
 // DeliverToInbox stores the inbox row and marks the in_app channel delivered, in one
@@ -226,17 +222,14 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	// other write adds their items until commit (every insert comes here).
 	// The number is the notification row's (migration 0160): looked up at the
 	// item's created_at first (a notification's in-app item is created at its
-	// accepted_at, or the one the caller names: one partition), then in
-	// notification_sequences (numbered before 0160), then in every partition
-	// (an item whose accepted_at is not known).
+	// accepted_at: one partition), then in notification_sequences (numbered
+	// before 0160), then in every partition (a campaign recipient's item is
+	// created when its batch runs, after its accepted_at).
 	n := len(items)
 	t, u, id := make([]string, n), make([]string, n), make([]string, n)
 	at := make([]time.Time, n)
 	for i, it := range items {
-		t[i], u[i], id[i], at[i] = it.TenantID, it.UserID, it.NotificationID, it.AcceptedAt
-		if at[i].IsZero() {
-			at[i] = it.CreatedAt
-		}
+		t[i], u[i], id[i], at[i] = it.TenantID, it.UserID, it.NotificationID, it.CreatedAt
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT COALESCE(
@@ -1010,18 +1003,15 @@ type InboxBatchItem struct {
 // campaign page), in one transaction: the inbox rows through insertInboxItems
 // (counts and stream events kept, ONE NOTIFY for the whole page; the inbox key
 // is the in-app guard, so a re-run inserts nothing) and every in_app delivery
-// marked delivered. It returns how many rows were new. at is the items'
-// created_at; acceptedAt their notifications' (a campaign's recipients share
-// their campaign's: CampaignAcceptedAt), zero when unknown (their due numbers
-// are then looked up in every partition).
-func (s *Store) DeliverToInboxBatch(ctx context.Context, tenantID string, items []InboxBatchItem, at, acceptedAt time.Time) (inserted int, err error) {
+// marked delivered. It returns how many rows were new.
+func (s *Store) DeliverToInboxBatch(ctx context.Context, tenantID string, items []InboxBatchItem, at time.Time) (inserted int, err error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
 	news := make([]NewInboxItem, len(items))
 	for i, it := range items {
 		news[i] = NewInboxItem{TenantID: tenantID, UserID: it.UserID, NotificationID: it.NotificationID, Title: it.Title,
-			Body: it.Body, ActionURL: it.ActionURL, Category: it.Category, CreatedAt: at, AcceptedAt: acceptedAt}
+			Body: it.Body, ActionURL: it.ActionURL, Category: it.Category, CreatedAt: at}
 	}
 	err = s.InTx(ctx, func(tx *Store) error {
 		fresh, err := tx.insertInboxItems(ctx, news)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/herald-notify/herald/internal/herald"
-	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/schema"
 )
@@ -309,59 +308,5 @@ func TestInboxCreatedEventsMigrateDownWithinTheWindow(t *testing.T) {
 	}
 	if defaults != 0 {
 		t.Fatal("the migration's default partition of inbox_events is still there")
-	}
-}
-
-// A campaign page's inbox items take their due numbers from their
-// notifications' rows at the accepted_at the caller names (the campaign's),
-// one partition of notifications, not every one (their items are created
-// when the batch runs, hours after that accepted_at maybe).
-func TestInboxBatchReadsDueNumbersAtTheNamedAcceptedAt(t *testing.T) {
-	st, tx, ctx := txStoreWithTx(t)
-	tn, _ := mustTenant(t, st, ctx)
-	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "u1"}); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	accepted := now.Add(-30 * time.Hour)
-	id := ids.NotificationID(ids.IdempotencyKeyHash("batch"), v7(accepted, "0123456789abcdef0b"))
-	if err := st.InsertNotification(ctx, store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "t",
-		Channels: []herald.Channel{herald.ChannelInApp}, WorkflowID: "notification/" + tn.ID + "/batch",
-		Status: herald.NotificationQueued, AcceptedAt: accepted, Due: true}); err != nil {
-		t.Fatal(err)
-	}
-	var partitions int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'notifications'::regclass`).Scan(&partitions); err != nil {
-		t.Fatal(err)
-	}
-	if partitions < 4 {
-		t.Skipf("%d notifications partitions: too few to tell", partitions)
-	}
-	var before int64
-	scanned := func() (n int, total int64) {
-		t.Helper()
-		if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE seq_scan + COALESCE(idx_scan, 0) > 0), COALESCE(sum(seq_scan + COALESCE(idx_scan, 0)), 0)
-			FROM pg_stat_xact_user_tables WHERE relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'notifications'::regclass)`).Scan(&n, &total); err != nil {
-			t.Fatal(err)
-		}
-		return n, total
-	}
-	_, before = scanned()
-	if _, err := tx.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
-		t.Fatal(err)
-	}
-	n, err := st.DeliverToInboxBatch(ctx, tn.ID, []store.InboxBatchItem{{UserID: "u1", NotificationID: id, Title: "t", Body: "b"}}, now, accepted)
-	if err != nil || n != 1 {
-		t.Fatalf("DeliverToInboxBatch = %d, %v", n, err)
-	}
-	var due int64
-	if err := tx.QueryRow(ctx, `SELECT due_seq FROM inbox WHERE tenant_id = $1 AND notification_id = $2`, tn.ID, id).Scan(&due); err != nil {
-		t.Fatal(err)
-	}
-	if due != 1 {
-		t.Errorf("the item's due_seq = %d, want its notification's 1", due)
-	}
-	if _, total := scanned(); total-before > 3 {
-		t.Errorf("the batch made %d scans of notifications partitions (of %d), want a probe of its accepted_at's", total-before, partitions)
 	}
 }

@@ -97,27 +97,19 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 	if n.Dedup != nil && n.Dedup.BodyHash != nil {
 		bodyHash, firstSeen, until = n.Dedup.BodyHash, &n.Dedup.FirstSeenAt, n.Dedup.DedupUntil
 	}
-	// With n.Due the counter is locked by this transaction: the next number
-	// is its seq + 1, taken (the final UPDATE) only when the row is new; a row
+	// With $18 (Due) the counter is locked by this transaction: the next
+	// number is its seq + 1, taken (bump) only when the row is new; a row
 	// numbered before 0160 (notification_sequences, e.g. by an API of the
-	// release before) is not numbered again. Without, the statement names no
-	// due_seq (the same as before 0160).
-	dueCol, dueVal, returning, number := "", "", "", `SELECT 1`
-	if n.Due {
-		dueCol = ", due_seq"
-		dueVal = `, CASE WHEN NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2)
-				THEN (SELECT q.seq + 1 FROM due_sequences q WHERE q.tenant_id = $1 AND q.user_id = $3) END`
-		returning = "RETURNING due_seq"
-		number = `UPDATE due_sequences q SET seq = n.due_seq FROM notification n
-		WHERE n.due_seq IS NOT NULL AND q.tenant_id = $1 AND q.user_id = $3`
-	}
+	// release before) is not numbered again.
 	_, err := s.db.Exec(ctx, `
 		WITH notification AS (
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
-				template_version, category`+dueCol+`)
-			VALUES ($1, $2, $3, $4, $5, `+derivedNotificationIDs("$6", "$7", "$8", "$1", "$2", "NULL")+`, $9, $10, NULLIF($11, 0), NULLIF($12, '')`+dueVal+`)
+				template_version, category, due_seq)
+			VALUES ($1, $2, $3, $4, $5, `+derivedNotificationIDs("$6", "$7", "$8", "$1", "$2", "NULL")+`, $9, $10, NULLIF($11, 0), NULLIF($12, ''),
+				CASE WHEN $18::boolean AND NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2)
+				THEN (SELECT q.seq + 1 FROM due_sequences q WHERE q.tenant_id = $1 AND q.user_id = $3) END)
 			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING
-			`+returning+`
+			RETURNING due_seq
 		), channels AS (
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason, accepted_at)
 			SELECT $1, $2, ch, $13, NULLIF($14, ''), $10 FROM unnest($5::text[]) AS ch
@@ -135,19 +127,18 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 			SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
 				first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)
 		)
-		`+number,
+		UPDATE due_sequences q SET seq = n.due_seq FROM notification n
+		WHERE $18::boolean AND n.due_seq IS NOT NULL AND q.tenant_id = $1 AND q.user_id = $3`,
 		n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt,
-		n.TemplateVersion, n.Category, status, reason, bodyHash, firstSeen, until)
+		n.TemplateVersion, n.Category, status, reason, bodyHash, firstSeen, until, n.Due)
 	return err
 }
 
 // RunIDSkew bounds how far a notification's accepted_at is from the time of
-// the UUIDv7 run id in its id: accepted_at is the API's clock read just before
-// it sends the start request (NotificationInput.AcceptedAt, migration 0160;
-// for a run started without it, the run's WorkflowStartTime, which Temporal
-// stamps for the same request that makes the run id): an hour covers the
-// start's latency and clocks of different hosts; a day partition is still
-// one or two.
+// the UUIDv7 run id in its id: accepted_at is the run's WorkflowStartTime, and
+// Temporal stamps it and makes the run id for the same start request (an hour
+// covers clocks of different server hosts; a day partition is still one or
+// two).
 const RunIDSkew = time.Hour
 
 // acceptedWindow is a range of accepted_at to look for a notification in.

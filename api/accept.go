@@ -277,8 +277,7 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 		if h.numberDue && !in.SendAt.After(in.AcceptedAt) {
 			// Due now: write the notification row numbered in the user's due
 			// sequence before answering (what the run's RecordAccepted writes,
-			// the same statement, but "queued": RecordAccepted moves it to
-			// "sending" when a worker picks it up), so a notification submitted after this 202
+			// the same statement), so a notification submitted after this 202
 			// is numbered after it. If the database cannot, the run's first
 			// activity writes and numbers it (later).
 			key := acc.key.String()
@@ -286,7 +285,7 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 			nctx, cancel := context.WithTimeout(ctx, dueNumberTimeout)
 			err := h.store.InsertNotification(nctx, store.Notification{
 				TenantID: in.TenantID, ID: id, UserID: in.UserID, TemplateID: in.TemplateID, Channels: in.Channels,
-				WorkflowID: workflowID, RunID: run.RunID, DedupKeyHash: key, Status: herald.NotificationQueued,
+				WorkflowID: workflowID, RunID: run.RunID, DedupKeyHash: key, Status: herald.NotificationSending,
 				AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
 				Dedup: &store.Dedup{KeyHash: key, BodyHash: in.BodyHash, FirstSeenAt: in.AcceptedAt, DedupUntil: &until},
 				Due:   true,

@@ -97,23 +97,6 @@ func TestDueSequenceNumbersOncePerNotification(t *testing.T) {
 	if d := seqOf("d"); d != 6 {
 		t.Fatalf("the next number = %d, want 6", d)
 	}
-	// The accept path writes the row "queued"; the run's first activity
-	// ("sending") moves it on and takes no number.
-	q := store.Notification{TenantID: tn.ID, ID: "q", UserID: "u1", TemplateID: "tpl", Channels: []herald.Channel{herald.ChannelInApp},
-		WorkflowID: "wf-q", RunID: "run", DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: now, Due: true}
-	if err := st.InsertNotification(ctx, q); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := st.GetNotification(ctx, tn.ID, "q"); err != nil || got.Status != herald.NotificationQueued {
-		t.Fatalf("the accept path's row: %v %v", got.Status, err)
-	}
-	q.Status = herald.NotificationSending
-	if err := st.InsertNotification(ctx, q); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := st.GetNotification(ctx, tn.ID, "q"); err != nil || got.Status != herald.NotificationSending || got.DueSeq == nil || *got.DueSeq != 7 {
-		t.Fatalf("after the activity's record: %v %v %v", got.Status, got.DueSeq, err)
-	}
 	if seq, err := st.DueSequence(ctx, tn.ID, "never"); err != nil || seq != nil {
 		t.Fatalf("DueSequence of an unknown notification = %v, %v", seq, err)
 	}

@@ -71,9 +71,7 @@ func derivedNotificationIDs(workflowID, runID, keyHash, tenantID, id, campaignID
 // user's due sequence by the statement that writes its row: the user's
 // counter is locked first, in a statement of its own (lock first, see
 // due_sequences.go), so of two writers at once (the accept path and the run's
-// first activity) the second finds the row and its number. The accept path
-// writes the row "queued" (until a worker picks it up); the run's first
-// activity, writing it "sending", moves a queued row on.
+// first activity) the second finds the row and its number.
 func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
 	if !n.Due {
 		return s.insertNotification(ctx, n)
@@ -114,12 +112,6 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason, accepted_at)
 			SELECT $1, $2, ch, $13, NULLIF($14, ''), $10 FROM unnest($5::text[]) AS ch
 			ON CONFLICT (tenant_id, notification_id, channel, accepted_at) DO NOTHING
-		), promote AS (
-			-- The row the accept path wrote ("queued", what its 202 said) is
-			-- now being worked on: the run's first activity says so.
-			UPDATE notifications SET status = $9, updated_at = now()
-			WHERE $9 = '`+string(herald.NotificationSending)+`' AND tenant_id = $1 AND id = $2 AND accepted_at = $10
-				AND status = '`+string(herald.NotificationQueued)+`'
 		), ledger AS (
 			INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
 			SELECT $1, $2, $8, $15, $16, $16, 0, $17 WHERE $15::bytea IS NOT NULL

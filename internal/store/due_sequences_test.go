@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
@@ -164,28 +162,29 @@ func TestDueSequenceConcurrentNumberingIsGapFree(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	type numbered struct {
-		ID  string
-		Seq *int64
-	}
 	rows, err := pool.Query(ctx, `SELECT id, due_seq FROM notifications WHERE tenant_id = $1`, tn.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[numbered]) // closed before any Fatal
-	if err != nil {
-		t.Fatal(err)
-	}
 	owner := map[int64]string{}
-	count := len(all)
-	for _, r := range all {
-		if r.Seq == nil {
-			t.Fatalf("%s has no number", r.ID)
+	count := 0
+	for rows.Next() {
+		var id string
+		var seq *int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			t.Fatal(err)
 		}
-		if other, dup := owner[*r.Seq]; dup {
-			t.Fatalf("%s and %s both have %d", r.ID, other, *r.Seq)
+		count++
+		if seq == nil {
+			t.Fatalf("%s has no number", id)
 		}
-		owner[*r.Seq] = r.ID
+		if other, dup := owner[*seq]; dup {
+			t.Fatalf("%s and %s both have %d", id, other, *seq)
+		}
+		owner[*seq] = id
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	total := due + scheduled + batches*perBatch
 	if count != total {

@@ -189,17 +189,8 @@ func TestKeyReuseDetectedFromTheMemo(t *testing.T) {
 	body := map[string]any{"user_id": "cy", "template_id": "t", "channels": []string{"in_app"}, "data": map[string]any{"n": 1}, "idempotency_key": "memo-1"}
 	id := h.Accept(key, body)
 	pool := testenv.Pool(t)
-	// The accept path wrote the notification's rows before its 202 (migration
-	// 0160); remove them, as if that write had failed (the run, with no
-	// worker, never writes them): only the start is left.
-	for _, table := range []string{"notification_dedup", "deliveries", "notifications"} {
-		col := "notification_id"
-		if table == "notifications" {
-			col = "id"
-		}
-		if _, err := pool.Exec(context.Background(), `DELETE FROM `+table+` WHERE tenant_id = $1 AND `+col+` = $2`, tenantID, id); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := pool.Exec(context.Background(), `DELETE FROM notification_dedup WHERE tenant_id = $1 AND notification_id = $2`, tenantID, id); err != nil {
+		t.Fatal(err)
 	}
 	other := map[string]any{"user_id": "cy", "template_id": "t", "channels": []string{"in_app"}, "data": map[string]any{"n": 2}, "idempotency_key": "memo-1"}
 	apitest.WantError(t, h.Submit(key, other), http.StatusUnprocessableEntity, "idempotency_key_reused", "idempotency_key")

@@ -233,9 +233,9 @@ func (h *notificationsRoom) createNotification(c *gin.Context) {
 	h.start(c, acc, seenAt)
 }
 
-// dueNumberTimeout bounds the accept path's write of a notification due now
-// (its row, numbered in its user's due sequence): past it the 202 goes out and
-// the run writes and numbers the notification when it records it (a PostgreSQL outage delays accepts by at
+// dueNumberTimeout bounds the accept path's numbering of a notification in its
+// user's due sequence: past it the 202 goes out and the run numbers the
+// notification when it records it (a PostgreSQL outage delays accepts by at
 // most this, it does not refuse them).
 const dueNumberTimeout = 2 * time.Second
 
@@ -250,10 +250,6 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 	if in.Critical {
 		lane = herald.LaneCritical
 	}
-	// The notification's accepted_at, carried by the input: the row this path
-	// writes before the 202 and the one the run's first activity writes are
-	// the same row (microseconds, as PostgreSQL keeps it).
-	in.AcceptedAt = time.Now().UTC().Truncate(time.Microsecond)
 	run, err := h.workflows.StartNotification(ctx, workflowID, lane, in)
 	switch {
 	case err != nil:
@@ -274,25 +270,15 @@ func (h *notificationsRoom) start(c *gin.Context, acc acceptedNotification, seen
 			status = herald.NotificationScheduled
 		}
 		id := ids.NotificationID(acc.key, run.RunID)
-		if h.numberDue && !in.SendAt.After(in.AcceptedAt) {
-			// Due now: write the notification row numbered in the user's due
-			// sequence before answering (what the run's RecordAccepted writes,
-			// the same statement), so a notification submitted after this 202
-			// is numbered after it. If the database cannot, the run's first
-			// activity writes and numbers it (later).
-			key := acc.key.String()
-			until := in.AcceptedAt.Add(in.DedupWindow)
+		if h.numberDue && !in.SendAt.After(seenAt) {
+			// Due now: number it in the user's due sequence before answering, so a
+			// notification submitted after this 202 is numbered after it. If the
+			// database cannot, the run's first activity numbers it (later).
 			nctx, cancel := context.WithTimeout(ctx, dueNumberTimeout)
-			err := h.store.InsertNotification(nctx, store.Notification{
-				TenantID: in.TenantID, ID: id, UserID: in.UserID, TemplateID: in.TemplateID, Channels: in.Channels,
-				WorkflowID: workflowID, RunID: run.RunID, DedupKeyHash: key, Status: herald.NotificationSending,
-				AcceptedAt: in.AcceptedAt, TemplateVersion: in.TemplateVersion, Category: in.Category,
-				Dedup: &store.Dedup{KeyHash: key, BodyHash: in.BodyHash, FirstSeenAt: in.AcceptedAt, DedupUntil: &until},
-				Due:   true,
-			})
+			_, err := h.store.AssignDue(nctx, in.TenantID, in.UserID, id)
 			cancel()
 			if err != nil {
-				h.log.Warn("recording an accepted notification failed; its run will", "notification_id", id, "error", err)
+				h.log.Warn("numbering an accepted notification failed; its run will", "notification_id", id, "error", err)
 			}
 		}
 		h.answerAccept(c, acceptNew, http.StatusAccepted, gin.H{

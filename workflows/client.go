@@ -73,10 +73,6 @@ const (
 	// copy of the dedup ledger's body hash, read by a duplicate that reaches
 	// PostgreSQL before the original's ledger row does.
 	memoBodyHash = "body_hash"
-	// memoAcceptedAt is the input's AcceptedAt (absent when zero): a run whose
-	// first activity has not written its row yet was accepted then, not at
-	// its start.
-	memoAcceptedAt = "accepted_at"
 )
 
 // NotificationStartOptions are the start options of a notification workflow. The
@@ -85,18 +81,14 @@ const (
 // notification once the run, and so its dedup window, has closed. The input's
 // body hash goes into the memo with the user, template and channels.
 func NotificationStartOptions(workflowID, taskQueue string, in NotificationInput) client.StartWorkflowOptions {
-	memo := map[string]any{memoUser: in.UserID, memoTemplate: in.TemplateID, memoChannels: in.Channels,
-		memoBodyHash: hex.EncodeToString(in.BodyHash)}
-	if !in.AcceptedAt.IsZero() {
-		memo[memoAcceptedAt] = in.AcceptedAt
-	}
 	return client.StartWorkflowOptions{
 		ID:                                       workflowID,
 		TaskQueue:                                taskQueue,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		Memo:                                     memo,
+		Memo: map[string]any{memoUser: in.UserID, memoTemplate: in.TemplateID, memoChannels: in.Channels,
+			memoBodyHash: hex.EncodeToString(in.BodyHash)},
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			SearchAttrTenant.ValueSet(in.TenantID),
 			SearchAttrUser.ValueSet(in.UserID),
@@ -129,9 +121,7 @@ func (c *Client) StartNotification(ctx context.Context, workflowID string, lane 
 }
 
 // NotificationRun is what a notification's workflow says of it before its first
-// activity has recorded it: the start's time and memo. StartedAt is the
-// notification's accepted_at: the input's AcceptedAt (memo) when it has one,
-// the run's start otherwise.
+// activity has recorded it: the start's time and memo.
 type NotificationRun struct {
 	RunID      string
 	StartedAt  time.Time
@@ -160,10 +150,6 @@ func (c *Client) DescribeNotification(ctx context.Context, workflowID, runID str
 		dc.FromPayload(fields[memoChannels], &r.Channels),
 	); err != nil {
 		return NotificationRun{}, fmt.Errorf("decode memo of %s: %w", workflowID, err)
-	}
-	var acceptedAt time.Time
-	if p := fields[memoAcceptedAt]; p != nil && dc.FromPayload(p, &acceptedAt) == nil && !acceptedAt.IsZero() {
-		r.StartedAt = acceptedAt
 	}
 	var hexHash string
 	if p := fields[memoBodyHash]; p != nil && dc.FromPayload(p, &hexHash) == nil {

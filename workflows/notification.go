@@ -42,22 +42,6 @@ type NotificationInput struct {
 	// herald.DefaultOrderMaxHold). "": never held (docs/ordering.md).
 	OrderingKey  string
 	OrderMaxHold time.Duration
-	// AcceptedAt is when the API accepted the notification, set before it
-	// starts the run: the notification's accepted_at (its rows' partition key),
-	// so the accept path can write the notification row before its 202 and
-	// the run's first activity writes the same row (store.InsertNotification).
-	// Zero (a run started without it, by an older API or another starter):
-	// the run's WorkflowStartTime.
-	AcceptedAt time.Time
-}
-
-// acceptedAt is the notification's accepted_at: in.AcceptedAt, or the run's
-// start for an input without one.
-func (in NotificationInput) acceptedAt(started time.Time) time.Time {
-	if in.AcceptedAt.IsZero() {
-		return started
-	}
-	return in.AcceptedAt
 }
 
 // ChannelState is one channel's progress as the workflow knows it.
@@ -138,8 +122,8 @@ func setupNotification(ctx workflow.Context, in NotificationInput) (*notificatio
 		UserID:         in.UserID,
 		TemplateID:     in.TemplateID,
 		Status:         herald.NotificationQueued,
-		AcceptedAt:     in.acceptedAt(info.WorkflowStartTime),
-		DedupUntil:     in.acceptedAt(info.WorkflowStartTime).Add(in.DedupWindow),
+		AcceptedAt:     info.WorkflowStartTime,
+		DedupUntil:     info.WorkflowStartTime.Add(in.DedupWindow),
 		Channels:       map[herald.Channel]*ChannelState{},
 	}
 	for _, ch := range in.Channels {

@@ -410,7 +410,7 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 		if err != nil {
 			return err
 		}
-		return tx.assignDueBatch(ctx, n.TenantID, acceptedAt, n.UserIDs, n.NotificationIDs)
+		return tx.assignDueBatch(ctx, n.TenantID, n.UserIDs, n.NotificationIDs)
 	})
 }
 

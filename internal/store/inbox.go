@@ -220,25 +220,16 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	// Which items are new, and their due sequences (assigned when they became
 	// due, before they could render). The users' state rows are locked: no
 	// other write adds their items until commit (every insert comes here).
-	// The number is the notification row's (migration 0160): looked up at the
-	// item's created_at first (a notification's in-app item is created at its
-	// accepted_at: one partition), then in notification_sequences (numbered
-	// before 0160), then in every partition (a campaign recipient's item is
-	// created when its batch runs, after its accepted_at).
 	n := len(items)
 	t, u, id := make([]string, n), make([]string, n), make([]string, n)
-	at := make([]time.Time, n)
 	for i, it := range items {
-		t[i], u[i], id[i], at[i] = it.TenantID, it.UserID, it.NotificationID, it.CreatedAt
+		t[i], u[i], id[i] = it.TenantID, it.UserID, it.NotificationID
 	}
 	rows, err := s.db.Query(ctx, `
-		SELECT COALESCE(
-			(SELECT n.due_seq FROM notifications n WHERE n.tenant_id = x.t AND n.id = x.id AND n.accepted_at = x.at),
-			(SELECT s.seq FROM notification_sequences s WHERE s.tenant_id = x.t AND s.notification_id = x.id),
-			(SELECT max(n.due_seq) FROM notifications n WHERE n.tenant_id = x.t AND n.id = x.id), 0),
-			EXISTS (SELECT 1 FROM inbox i WHERE i.tenant_id = x.t AND i.user_id = x.u AND i.notification_id = x.id)
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) WITH ORDINALITY AS x(t, u, id, at, ord)
-		ORDER BY x.ord`, t, u, id, at)
+		SELECT COALESCE(s.seq, 0), EXISTS (SELECT 1 FROM inbox i WHERE i.tenant_id = x.t AND i.user_id = x.u AND i.notification_id = x.id)
+		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS x(t, u, id, ord)
+		LEFT JOIN notification_sequences s ON s.tenant_id = x.t AND s.notification_id = x.id
+		ORDER BY x.ord`, t, u, id)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
@@ -60,28 +62,24 @@ func derivedNotificationIDs(workflowID, runID, keyHash, tenantID, id, campaignID
 
 // InsertNotification records an accepted notification, a delivery row per channel
 // (pending, or scheduled for send_at) and, when n.Dedup carries the body hash,
-// the notification's dedup-ledger row — in one statement: from then on the
-// ledger answers the key's duplicates by itself (ledgerSQL needs the
-// notification row anyway). A duplicate that got to the ledger first left a
-// row with its count and no body hash; this fills the hash and the window in
-// and keeps the count. Re-running it (an activity retry, the run after the
-// accept path) changes nothing: n.AcceptedAt, part of both tables' keys (they
-// are partitioned by it, migration 0102), is the workflow input's, the same on
-// every run of the statement. With n.Due the notification is numbered in its
-// user's due sequence by the statement that writes its row: the user's
-// counter is locked first, in a statement of its own (lock first, see
-// due_sequences.go), so of two writers at once (the accept path and the run's
-// first activity) the second finds the row and its number.
+// the notification's dedup-ledger row — in one statement, so one round trip and
+// one commit: from then on the ledger answers the key's duplicates by itself
+// (ledgerSQL needs the notification row anyway). A duplicate that got to the
+// ledger first left a row with its count and no body hash; this fills the hash
+// and the window in and keeps the count. Re-running it (an activity retry)
+// changes nothing: n.AcceptedAt, part of both tables' keys (they are
+// partitioned by it, migration 0102), is the workflow input's, the same on
+// every retry. With n.Due it also numbers the notification in its user's
+// due sequence when nothing did yet (as AssignDue; the accept path usually has).
 func (s *Store) InsertNotification(ctx context.Context, n Notification) error {
-	if !n.Due {
-		return s.insertNotification(ctx, n)
+	err := s.insertNotification(ctx, n)
+	var pgErr *pgconn.PgError
+	if n.Due && errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		// Numbered by the accept path at the same moment: the retry keeps that
+		// number (everything else in the statement is idempotent).
+		err = s.insertNotification(ctx, n)
 	}
-	return s.InTx(ctx, func(tx *Store) error {
-		if err := tx.lockDueCounters(ctx, n.TenantID, []string{n.UserID}); err != nil {
-			return err
-		}
-		return tx.insertNotification(ctx, n)
-	})
+	return err
 }
 
 func (s *Store) insertNotification(ctx context.Context, n Notification) error {
@@ -95,19 +93,12 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 	if n.Dedup != nil && n.Dedup.BodyHash != nil {
 		bodyHash, firstSeen, until = n.Dedup.BodyHash, &n.Dedup.FirstSeenAt, n.Dedup.DedupUntil
 	}
-	// With $18 (Due) the counter is locked by this transaction: the next
-	// number is its seq + 1, taken (bump) only when the row is new; a row
-	// numbered before 0160 (notification_sequences, e.g. by an API of the
-	// release before) is not numbered again.
 	_, err := s.db.Exec(ctx, `
 		WITH notification AS (
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
-				template_version, category, due_seq)
-			VALUES ($1, $2, $3, $4, $5, `+derivedNotificationIDs("$6", "$7", "$8", "$1", "$2", "NULL")+`, $9, $10, NULLIF($11, 0), NULLIF($12, ''),
-				CASE WHEN $18::boolean AND NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2)
-				THEN (SELECT q.seq + 1 FROM due_sequences q WHERE q.tenant_id = $1 AND q.user_id = $3) END)
+				template_version, category)
+			VALUES ($1, $2, $3, $4, $5, `+derivedNotificationIDs("$6", "$7", "$8", "$1", "$2", "NULL")+`, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
 			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING
-			RETURNING due_seq
 		), channels AS (
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason, accepted_at)
 			SELECT $1, $2, ch, $13, NULLIF($14, ''), $10 FROM unnest($5::text[]) AS ch
@@ -118,9 +109,15 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 			ON CONFLICT (tenant_id, notification_id) DO UPDATE
 			SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
 				first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)
+		), bump AS (
+			INSERT INTO due_sequences AS q (tenant_id, user_id, seq)
+			SELECT $1, $3, 1
+			WHERE $18::boolean AND NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2)
+			ON CONFLICT (tenant_id, user_id) DO UPDATE SET seq = q.seq + 1
+			RETURNING seq
 		)
-		UPDATE due_sequences q SET seq = n.due_seq FROM notification n
-		WHERE $18::boolean AND n.due_seq IS NOT NULL AND q.tenant_id = $1 AND q.user_id = $3`,
+		INSERT INTO notification_sequences (tenant_id, notification_id, user_id, seq)
+		SELECT $1, $2, $3, seq FROM bump`,
 		n.TenantID, n.ID, n.UserID, n.TemplateID, n.Channels, n.WorkflowID, n.RunID, n.DedupKeyHash, n.Status, n.AcceptedAt,
 		n.TemplateVersion, n.Category, status, reason, bodyHash, firstSeen, until, n.Due)
 	return err
@@ -185,9 +182,9 @@ func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string,
 	var first, last, until *time.Time
 	err := s.db.QueryRow(ctx, `
 		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, `+notificationIDColumns+`, n.status, n.accepted_at, n.updated_at,
-			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, COALESCE(n.due_seq, s.seq)
+			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, s.seq
 		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
-		LEFT JOIN notification_sequences s ON n.due_seq IS NULL AND s.tenant_id = n.tenant_id AND s.notification_id = n.id
+		LEFT JOIN notification_sequences s ON s.tenant_id = n.tenant_id AND s.notification_id = n.id
 		WHERE n.tenant_id = $1 AND n.id = $2 `+bound, append([]any{tenantID, id}, args...)...).
 		Scan(&n.TenantID, &n.ID, &n.UserID, &n.TemplateID, &n.Channels, &n.WorkflowID, &n.RunID, &n.DedupKeyHash, &n.Status, &n.AcceptedAt, &n.UpdatedAt,
 			&n.TemplateVersion, &n.Category, &dups, &first, &last, &until, &n.DueSeq)

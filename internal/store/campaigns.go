@@ -546,15 +546,12 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 			status = u.status,
 			reason = CASE WHEN u.reason = '` + ClearReason + `' THEN NULL ELSE COALESCE(NULLIF(u.reason, ''), d.reason) END,
 			last_error = COALESCE(NULLIF(u.err, ''), d.last_error),
-			provider = CASE WHEN d.accepted_attempt IS NULL THEN COALESCE(NULLIF(u.provider, ''), d.provider)
-				ELSE COALESCE(d.provider, NULLIF(u.provider, '')) END,
-			provider_message_id = CASE WHEN d.accepted_attempt IS NULL THEN COALESCE(NULLIF(u.pmid, ''), d.provider_message_id)
-				ELSE COALESCE(d.provider_message_id, NULLIF(u.pmid, '')) END,
+			provider = ` + keepCarriedCallSQL("d.", "provider", "NULLIF(u.provider, '')") + `,
+			provider_message_id = ` + keepCarriedCallSQL("d.", "provider_message_id", "NULLIF(u.pmid, '')") + `,
 			attempts = d.attempts + u.attempts,
 			sent_at = CASE WHEN u.status IN ($10, $11) THEN COALESCE(d.sent_at, now()) ELSE d.sent_at END,
 			delivered_at = CASE WHEN u.status = $11 THEN COALESCE(d.delivered_at, now()) ELSE d.delivered_at END,
-			accepted_attempt = CASE WHEN u.accepted THEN COALESCE(d.accepted_attempt, 1 + (SELECT count(*) FROM delivery_attempts x
-				WHERE x.tenant_id = d.tenant_id AND x.notification_id = d.notification_id AND x.channel = d.channel)::int)
+			accepted_attempt = CASE WHEN u.accepted THEN COALESCE(d.accepted_attempt, 1 + ` + storedAttemptsSQL("d.tenant_id", "d.notification_id", "d.channel") + `::int)
 				ELSE d.accepted_attempt END,
 			updated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $12::bool[])
@@ -574,8 +571,7 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 	// count, in the same snapshot).
 	rows, err := s.db.Query(ctx, sql+` RETURNING d.notification_id, d.channel,
 		NOT u.accepted OR (d.provider IS NOT DISTINCT FROM NULLIF(u.provider, '') AND CASE WHEN u.pmid <> '' THEN d.provider_message_id = u.pmid
-			ELSE d.accepted_attempt = 1 + (SELECT count(*) FROM delivery_attempts x
-				WHERE x.tenant_id = d.tenant_id AND x.notification_id = d.notification_id AND x.channel = d.channel)::int END)`, args...)
+			ELSE d.accepted_attempt = 1 + `+storedAttemptsSQL("d.tenant_id", "d.notification_id", "d.channel")+`::int END)`, args...)
 	if err != nil {
 		return nil, err
 	}

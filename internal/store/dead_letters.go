@@ -73,6 +73,13 @@ type RecipientAttempt struct {
 // no delivery_attempts row but counts in the channel's numbering. $1 is the
 // tenant; id and channel are SQL expressions; bound, SQL on d.accepted_at
 // (the partition key: without it, the lookup probes every partition, ~38).
+// storedAttemptsSQL counts a channel's delivery_attempts rows (tenant, id
+// and channel are SQL expressions): the number of its next stored call less
+// one, and less the carried accepted call (carriedAcceptedSQL).
+func storedAttemptsSQL(tenant, id, channel string) string {
+	return `(SELECT count(*) FROM delivery_attempts x WHERE x.tenant_id = ` + tenant + ` AND x.notification_id = ` + id + ` AND x.channel = ` + channel + `)`
+}
+
 func carriedAcceptedSQL(id, channel, bound string) string {
 	return `(EXISTS (SELECT 1 FROM deliveries d WHERE d.tenant_id = $1 AND d.notification_id = ` + id + ` AND d.channel = ` + channel + `
 		AND d.accepted_attempt IS NOT NULL ` + bound + `))::int`
@@ -104,7 +111,7 @@ func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel her
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, error)
 		SELECT $1, n.id, $2,
-			(SELECT count(*) FROM delivery_attempts x WHERE x.tenant_id = $1 AND x.notification_id = n.id AND x.channel = $2)
+			`+storedAttemptsSQL("$1", "n.id", "$2")+`
 				+ `+carriedAcceptedSQL("n.id", "$2", bound)+`
 				+ row_number() OVER (PARTITION BY n.id ORDER BY n.o),
 			n.provider, n.outcome, n.error
@@ -123,21 +130,13 @@ func (s *Store) CountAttempts(ctx context.Context, tenantID, notificationID stri
 		tenantID, notificationID, channel).Scan(&n); err != nil {
 		return 0, err
 	}
-	for _, w := range acceptedWindows(notificationID) {
-		var carried bool
-		err := s.db.QueryRow(ctx, `SELECT accepted_attempt IS NOT NULL FROM deliveries
-			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $4 AND $5`,
-			tenantID, notificationID, channel, w.from, w.to).Scan(&carried)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		if carried {
-			n++
-		}
-		break
+	var carried bool
+	err := s.queryDeliveryRow(ctx, tenantID, notificationID, channel, `accepted_attempt IS NOT NULL`, &carried)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, err
+	}
+	if carried {
+		n++
 	}
 	return n, nil
 }

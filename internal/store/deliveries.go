@@ -73,18 +73,35 @@ func (s *Store) listDeliveries(ctx context.Context, tenantID, notificationID, bo
 // GetDelivery reads the guard record for one channel.
 func (s *Store) GetDelivery(ctx context.Context, tenantID, notificationID string, channel herald.Channel) (Delivery, error) {
 	var d Delivery
-	var err error
+	err := s.queryDeliveryRow(ctx, tenantID, notificationID, channel,
+		`channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at`,
+		&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.Reason, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
+	return d, dbx.NotFound(err)
+}
+
+// queryDeliveryRow scans cols of a channel's delivery row into dest, looking
+// in the id's windows in order (acceptedWindows: one or two partitions for an
+// id with a UUIDv7 run id, then every one); pgx.ErrNoRows when none holds it.
+func (s *Store) queryDeliveryRow(ctx context.Context, tenantID, notificationID string, channel herald.Channel, cols string, dest ...any) error {
+	err := pgx.ErrNoRows
 	for _, w := range acceptedWindows(notificationID) {
-		err = s.db.QueryRow(ctx, `
-			SELECT channel, status, provider, provider_message_id, attempts, last_error, reason, sent_at, delivered_at, updated_at
-			FROM deliveries WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $4 AND $5`,
-			tenantID, notificationID, channel, w.from, w.to).
-			Scan(&d.Channel, &d.Status, &d.Provider, &d.ProviderMessageID, &d.Attempts, &d.LastError, &d.Reason, &d.SentAt, &d.DeliveredAt, &d.UpdatedAt)
+		err = s.db.QueryRow(ctx, `SELECT `+cols+` FROM deliveries
+			WHERE tenant_id = $1 AND notification_id = $2 AND channel = $3 AND accepted_at BETWEEN $4 AND $5`,
+			tenantID, notificationID, channel, w.from, w.to).Scan(dest...)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			break
 		}
 	}
-	return d, dbx.NotFound(err)
+	return err
+}
+
+// keepCarriedCallSQL is the new value of the delivery row's provider or
+// provider_message_id column col (of row alias prefix "d." or ""): value
+// when given, unless the row carries an accepted call (accepted_attempt),
+// whose provider and message id it keeps against later calls and receipts
+// (the history shows the carried attempt with them).
+func keepCarriedCallSQL(row, col, value string) string {
+	return `CASE WHEN ` + row + `accepted_attempt IS NULL THEN COALESCE(` + value + `, ` + row + col + `) ELSE COALESCE(` + row + col + `, ` + value + `) END`
 }
 
 // DeliveryUpdate moves a channel's status forward. Nil fields are left as they are.
@@ -161,9 +178,8 @@ func (s *Store) updateDelivery(ctx context.Context, tenantID, notificationID str
 		), updated AS (
 			UPDATE deliveries SET
 				status = $4,
-				provider = CASE WHEN accepted_attempt IS NULL THEN COALESCE($5, provider) ELSE COALESCE(provider, $5) END,
-				provider_message_id = CASE WHEN accepted_attempt IS NULL THEN COALESCE($6, provider_message_id)
-					ELSE COALESCE(provider_message_id, $6) END,
+				provider = `+keepCarriedCallSQL("", "provider", "$5")+`,
+				provider_message_id = `+keepCarriedCallSQL("", "provider_message_id", "$6")+`,
 				last_error = COALESCE($7, last_error),
 				attempts = attempts + CASE WHEN $8 THEN 1 ELSE 0 END,
 				reason = COALESCE($9, reason),

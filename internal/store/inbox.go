@@ -438,16 +438,21 @@ const InboxCapPerWrite = 25
 // tenant's own smaller one.
 const inboxKeepSQL = `LEAST(%[1]s::int, COALESCE((SELECT NULLIF((retention->>'inbox_items')::int, 0) FROM tenant_settings WHERE tenant_id = $1), %[1]s::int))`
 
+// capInboxUsersSQL is the users ($1, $2: tenants, users, in the order given)
+// a cap statement walks, each with its cap: the operator's $3, or the tenant's
+// own smaller one.
+const capInboxUsersSQL = `u AS (
+		SELECT x.t, x.u, x.ord, LEAST($3::int, COALESCE(NULLIF((s.retention->>'inbox_items')::int, 0), $3::int)) AS keep
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(t, u, ord) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
+	)`
+
 // capInboxSQL deletes, for each user ($1, $2), up to $4 of the items past the
 // newest keep in the feed's order (due_seq, then notification_id, newest
 // first; docs/inbox-order.md), nearest the edge first, and at most $5 in all
 // (users in the order given): keep is the operator's cap $3, or the tenant's
 // own smaller one. Each user's walk is keep + $4 entries of inbox_due_idx.
 const capInboxSQL = `
-	WITH u AS (
-		SELECT x.t, x.u, x.ord, LEAST($3::int, COALESCE(NULLIF((s.retention->>'inbox_items')::int, 0), $3::int)) AS keep
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(t, u, ord) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
-	), excess AS (
+	WITH ` + capInboxUsersSQL + `, excess AS (
 		SELECT u.t, u.u, c.notification_id FROM u CROSS JOIN LATERAL (
 			SELECT due_seq, notification_id FROM inbox WHERE tenant_id = u.t AND user_id = u.u
 			ORDER BY due_seq DESC, notification_id DESC OFFSET u.keep LIMIT $4) c
@@ -464,10 +469,7 @@ const capInboxSQL = `
 // inserted. Each user's walk is keep + $4 entries of inbox_due_idx merged with
 // its new items.
 const capInboxWithSQL = `
-	WITH u AS (
-		SELECT x.t, x.u, x.ord, LEAST($3::int, COALESCE(NULLIF((s.retention->>'inbox_items')::int, 0), $3::int)) AS keep
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(t, u, ord) LEFT JOIN tenant_settings s ON s.tenant_id = x.t
-	), fresh AS (
+	WITH ` + capInboxUsersSQL + `, fresh AS (
 		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS f(t, u, id, due)
 	), excess AS (
 		SELECT u.t, u.u, c.notification_id, c.fresh FROM u CROSS JOIN LATERAL (

@@ -34,6 +34,13 @@ const (
 	NotificationCancelled       NotificationStatus = "cancelled"
 )
 
+// Ended reports whether a notification with this status has ended: every
+// channel reached an outcome (or the run stopped at a flow step), so the run
+// will not deliver it again by itself (a receipt or a redrive may still move it).
+func (s NotificationStatus) Ended() bool {
+	return s != NotificationQueued && s != NotificationScheduled && s != NotificationSending
+}
+
 // DeliveryRank orders delivery statuses so that an update never moves a channel
 // backwards: a late "sent" never overwrites "delivered", and a bounce receipt may
 // turn "sent" into "failed". "failed" is final for the workflow, but a receipt

@@ -410,7 +410,7 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 		if err != nil {
 			return err
 		}
-		return tx.assignDueBatch(ctx, n.TenantID, n.UserIDs, n.NotificationIDs)
+		return tx.assignDueBatch(ctx, n.TenantID, n.UserIDs, n.NotificationIDs, acceptedAt)
 	})
 }
 
@@ -614,10 +614,10 @@ func (s *Store) RecomputeNotificationStatuses(ctx context.Context, tenantID stri
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	_, err = s.db.Exec(ctx, `
-		UPDATE notifications n SET status = u.status, updated_at = now()
+	_, err = s.db.Exec(ctx, endStatusSQL(`
+		UPDATE notifications n SET status = u.status, updated_at = now(), `+dueOnEndSQL("u.status")+`
 		FROM unnest($2::text[], $3::text[]) AS u(id, status)
-		WHERE n.tenant_id = $1 AND n.id = u.id AND n.status <> u.status`, tenantID, ids, statuses)
+		WHERE n.tenant_id = $1 AND n.id = u.id AND n.status <> u.status`), tenantID, ids, statuses)
 	return err
 }
 

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/herald-notify/herald/internal/herald"
 )
 
 // Due sequences (the due_sequences and notification_sequences tables): every
@@ -24,9 +28,60 @@ import (
 // when a scheduled notification's send_at comes, InsertCampaignNotifications
 // for a campaign batch's recipients.
 
+// A number is needed while its notification is in flight: the accept path
+// and the run number it, the run's inbox write copies it onto the inbox row.
+// Once the notification has ended, the statement that records the ended
+// status moves the number onto the notification's own row
+// (notifications.due_seq, 8 bytes) and deletes its notification_sequences row
+// (a row and three keys, ~450 bytes: docs/retention.md#bytes-per-notification),
+// so the table holds the notifications in flight, not the history's 30 days.
+// A status that opens an ended notification again (a redrive) puts the
+// number back, so the redriven channel's inbox write finds it. Readers take
+// the row's number first (GetNotification).
+
+// endedSQL is true when the status expression names an ended status
+// (herald.NotificationStatus.Ended).
+func endedSQL(status string) string {
+	return status + ` NOT IN ('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` +
+		string(herald.NotificationSending) + `')`
+}
+
+// dueOnEndSQL is the SET item of an update of notifications (aliased n) to the
+// status expression status: a notification that ends takes its due number
+// from notification_sequences (one it holds already is kept).
+func dueOnEndSQL(status string) string {
+	return `due_seq = CASE WHEN ` + endedSQL(status) + ` THEN coalesce(n.due_seq,
+		(SELECT s.seq FROM notification_sequences s WHERE s.tenant_id = n.tenant_id AND s.notification_id = n.id)) ELSE n.due_seq END`
+}
+
+// endStatusSQL runs update, an UPDATE of notifications aliased n whose SET has
+// dueOnEndSQL, and in the same statement deletes the notification_sequences
+// rows of the notifications it ended and writes back those of the ones it
+// opened again; it returns how many notifications the update changed.
+func endStatusSQL(update string) string {
+	return `WITH changed AS (` + update + ` RETURNING n.tenant_id, n.id, n.user_id, n.status, n.due_seq),
+	ended AS (
+		DELETE FROM notification_sequences s USING changed c
+		WHERE s.tenant_id = c.tenant_id AND s.notification_id = c.id AND ` + endedSQL("c.status") + `
+	), reopened AS (
+		INSERT INTO notification_sequences (tenant_id, notification_id, user_id, seq)
+		SELECT c.tenant_id, c.id, c.user_id, c.due_seq FROM changed c WHERE c.due_seq IS NOT NULL AND NOT ` + endedSQL("c.status") + `
+		ON CONFLICT DO NOTHING
+	)
+	SELECT count(*) FROM changed`
+}
+
 // AssignDue numbers a notification of the user that is due now and returns its
 // number; a notification already numbered keeps its number.
 func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID string) (int64, error) {
+	// A notification that ended before this numbering (the accept path's, late:
+	// its run recorded, numbered, delivered and ended it first) holds its
+	// number on its row: looked up in the one or two day partitions around its
+	// run id's time (no bound, no lookup: only a UUIDv7 run id tells where).
+	var from, to pgtype.Timestamptz
+	if w := acceptedWindows(notificationID); len(w) > 1 {
+		from, to = w[0].from, w[0].to
+	}
 	for attempt := 0; ; attempt++ {
 		var seq int64
 		// One statement: the counter's row lock is taken by the upsert and held
@@ -34,10 +89,14 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 		// EXISTS; the second then fails on the primary key (its counter step is
 		// rolled back with it) and the retry finds the first's number.
 		err := s.db.QueryRow(ctx, `
-			WITH bump AS (
+			WITH ended AS (
+				SELECT due_seq AS seq FROM notifications
+				WHERE tenant_id = $1 AND id = $3 AND accepted_at BETWEEN $4 AND $5 AND due_seq IS NOT NULL
+			), bump AS (
 				INSERT INTO due_sequences AS d (tenant_id, user_id, seq)
 				SELECT $1, $2, 1
 				WHERE NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $3)
+					AND NOT EXISTS (SELECT 1 FROM ended)
 				ON CONFLICT (tenant_id, user_id) DO UPDATE SET seq = d.seq + 1
 				RETURNING seq
 			), numbered AS (
@@ -47,8 +106,10 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 			)
 			SELECT seq FROM numbered
 			UNION ALL
-			SELECT seq FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $3`,
-			tenantID, userID, notificationID).Scan(&seq)
+			SELECT seq FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $3
+			UNION ALL
+			SELECT seq FROM ended`,
+			tenantID, userID, notificationID, from, to).Scan(&seq)
 		var pgErr *pgconn.PgError
 		if attempt == 0 && errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			continue // numbered meanwhile by another caller: read its number
@@ -72,10 +133,12 @@ func (s *Store) DueSequence(ctx context.Context, tenantID, notificationID string
 }
 
 // assignDueBatch runs inside a transaction: it numbers the notifications
-// (ids[i] is userIDs[i]'s) that have no number yet, each user's in id order,
-// after locking the users' counters in user order (so concurrent batches and
-// single numberings cannot deadlock).
-func (s *Store) assignDueBatch(ctx context.Context, tenantID string, userIDs, ids []string) error {
+// (ids[i] is userIDs[i]'s, all accepted at acceptedAt) that have no number yet,
+// each user's in id order, after locking the users' counters in user order (so
+// concurrent batches and single numberings cannot deadlock). A notification
+// that has ended holds its number on its row (a batch run again after some of
+// its recipients ended).
+func (s *Store) assignDueBatch(ctx context.Context, tenantID string, userIDs, ids []string, acceptedAt time.Time) error {
 	users := slices.Clone(userIDs)
 	slices.Sort(users)
 	users = slices.Compact(users)
@@ -92,6 +155,7 @@ func (s *Store) assignDueBatch(ctx context.Context, tenantID string, userIDs, id
 			SELECT x.id, x.uid, row_number() OVER (PARTITION BY x.uid ORDER BY x.id) AS rn
 			FROM unnest($2::text[], $3::text[]) AS x(id, uid)
 			WHERE NOT EXISTS (SELECT 1 FROM notification_sequences s WHERE s.tenant_id = $1 AND s.notification_id = x.id)
+				AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.tenant_id = $1 AND n.id = x.id AND n.accepted_at = $4 AND n.due_seq IS NOT NULL)
 		), numbered AS (
 			INSERT INTO notification_sequences (tenant_id, notification_id, user_id, seq)
 			SELECT $1, t.id, t.uid, d.seq + t.rn
@@ -100,6 +164,6 @@ func (s *Store) assignDueBatch(ctx context.Context, tenantID string, userIDs, id
 		UPDATE due_sequences d SET seq = d.seq + c.n
 		FROM (SELECT uid, count(*) AS n FROM todo GROUP BY uid) c
 		WHERE d.tenant_id = $1 AND d.user_id = c.uid`,
-		tenantID, ids, userIDs)
+		tenantID, ids, userIDs, acceptedAt)
 	return err
 }

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
 )
@@ -181,5 +184,129 @@ func TestPruneNotificationsTakesTheirNumbers(t *testing.T) {
 	}
 	if seq, err := st.AssignDue(ctx, tn.ID, "u1", "new"); err != nil || seq != 2 {
 		t.Fatalf("the next number after pruning = %d, %v; want 2", seq, err)
+	}
+}
+
+// A notification's due number leaves notification_sequences for the
+// notification's own row when it ends, by whichever statement records the ended
+// status (the run's, a receipt's recomputation, a campaign page's), and comes
+// back when a status opens it again (a redrive), so the redriven inbox write
+// gets it. Numbering an ended notification again (the accept path's numbering,
+// late) returns its number and takes none; the history shows it throughout.
+func TestDueNumberMovesOntoTheNotificationWhenItEnds(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	v7 := func() string {
+		t.Helper()
+		u, err := uuid.NewV7()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.String()
+	}
+	rows := func(id string) int {
+		t.Helper()
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2`, tn.ID, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	shown := func(id string) int64 {
+		t.Helper()
+		n, err := st.GetNotification(ctx, tn.ID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.DueSeq == nil {
+			t.Fatalf("%s shows no due number", id)
+		}
+		return *n.DueSeq
+	}
+	var notes []string
+	for i := range 4 {
+		runID := v7()
+		id := ids.NotificationID(ids.IdempotencyKeyHash(fmt.Sprintf("key-%d", i)), runID)
+		notes = append(notes, id)
+		n := store.Notification{TenantID: tn.ID, ID: id, UserID: "u1", TemplateID: "tpl", Channels: []herald.Channel{herald.ChannelInApp},
+			WorkflowID: "wf-" + id, RunID: runID, DedupKeyHash: "k", Status: herald.NotificationQueued, AcceptedAt: time.Now(), Due: true}
+		if err := st.InsertNotification(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if got := shown(id); got != int64(i+1) || rows(id) != 1 {
+			t.Fatalf("notification %d: number %d, %d sequence rows; want %d, 1", i, got, rows(id), i+1)
+		}
+	}
+
+	// The run's status write: sending keeps the row, sent moves the number.
+	a := notes[0]
+	if err := st.SetNotificationStatus(ctx, tn.ID, a, herald.NotificationSending); err != nil {
+		t.Fatal(err)
+	}
+	if rows(a) != 1 {
+		t.Fatal("a notification still sending lost its sequence row")
+	}
+	if err := st.SetNotificationStatus(ctx, tn.ID, a, herald.NotificationSent); err != nil {
+		t.Fatal(err)
+	}
+	if rows(a) != 0 || shown(a) != 1 {
+		t.Fatalf("ended: %d sequence rows, number %d; want 0 and 1", rows(a), shown(a))
+	}
+	// Numbered again after it ended: its number, none taken.
+	if seq, err := st.AssignDue(ctx, tn.ID, "u1", a); err != nil || seq != 1 {
+		t.Fatalf("AssignDue of an ended notification = %d, %v; want 1", seq, err)
+	}
+	if rows(a) != 0 {
+		t.Fatal("numbering an ended notification again wrote a sequence row")
+	}
+
+	// A redrive opens it again: the row comes back with the same number, and
+	// ends again with it.
+	if err := st.SetNotificationStatus(ctx, tn.ID, a, herald.NotificationSending); err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := st.DueSequence(ctx, tn.ID, a); err != nil || seq == nil || *seq != 1 {
+		t.Fatalf("reopened: sequence row %v, %v; want 1", seq, err)
+	}
+	if _, err := st.DeliverToInbox(ctx, store.NewInboxItem{TenantID: tn.ID, UserID: "u1", NotificationID: a, Title: "a", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	items, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: "u1", Limit: 10})
+	if err != nil || len(items) != 1 || items[0].Sequence != 1 {
+		t.Fatalf("the redriven inbox item: %+v, %v; want sequence 1", items, err)
+	}
+
+	// A receipt's recomputation from the deliveries (in_app delivered above).
+	if status, err := st.RecomputeNotificationStatus(ctx, tn.ID, a); err != nil || !status.Ended() {
+		t.Fatalf("recomputed %q, %v; want an ended status", status, err)
+	}
+	if rows(a) != 0 || shown(a) != 1 {
+		t.Fatalf("recomputed: %d sequence rows, number %d; want 0 and 1", rows(a), shown(a))
+	}
+
+	// A campaign page's recomputation, several at once: the ended ones move,
+	// the one still in flight keeps its row.
+	for _, id := range notes[1:3] {
+		if _, err := st.UpdateDelivery(ctx, tn.ID, id, herald.ChannelInApp, store.DeliveryUpdate{Status: herald.DeliveryFailed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.RecomputeNotificationStatuses(ctx, tn.ID, notes[1:]); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range notes[1:3] {
+		if rows(id) != 0 || shown(id) != int64(i+2) {
+			t.Fatalf("notification %d after the page: %d sequence rows, number %d; want 0 and %d", i+1, rows(id), shown(id), i+2)
+		}
+	}
+	if rows(notes[3]) != 1 || shown(notes[3]) != 4 {
+		t.Fatalf("the pending notification: %d sequence rows, number %d; want 1 and 4", rows(notes[3]), shown(notes[3]))
+	}
+	// The user's next number follows: nothing was given back or taken twice.
+	if seq, err := st.AssignDue(ctx, tn.ID, "u1", "next"); err != nil || seq != 5 {
+		t.Fatalf("the next number = %d, %v; want 5", seq, err)
 	}
 }

@@ -182,7 +182,7 @@ func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string,
 	var first, last, until *time.Time
 	err := s.db.QueryRow(ctx, `
 		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, `+notificationIDColumns+`, n.status, n.accepted_at, n.updated_at,
-			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, s.seq
+			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, coalesce(n.due_seq, s.seq)
 		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
 		LEFT JOIN notification_sequences s ON s.tenant_id = n.tenant_id AND s.notification_id = n.id
 		WHERE n.tenant_id = $1 AND n.id = $2 `+bound, append([]any{tenantID, id}, args...)...).
@@ -213,9 +213,11 @@ func (s *Store) NotificationStatus(ctx context.Context, tenantID, id string) (st
 // SetNotificationStatus records the overall status the workflow computed.
 func (s *Store) SetNotificationStatus(ctx context.Context, tenantID, id string, status herald.NotificationStatus) error {
 	for _, w := range acceptedWindows(id) {
-		tag, err := s.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2 AND accepted_at BETWEEN $4 AND $5`,
-			tenantID, id, status, w.from, w.to)
-		if err != nil || tag.RowsAffected() > 0 {
+		var changed int64
+		err := s.db.QueryRow(ctx, endStatusSQL(`UPDATE notifications n SET status = $3, updated_at = now(), `+dueOnEndSQL("$3")+`
+			WHERE n.tenant_id = $1 AND n.id = $2 AND n.accepted_at BETWEEN $4 AND $5`),
+			tenantID, id, status, w.from, w.to).Scan(&changed)
+		if err != nil || changed > 0 {
 			return err
 		}
 	}
@@ -255,9 +257,10 @@ func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id st
 			return herald.ErrNotFound
 		}
 		status = herald.OverallStatus(statuses)
-		_, err = tx.db.Exec(ctx, `UPDATE notifications SET status = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2 AND accepted_at = $4`,
-			tenantID, id, status, acceptedAt)
-		return err
+		var changed int64
+		return tx.db.QueryRow(ctx, endStatusSQL(`UPDATE notifications n SET status = $3, updated_at = now(), `+dueOnEndSQL("$3")+`
+			WHERE n.tenant_id = $1 AND n.id = $2 AND n.accepted_at = $4`),
+			tenantID, id, status, acceptedAt).Scan(&changed)
 	})
 	return status, err
 }

@@ -1,0 +1,15 @@
+-- A notification's due number (its place in its user's due sequence) moves
+-- onto its own row when it ends (docs/retention.md#bytes-per-notification):
+-- the statement that records an ended status copies the number from the
+-- notification_sequences row and deletes that row (store.endStatusSQL). So
+-- notification_sequences holds the numbers of notifications still in flight,
+-- the ones the accept path, the run's inbox write and the numbering read,
+-- instead of every notification of the history's 30 days: ~450 bytes a
+-- notification (a row, its three keys) become 8. Readers take the row's
+-- number first and the sequences row's otherwise (GetNotification, the inbox
+-- write), so the rows written before this migration need no backfill: they
+-- age out with their notifications as before (PruneNotifications,
+-- PruneSequences). A new nullable column without a default: no rewrite of any
+-- partition, the lock is held for an instant. IF NOT EXISTS: a re-run after a
+-- forced version (schema/migrate_test.go) finds it.
+ALTER TABLE notifications ADD COLUMN IF NOT EXISTS due_seq bigint;

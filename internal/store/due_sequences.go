@@ -35,9 +35,10 @@ import (
 // (notifications.due_seq, 8 bytes) and deletes its notification_sequences row
 // (a row and three keys, ~450 bytes: docs/retention.md#bytes-per-notification),
 // so the table holds the notifications in flight, not the history's 30 days.
-// A status that opens an ended notification again (a redrive) puts the
-// number back, so the redriven channel's inbox write finds it. Readers take
-// the row's number first (GetNotification).
+// A status that opens an ended notification again (a receipt's recomputation
+// while a redriven channel is in flight) puts the number back. Readers take
+// the row's number first (GetNotification); numbering or recording an ended
+// notification again finds it there and takes none.
 
 // endedSQL is true when the status expression names an ended status
 // (herald.NotificationStatus.Ended).
@@ -118,11 +119,21 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 	}
 }
 
-// DueSequence is a notification's number (nil: not due yet, or unknown).
+// DueSequence is a notification's number (nil: not due yet, or unknown): its
+// notification_sequences row's, or its notification row's once it ended (looked
+// up around its run id's time, as AssignDue does).
 func (s *Store) DueSequence(ctx context.Context, tenantID, notificationID string) (*int64, error) {
+	var from, to pgtype.Timestamptz
+	if w := acceptedWindows(notificationID); len(w) > 1 {
+		from, to = w[0].from, w[0].to
+	}
 	var seq int64
-	err := s.db.QueryRow(ctx, `SELECT seq FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2`,
-		tenantID, notificationID).Scan(&seq)
+	err := s.db.QueryRow(ctx, `
+		SELECT seq FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2
+		UNION ALL
+		SELECT due_seq FROM notifications WHERE tenant_id = $1 AND id = $2 AND accepted_at BETWEEN $3 AND $4 AND due_seq IS NOT NULL
+		LIMIT 1`,
+		tenantID, notificationID, from, to).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -284,7 +284,7 @@ func (e *erasure) notifications(ctx context.Context, s *Store) error {
 					e.res.Anonymised[st.table] += tag.RowsAffected()
 				}
 			}
-			tag, err := tx.db.Exec(ctx, `UPDATE notifications SET user_id = $3 WHERE tenant_id = $1 AND id = ANY($2)`,
+			tag, err := tx.db.Exec(ctx, `UPDATE notifications SET user_id = $3, due_seq = NULL WHERE tenant_id = $1 AND id = ANY($2)`,
 				e.tenantID, ids, e.erasedID)
 			e.res.Anonymised["notifications"] += tag.RowsAffected()
 			e.res.Statements += 10
@@ -417,7 +417,7 @@ func jsonString(s string) string {
 // is anonymised when its workflow finds the user gone.
 func (s *Store) AnonymiseNotificationUser(ctx context.Context, tenantID, notificationID, userID, erasedID string) error {
 	return s.InTx(ctx, func(tx *Store) error {
-		if _, err := tx.db.Exec(ctx, `UPDATE notifications SET user_id = $4 WHERE tenant_id = $1 AND id = $2 AND user_id = $3`,
+		if _, err := tx.db.Exec(ctx, `UPDATE notifications SET user_id = $4, due_seq = NULL WHERE tenant_id = $1 AND id = $2 AND user_id = $3`,
 			tenantID, notificationID, userID, erasedID); err != nil {
 			return err
 		}

@@ -113,6 +113,8 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 			INSERT INTO due_sequences AS q (tenant_id, user_id, seq)
 			SELECT $1, $3, 1
 			WHERE $18::boolean AND NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2)
+				-- Recorded again after it ended (a replayed workflow task): its number is on its row.
+				AND NOT EXISTS (SELECT 1 FROM notifications WHERE tenant_id = $1 AND id = $2 AND accepted_at = $10 AND due_seq IS NOT NULL)
 			ON CONFLICT (tenant_id, user_id) DO UPDATE SET seq = q.seq + 1
 			RETURNING seq
 		)

@@ -151,7 +151,9 @@ type NewInboxItem struct {
 
 // DeliverToInbox stores the inbox row and marks the in_app channel delivered, in one
 // transaction. A second call for the same notification is a no-op that returns
-// inserted=false: the (tenant, user, notification) key is the in-app delivery guard.
+// inserted=false: insertInboxItems' existence check, under the user's inbox_state
+// row lock, is the in-app delivery guard (the primary key, which holds the
+// notification's due number, its backstop).
 func (s *Store) DeliverToInbox(ctx context.Context, item NewInboxItem) (inserted bool, err error) {
 	err = s.InTx(ctx, func(tx *Store) error {
 		ins, err := tx.insertInboxItems(ctx, []NewInboxItem{item})
@@ -450,7 +452,8 @@ const capInboxUsersSQL = `u AS (
 // newest keep in the feed's order (due_seq, then notification_id, newest
 // first; docs/inbox-order.md), nearest the edge first, and at most $5 in all
 // (users in the order given): keep is the operator's cap $3, or the tenant's
-// own smaller one. Each user's walk is keep + $4 entries of inbox_due_idx.
+// own smaller one. Each user's walk is keep + $4 entries of the primary key
+// (tenant_id, user_id, due_seq, notification_id), read backwards.
 const capInboxSQL = `
 	WITH ` + capInboxUsersSQL + `, excess AS (
 		SELECT u.t, u.u, c.notification_id FROM u CROSS JOIN LATERAL (
@@ -466,7 +469,7 @@ const capInboxSQL = `
 // about to be inserted ($6 … $9: tenant, user, notification id, due sequence),
 // as they will be together: it deletes the existing items past the edge and
 // names (fresh: true) the new ones that would fall past it, which are not
-// inserted. Each user's walk is keep + $4 entries of inbox_due_idx merged with
+// inserted. Each user's walk is keep + $4 entries of the primary key merged with
 // its new items.
 const capInboxWithSQL = `
 	WITH ` + capInboxUsersSQL + `, fresh AS (
@@ -994,8 +997,8 @@ type InboxBatchItem struct {
 
 // DeliverToInboxBatch is DeliverToInbox for many notifications at once (a
 // campaign page), in one transaction: the inbox rows through insertInboxItems
-// (counts and stream events kept, ONE NOTIFY for the whole page; the inbox key
-// is the in-app guard, so a re-run inserts nothing) and every in_app delivery
+// (counts and stream events kept, ONE NOTIFY for the whole page; its existence
+// check is the in-app guard, so a re-run inserts nothing) and every in_app delivery
 // marked delivered. It returns how many rows were new.
 func (s *Store) DeliverToInboxBatch(ctx context.Context, tenantID string, items []InboxBatchItem, at time.Time) (inserted int, err error) {
 	if len(items) == 0 {

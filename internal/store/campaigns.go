@@ -395,10 +395,10 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 		if _, err := tx.db.Exec(ctx, `
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status,
 				accepted_at, template_version, category, campaign_id)
-			SELECT $1, t.id, t.uid, $2, $3, `+derivedNotificationIDs("$4", "''", "$5", "$1", "t.id", "$5")+`, $6, $7, $8, NULLIF($9, ''), $5
-			FROM unnest($10::text[], $11::text[]) AS t(id, uid)
+			SELECT $1, t.id, t.uid, $2, NULL, `+derivedNotificationIDs("$3", "''", "$4", "$1", "t.id", "$4")+`, $5, $6, $7, NULLIF($8, ''), $4
+			FROM unnest($9::text[], $10::text[]) AS t(id, uid)
 			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING`,
-			n.TenantID, n.TemplateID, n.Channels, n.WorkflowID, n.CampaignID, herald.NotificationSending, acceptedAt,
+			n.TenantID, n.TemplateID, n.WorkflowID, n.CampaignID, herald.NotificationSending, acceptedAt,
 			n.TemplateVersion, n.Category, n.NotificationIDs, n.UserIDs); err != nil {
 			return err
 		}

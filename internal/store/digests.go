@@ -338,7 +338,7 @@ func (s *Store) AcceptDigestEvent(ctx context.Context, p AcceptDigestEventParams
 			RETURNING notification_id
 		), n AS (
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, category)
-			SELECT $1, $3, $6, '', '{}', `+derivedNotificationIDs("$7", "$8", "$2", "$1", "$3", "NULL")+`, $9, $5, NULLIF($10, '') FROM k
+			SELECT $1, $3, $6, '', NULL, `+derivedNotificationIDs("$7", "$8", "$2", "$1", "$3", "NULL")+`, $9, $5, NULLIF($10, '') FROM k
 		), l AS (
 			INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
 			SELECT $1, $3, $2, $11, $5, $5, 0, $4 FROM k

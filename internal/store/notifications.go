@@ -97,7 +97,7 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 		WITH notification AS (
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at,
 				template_version, category)
-			VALUES ($1, $2, $3, $4, $5, `+derivedNotificationIDs("$6", "$7", "$8", "$1", "$2", "NULL")+`, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
+			VALUES ($1, $2, $3, $4, NULL, `+derivedNotificationIDs("$6", "$7", "$8", "$1", "$2", "NULL")+`, $9, $10, NULLIF($11, 0), NULLIF($12, ''))
 			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING
 		), channels AS (
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, reason, accepted_at)
@@ -197,6 +197,12 @@ func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string,
 		n.Dedup = &Dedup{NotificationID: n.ID, KeyHash: n.DedupKeyHash, Duplicates: *dups, FirstSeenAt: *first, LastSeenAt: *last, DedupUntil: until}
 	}
 	n.Deliveries, err = s.listDeliveries(ctx, tenantID, id, `AND accepted_at = $3`, n.AcceptedAt)
+	if n.Channels == nil {
+		// Written since 0170: the channels are the delivery rows' (one per channel).
+		for _, d := range n.Deliveries {
+			n.Channels = append(n.Channels, d.Channel)
+		}
+	}
 	return n, err
 }
 

@@ -303,21 +303,32 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	}
 	if len(rt) > 0 {
 		// ev_at is the transaction's time, as an inbox_events row's created_at.
-		tag, err := s.db.Exec(ctx, `
-			INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at, due_seq,
-			                   ev_seq, ev_at, ev_total, ev_unread, ev_unseen, ev_late)
-			SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, x.due, x.seq, now(), x.total, x.unread, x.unseen, x.late
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[],
-			            $9::bigint[], $10::bigint[], $11::int[], $12::int[], $13::int[], $14::boolean[])
-			     AS x(t, u, id, title, body, url, cat, at, due, seq, total, unread, unseen, late)
-			ON CONFLICT DO NOTHING`,
-			rt, ru, rid, rtitle, rbody, rurl, rcat, rat, rdue, rseq, rtotal, runread, runseen, rlate)
+		// The users' age bounds (inbox_state.oldest_at, see PruneInboxAge) move
+		// down to an item older than theirs; unknown (NULL) stays unknown.
+		var added int64
+		err := s.db.QueryRow(ctx, `
+			WITH ins AS (
+				INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at, due_seq,
+				                   ev_seq, ev_at, ev_total, ev_unread, ev_unseen, ev_late)
+				SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, x.due, x.seq, now(), x.total, x.unread, x.unseen, x.late
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[],
+				            $9::bigint[], $10::bigint[], $11::int[], $12::int[], $13::int[], $14::boolean[])
+				     AS x(t, u, id, title, body, url, cat, at, due, seq, total, unread, unseen, late)
+				ON CONFLICT DO NOTHING
+				RETURNING tenant_id, user_id, created_at
+			), bound AS (
+				UPDATE inbox_state s SET oldest_at = b.at
+				FROM (SELECT tenant_id, user_id, min(created_at) AS at FROM ins GROUP BY tenant_id, user_id) b
+				WHERE s.tenant_id = b.tenant_id AND s.user_id = b.user_id AND b.at < s.oldest_at
+			)
+			SELECT count(*) FROM ins`,
+			rt, ru, rid, rtitle, rbody, rurl, rcat, rat, rdue, rseq, rtotal, runread, runseen, rlate).Scan(&added)
 		if err != nil {
 			return nil, err
 		}
-		if tag.RowsAffected() != int64(len(rt)) {
+		if added != int64(len(rt)) {
 			// Cannot happen under the state locks; its events would be wrong.
-			return nil, fmt.Errorf("inbox insert: %d of %d new items were already there", len(rt)-int(tag.RowsAffected()), len(rt))
+			return nil, fmt.Errorf("inbox insert: %d of %d new items were already there", len(rt)-int(added), len(rt))
 		}
 	}
 	if len(events) > 0 {
@@ -352,13 +363,14 @@ type inboxState struct {
 }
 
 // lockInboxStates locks the users' state rows (creating missing ones when
-// create), in the order given (which callers sort), returning them in that
-// order; a missing row is herald.ErrNotFound.
+// create: a user without one has no item, so its age bound is 'infinity'), in
+// the order given (which callers sort), returning them in that order; a
+// missing row is herald.ErrNotFound.
 func (s *Store) lockInboxStates(ctx context.Context, tenants, users []string, create bool) ([]inboxState, error) {
 	if create {
 		if _, err := s.db.Exec(ctx, `
-		INSERT INTO inbox_state (tenant_id, user_id)
-		SELECT t, u FROM unnest($1::text[], $2::text[]) AS x(t, u)
+		INSERT INTO inbox_state (tenant_id, user_id, oldest_at)
+		SELECT t, u, 'infinity' FROM unnest($1::text[], $2::text[]) AS x(t, u)
 		ORDER BY t, u
 		ON CONFLICT DO NOTHING`, tenants, users); err != nil {
 			return nil, err

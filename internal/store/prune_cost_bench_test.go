@@ -49,8 +49,8 @@ func BenchmarkPruneUnpartitioned(b *testing.B) {
 			`INSERT INTO users (tenant_id, user_id) SELECT $1, 'u' || i FROM generate_series(0, $2::int / 100) i`,
 			`INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, category, created_at)
 				SELECT $1, 'u' || (i / 100), 'n_' || i, 'Your order shipped', 'Order o-123 is on its way.', 'general', $3 FROM generate_series(1, $2::int) i`,
-			`INSERT INTO inbox_state (tenant_id, user_id, total, unread, unseen)
-				SELECT $1, user_id, count(*), count(*), count(*) FROM inbox WHERE tenant_id = $1 GROUP BY user_id`,
+			`INSERT INTO inbox_state (tenant_id, user_id, total, unread, unseen, oldest_at)
+				SELECT $1, user_id, count(*), count(*), count(*), min(created_at) FROM inbox WHERE tenant_id = $1 GROUP BY user_id`,
 			`INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, at)
 				SELECT $1, 'n_' || i, 'email', 1, 'sandbox', 'accepted', $3 FROM generate_series(1, $2::int) i`,
 			`ANALYZE sandbox_messages; ANALYZE webhook_messages; ANALYZE webhook_attempts; ANALYZE inbox; ANALYZE delivery_attempts`)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
@@ -271,6 +273,87 @@ func TestPruneDeletesOnlyExpiredRowsOfTheTenant(t *testing.T) {
 	for _, k := range store.PruneKinds {
 		if _, err := st.Prune(ctx, k, a.ID, cut, 10); err != nil {
 			t.Errorf("%s: %v", k, err)
+		}
+	}
+}
+
+// The age limit finds its users by their inbox_state bound (migration 0171): an
+// inbox write lowers it to an older item, a visit sets it to the oldest item
+// left ('infinity': none), an unknown bound (NULL: a row from before 0171) is
+// visited once; a user whose items are all within the limit is not visited.
+func TestInboxAgeLimitFindsUsersByTheirBound(t *testing.T) {
+	st, tx, ctx := txStoreWithTx(t)
+	tn, _ := mustTenant(t, st, ctx)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	bound := func(user string) *time.Time {
+		t.Helper()
+		var at pgtype.Timestamptz
+		if err := tx.QueryRow(ctx, `SELECT oldest_at FROM inbox_state WHERE tenant_id = $1 AND user_id = $2`, tn.ID, user).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		if !at.Valid {
+			return nil
+		}
+		if at.InfinityModifier == pgtype.Infinity {
+			inf := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) // stands for 'infinity'
+			return &inf
+		}
+		return &at.Time
+	}
+	put := func(user, id string, at time.Time) {
+		t.Helper()
+		if _, _, err := st.UpsertUser(ctx, store.User{TenantID: tn.ID, UserID: user}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.InsertInboxItems(ctx, []store.NewInboxItem{{TenantID: tn.ID, UserID: user, NotificationID: id,
+			Title: "t", Body: "b", CreatedAt: at}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("bob", "n_b1", now)
+	put("ada", "n_a1", now)
+	put("ada", "n_a2", now.Add(-10*time.Minute)) // older than the bound: lowers it
+	put("ada", "n_a3", now.Add(-time.Minute))    // newer: leaves it
+	put("cy", "n_c1", now.Add(-20*time.Minute))
+	if _, err := tx.Exec(ctx, `UPDATE inbox_state SET oldest_at = NULL WHERE tenant_id = $1 AND user_id = 'cy'`, tn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b := bound("bob"); b == nil || !b.Equal(now) {
+		t.Fatalf("bob's bound %v, want his only item's %v", b, now)
+	}
+	if b := bound("ada"); b == nil || !b.Equal(now.Add(-10*time.Minute)) {
+		t.Fatalf("ada's bound %v, want her oldest item's", b)
+	}
+	// One user a call: ada's old item, then cy's (bound unknown), then none;
+	// bob (within the limit) is never visited.
+	var total int64
+	calls := 0
+	for more := true; more; calls++ {
+		n, m, err := st.PruneInboxAge(ctx, tn.ID, now.Add(-5*time.Minute), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, more = total+n, m
+		if calls > 5 {
+			t.Fatal("the age limit does not end")
+		}
+	}
+	if total != 2 || calls != 3 {
+		t.Fatalf("age limit: %d deleted in %d calls, want 2 in 3 (ada's, cy's, then none)", total, calls)
+	}
+	if b := bound("ada"); b == nil || !b.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("ada's bound after the visit %v, want her oldest item left's", b)
+	}
+	if b := bound("cy"); b == nil || b.Year() < 9999 {
+		t.Fatalf("cy's bound after the visit %v, want infinity (no item left)", b)
+	}
+	if b := bound("bob"); b == nil || !b.Equal(now) {
+		t.Fatalf("bob's bound changed to %v", b)
+	}
+	for user, want := range map[string]int{"ada": 2, "bob": 1, "cy": 0} {
+		items, _, err := st.ListInbox(ctx, store.InboxQuery{TenantID: tn.ID, UserID: user, Limit: 10})
+		if err != nil || len(items) != want {
+			t.Fatalf("%s keeps %d items (%v), want %d", user, len(items), err, want)
 		}
 	}
 }

@@ -1,0 +1,1 @@
+ALTER TABLE inbox_state DROP COLUMN IF EXISTS oldest_at;

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS inbox_state_oldest_idx;

@@ -147,8 +147,9 @@ func (a *Activities) recipientPresent(ctx context.Context, tenantID, notificatio
 	return nil
 }
 
-// DeliverInApp stores the inbox row. The inbox's primary key is the delivery guard:
-// a retry after a crash inserts nothing and still reports delivered.
+// DeliverInApp stores the inbox row. The store's check for the user's item of the
+// notification, under the user's inbox state lock, is the delivery guard: a retry
+// after a crash inserts nothing and still reports delivered.
 func (a *Activities) DeliverInApp(ctx context.Context, in contract.DeliverInAppInput) (contract.DeliverResult, error) {
 	if err := a.recipientPresent(ctx, in.TenantID, in.NotificationID); err != nil {
 		return contract.DeliverResult{}, err

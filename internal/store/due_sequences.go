@@ -166,7 +166,12 @@ func (s *Store) assignDueBatch(ctx context.Context, tenantID string, userIDs, id
 			SELECT x.id, x.uid, row_number() OVER (PARTITION BY x.uid ORDER BY x.id) AS rn
 			FROM unnest($2::text[], $3::text[]) AS x(id, uid)
 			WHERE NOT EXISTS (SELECT 1 FROM notification_sequences s WHERE s.tenant_id = $1 AND s.notification_id = x.id)
-				AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.tenant_id = $1 AND n.id = x.id AND n.accepted_at = $4 AND n.due_seq IS NOT NULL)
+				-- One pass over the batch's ended rows, not a probe per id: every
+				-- recipient has the campaign's accepted_at, and a planner that
+				-- does not know it yet (a table analysed before the campaign)
+				-- would rescan them for each id.
+				AND x.id NOT IN (SELECT n.id FROM notifications n
+					WHERE n.tenant_id = $1 AND n.accepted_at = $4 AND n.id = ANY($2) AND n.due_seq IS NOT NULL)
 		), numbered AS (
 			INSERT INTO notification_sequences (tenant_id, notification_id, user_id, seq)
 			SELECT $1, t.id, t.uid, d.seq + t.rn

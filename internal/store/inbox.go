@@ -468,13 +468,15 @@ const capInboxUsersSQL = `u AS (
 // (tenant_id, user_id, due_seq, notification_id), read backwards.
 const capInboxSQL = `
 	WITH ` + capInboxUsersSQL + `, excess AS (
-		SELECT u.t, u.u, c.notification_id FROM u CROSS JOIN LATERAL (
+		SELECT u.t, u.u, c.due_seq, c.notification_id FROM u CROSS JOIN LATERAL (
 			SELECT due_seq, notification_id FROM inbox WHERE tenant_id = u.t AND user_id = u.u
 			ORDER BY due_seq DESC, notification_id DESC OFFSET u.keep LIMIT $4) c
 		-- The sort is not stable: the feed's order is spelled out again.
 		ORDER BY u.ord, c.due_seq DESC, c.notification_id DESC LIMIT $5
 	)
-	DELETE FROM inbox i USING excess WHERE i.tenant_id = excess.t AND i.user_id = excess.u AND i.notification_id = excess.notification_id
+	-- By the whole primary key (due_seq included): one probe an item.
+	DELETE FROM inbox i USING excess WHERE i.tenant_id = excess.t AND i.user_id = excess.u AND i.due_seq = excess.due_seq
+		AND i.notification_id = excess.notification_id
 	RETURNING i.tenant_id, i.user_id, i.notification_id, i.read_at, i.seen_at, i.archived_at`
 
 // capInboxWithSQL is capInboxSQL over each user's items and the new ones
@@ -487,7 +489,7 @@ const capInboxWithSQL = `
 	WITH ` + capInboxUsersSQL + `, fresh AS (
 		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS f(t, u, id, due)
 	), excess AS (
-		SELECT u.t, u.u, c.notification_id, c.fresh FROM u CROSS JOIN LATERAL (
+		SELECT u.t, u.u, c.due_seq, c.notification_id, c.fresh FROM u CROSS JOIN LATERAL (
 			(SELECT due_seq, notification_id, false AS fresh FROM inbox WHERE tenant_id = u.t AND user_id = u.u
 			 UNION ALL
 			 SELECT f.due, f.id, true FROM fresh f WHERE f.t = u.t AND f.u = u.u)
@@ -496,7 +498,8 @@ const capInboxWithSQL = `
 		ORDER BY u.ord, c.due_seq DESC, c.notification_id DESC LIMIT $5
 	), del AS (
 		DELETE FROM inbox i USING excess
-		WHERE NOT excess.fresh AND i.tenant_id = excess.t AND i.user_id = excess.u AND i.notification_id = excess.notification_id
+		WHERE NOT excess.fresh AND i.tenant_id = excess.t AND i.user_id = excess.u AND i.due_seq = excess.due_seq
+			AND i.notification_id = excess.notification_id
 		RETURNING i.tenant_id, i.user_id, i.notification_id, i.read_at, i.seen_at, i.archived_at
 	)
 	SELECT tenant_id, user_id, notification_id, read_at, seen_at, archived_at, false FROM del
@@ -855,9 +858,9 @@ func (s *Store) MarkAllInbox(ctx context.Context, tenantID, userID string, read 
 			err = tx.db.QueryRow(ctx, `
 				WITH upd AS (
 					UPDATE inbox i SET read_at = now(), seen_at = COALESCE(i.seen_at, now())
-					FROM (SELECT notification_id, seen_at IS NULL AS unseen FROM inbox
+					FROM (SELECT due_seq, notification_id, seen_at IS NULL AS unseen FROM inbox
 					      WHERE tenant_id = $1 AND user_id = $2 AND archived_at IS NULL AND read_at IS NULL FOR UPDATE) old
-					WHERE i.tenant_id = $1 AND i.user_id = $2 AND i.notification_id = old.notification_id
+					WHERE i.tenant_id = $1 AND i.user_id = $2 AND i.due_seq = old.due_seq AND i.notification_id = old.notification_id
 					RETURNING old.unseen)
 				SELECT count(*), count(*) FILTER (WHERE unseen) FROM upd`, tenantID, userID).Scan(&wasUnread, &wasUnseen)
 			changed = wasUnread

@@ -279,7 +279,7 @@ func TestPruneDeletesOnlyExpiredRowsOfTheTenant(t *testing.T) {
 
 // The age limit finds its users by their inbox_state bound (migration 0171): an
 // inbox write lowers it to an older item, a visit sets it to the oldest item
-// left ('infinity': none), an unknown bound (NULL: a row from before 0171) is
+// left ('infinity': none), an unknown bound ('-infinity': a row from before 0171) is
 // visited once; a user whose items are all within the limit is not visited.
 func TestInboxAgeLimitFindsUsersByTheirBound(t *testing.T) {
 	st, tx, ctx := txStoreWithTx(t)
@@ -315,7 +315,7 @@ func TestInboxAgeLimitFindsUsersByTheirBound(t *testing.T) {
 	put("ada", "n_a2", now.Add(-10*time.Minute)) // older than the bound: lowers it
 	put("ada", "n_a3", now.Add(-time.Minute))    // newer: leaves it
 	put("cy", "n_c1", now.Add(-20*time.Minute))
-	if _, err := tx.Exec(ctx, `UPDATE inbox_state SET oldest_at = NULL WHERE tenant_id = $1 AND user_id = 'cy'`, tn.ID); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE inbox_state SET oldest_at = '-infinity' WHERE tenant_id = $1 AND user_id = 'cy'`, tn.ID); err != nil {
 		t.Fatal(err)
 	}
 	if b := bound("bob"); b == nil || !b.Equal(now) {

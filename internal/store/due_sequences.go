@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/herald-notify/herald/internal/herald"
 )
@@ -79,10 +78,7 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 	// its run recorded, numbered, delivered and ended it first) holds its
 	// number on its row: looked up in the one or two day partitions around its
 	// run id's time (no bound, no lookup: only a UUIDv7 run id tells where).
-	var from, to pgtype.Timestamptz
-	if w := acceptedWindows(notificationID); len(w) > 1 {
-		from, to = w[0].from, w[0].to
-	}
+	near := runIDWindow(notificationID)
 	for attempt := 0; ; attempt++ {
 		var seq int64
 		// One statement: the counter's row lock is taken by the upsert and held
@@ -110,7 +106,7 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 			SELECT seq FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $3
 			UNION ALL
 			SELECT seq FROM ended`,
-			tenantID, userID, notificationID, from, to).Scan(&seq)
+			tenantID, userID, notificationID, near.from, near.to).Scan(&seq)
 		var pgErr *pgconn.PgError
 		if attempt == 0 && errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			continue // numbered meanwhile by another caller: read its number
@@ -123,17 +119,14 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 // notification_sequences row's, or its notification row's once it ended (looked
 // up around its run id's time, as AssignDue does).
 func (s *Store) DueSequence(ctx context.Context, tenantID, notificationID string) (*int64, error) {
-	var from, to pgtype.Timestamptz
-	if w := acceptedWindows(notificationID); len(w) > 1 {
-		from, to = w[0].from, w[0].to
-	}
+	near := runIDWindow(notificationID)
 	var seq int64
 	err := s.db.QueryRow(ctx, `
 		SELECT seq FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2
 		UNION ALL
 		SELECT due_seq FROM notifications WHERE tenant_id = $1 AND id = $2 AND accepted_at BETWEEN $3 AND $4 AND due_seq IS NOT NULL
 		LIMIT 1`,
-		tenantID, notificationID, from, to).Scan(&seq)
+		tenantID, notificationID, near.from, near.to).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

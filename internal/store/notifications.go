@@ -159,6 +159,15 @@ func acceptedWindows(id string) []acceptedWindow {
 	return []acceptedWindow{anyAcceptedAt}
 }
 
+// runIDWindow is the first of acceptedWindows(id) when the id's run id tells
+// where its row is, and no window (NULL bounds: no partition) when it does not.
+func runIDWindow(id string) acceptedWindow {
+	if w := acceptedWindows(id); len(w) > 1 {
+		return w[0]
+	}
+	return acceptedWindow{}
+}
+
 // GetNotification returns a notification with its deliveries, in channel order.
 // The notifications are partitioned by accepted_at, which the id does not
 // name: unbounded, the lookup probes every partition's index (~38). An id

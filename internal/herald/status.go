@@ -1,5 +1,7 @@
 package herald
 
+import "slices"
+
 // DeliveryStatus is a channel's delivery status (the deliveries table, the
 // status API and the workflow's query).
 type DeliveryStatus string
@@ -34,12 +36,14 @@ const (
 	NotificationCancelled       NotificationStatus = "cancelled"
 )
 
+// OpenNotificationStatuses are the statuses of a notification that has not
+// ended; every other status is Ended.
+var OpenNotificationStatuses = []NotificationStatus{NotificationQueued, NotificationScheduled, NotificationSending}
+
 // Ended reports whether a notification with this status has ended: every
 // channel reached an outcome (or the run stopped at a flow step), so the run
 // will not deliver it again by itself (a receipt or a redrive may still move it).
-func (s NotificationStatus) Ended() bool {
-	return s != NotificationQueued && s != NotificationScheduled && s != NotificationSending
-}
+func (s NotificationStatus) Ended() bool { return !slices.Contains(OpenNotificationStatuses, s) }
 
 // DeliveryRank orders delivery statuses so that an update never moves a channel
 // backwards: a late "sent" never overwrites "delivered", and a bounce receipt may

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,8 +43,19 @@ import (
 // endedSQL is true when the status expression names an ended status
 // (herald.NotificationStatus.Ended).
 func endedSQL(status string) string {
-	return status + ` NOT IN ('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` +
-		string(herald.NotificationSending) + `')`
+	open := make([]string, len(herald.OpenNotificationStatuses))
+	for i, s := range herald.OpenNotificationStatuses {
+		open[i] = "'" + string(s) + "'"
+	}
+	return status + ` NOT IN (` + strings.Join(open, ", ") + `)`
+}
+
+// endedDueSQL selects (as seq) the due number an ended notification holds on
+// its row: tenant, notification id and the accepted_at bounds are the
+// statement's parameters named.
+func endedDueSQL(tenant, id, from, to string) string {
+	return `SELECT due_seq AS seq FROM notifications
+		WHERE tenant_id = ` + tenant + ` AND id = ` + id + ` AND accepted_at BETWEEN ` + from + ` AND ` + to + ` AND due_seq IS NOT NULL`
 }
 
 // dueOnEndSQL is the SET item of an update of notifications (aliased n) to the
@@ -86,10 +98,7 @@ func (s *Store) AssignDue(ctx context.Context, tenantID, userID, notificationID 
 		// EXISTS; the second then fails on the primary key (its counter step is
 		// rolled back with it) and the retry finds the first's number.
 		err := s.db.QueryRow(ctx, `
-			WITH ended AS (
-				SELECT due_seq AS seq FROM notifications
-				WHERE tenant_id = $1 AND id = $3 AND accepted_at BETWEEN $4 AND $5 AND due_seq IS NOT NULL
-			), bump AS (
+			WITH ended AS (`+endedDueSQL("$1", "$3", "$4", "$5")+`), bump AS (
 				INSERT INTO due_sequences AS d (tenant_id, user_id, seq)
 				SELECT $1, $2, 1
 				WHERE NOT EXISTS (SELECT 1 FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $3)
@@ -124,7 +133,7 @@ func (s *Store) DueSequence(ctx context.Context, tenantID, notificationID string
 	err := s.db.QueryRow(ctx, `
 		SELECT seq FROM notification_sequences WHERE tenant_id = $1 AND notification_id = $2
 		UNION ALL
-		SELECT due_seq FROM notifications WHERE tenant_id = $1 AND id = $2 AND accepted_at BETWEEN $3 AND $4 AND due_seq IS NOT NULL
+		`+endedDueSQL("$1", "$2", "$3", "$4")+`
 		LIMIT 1`,
 		tenantID, notificationID, near.from, near.to).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {

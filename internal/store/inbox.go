@@ -304,7 +304,7 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	if len(rt) > 0 {
 		// ev_at is the transaction's time, as an inbox_events row's created_at.
 		// The users' age bounds (inbox_state.oldest_at, see PruneInboxAge) move
-		// down to an item older than theirs; unknown (NULL) stays unknown.
+		// down to an item older than theirs; unknown ('-infinity') stays unknown.
 		var added int64
 		err := s.db.QueryRow(ctx, `
 			WITH ins AS (

@@ -274,10 +274,10 @@ func (s *Store) RecomputeNotificationStatus(ctx context.Context, tenantID, id st
 			return herald.ErrNotFound
 		}
 		status = herald.OverallStatus(statuses)
-		var changed int64
-		return tx.db.QueryRow(ctx, endStatusSQL(`UPDATE notifications n SET status = $3, updated_at = now(), `+dueOnEndSQL("$3")+`
+		_, err = tx.db.Exec(ctx, endStatusSQL(`UPDATE notifications n SET status = $3, updated_at = now(), `+dueOnEndSQL("$3")+`
 			WHERE n.tenant_id = $1 AND n.id = $2 AND n.accepted_at = $4`),
-			tenantID, id, status, acceptedAt).Scan(&changed)
+			tenantID, id, status, acceptedAt)
+		return err
 	})
 	return status, err
 }

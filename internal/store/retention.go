@@ -249,10 +249,10 @@ func (s *Store) LatestMaintenanceRuns(ctx context.Context, limit int) ([]Mainten
 // instead of one per item, ~70 bytes an inbox item): the inbox write lowers it
 // to a new item older than it, a visit here sets it to the oldest item left
 // ('infinity': none). '-infinity', the column's default, is unknown (a row
-// from before 0171, or written without it): visited once. Items that go otherwise (the cap, the user's own
-// removals) leave the bound lower than it could be, never higher, so a user
-// with an old item is always found; one found with none left is visited once
-// and its bound set right.
+// from before 0171, or written without it): visited once. Items that go
+// otherwise (the cap, the user's own removals) leave the bound lower than it
+// could be, never higher, so a user with an old item is always found; one
+// found with none left is visited once and its bound set right.
 func (s *Store) PruneInboxAge(ctx context.Context, tenantID string, cutoff time.Time, users int) (deleted int64, more bool, err error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT user_id FROM (

@@ -122,10 +122,16 @@ type inboxStream struct {
 	rc               *http.ResponseController
 }
 
-// run writes the stream: the opening (ready, refetch or nothing), what the
-// client missed, then live events on every wake-up and every heartbeat.
+// run writes the stream: the opening (ready, refetch or nothing), what a
+// resuming client missed, then live events on every wake-up and every
+// heartbeat. A client sent ready or refetch has nothing to replay: it holds
+// the current id, and anything written after it wakes the subscription taken
+// before that id was read; reading again right away would also make a burst
+// that lands just after ready arrive as a replay or as a live backlog
+// (refetch) depending on scheduling.
 func (st *inboxStream) run(sub *inboxlive.Sub, seq int64, counts store.InboxCounts, life time.Duration) {
-	if st.open(seq, counts) != nil || st.replay(false) != nil {
+	resuming := st.last >= 0 && st.last <= seq
+	if st.open(seq, counts) != nil || resuming && st.replay(false) != nil {
 		return
 	}
 	beat := time.NewTicker(st.room.heartbeat())

@@ -165,12 +165,26 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	if err := st.InsertNotification(ctx, n2); err != nil {
 		t.Fatal(err)
 	}
-	odd := rows[2]
-	if _, err := pool.Exec(ctx, `INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, dedup_until)
-		VALUES ($1, $2, $3, $4, $5, $5, $6)`, tn.ID, odd.id, odd.keyHash, body, now, until); err != nil {
-		t.Fatal(err)
+	// Since 0174 the row of an id that spells its key stores neither the key
+	// nor a last_seen_at equal to first_seen_at; both read as before.
+	var storedKey, storedLast *string
+	if err := pool.QueryRow(ctx, `SELECT key_hash, last_seen_at::text FROM notification_dedup WHERE notification_id = $1`, n2.ID).
+		Scan(&storedKey, &storedLast); err != nil || storedKey != nil || storedLast != nil {
+		t.Fatalf("a new ledger row stores key_hash %v and last_seen_at %v (%v), want both NULL", storedKey, storedLast, err)
 	}
-	for _, want := range []struct{ id, key string }{{n2.ID, key2.String()}, {odd.id, odd.keyHash}} {
+	if d, err := st.GetDedup(ctx, tn.ID, n2.ID); err != nil || d.KeyHash != key2.String() || !d.LastSeenAt.Equal(now) || !d.FirstSeenAt.Equal(now) {
+		t.Fatalf("GetDedup(new) = %+v (%v), want key %s, first and last seen %v", d, err, key2.String(), now)
+	}
+	// A row written before 0174 (its key spelled out) and a row whose id does
+	// not spell its key.
+	odd, old := rows[2], rows[0]
+	for _, r := range []row{odd, old} {
+		if _, err := pool.Exec(ctx, `INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, dedup_until)
+			VALUES ($1, $2, $3, $4, $5, $5, $6)`, tn.ID, r.id, r.keyHash, body, now, until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []struct{ id, key string }{{n2.ID, key2.String()}, {odd.id, odd.keyHash}, {old.id, old.keyHash}} {
 		byKey, err := st.NotificationsByKey(ctx, tn.ID, want.key, 10)
 		if err != nil || fmt.Sprint(byKey) != fmt.Sprint([]string{want.id}) {
 			t.Fatalf("NotificationsByKey(%s) = %v (%v), want %s", want.key, byKey, err, want.id)

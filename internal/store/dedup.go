@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,20 +62,20 @@ type DuplicateOutcome struct {
 // Like the rate limiter, the statement commits asynchronously (set_config with
 // is_local): a database crash may forget the last few hundred milliseconds of
 // counts, never invent one.
-const duplicateSQL = `
+var duplicateSQL = `
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 counted AS (
     INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, first_seen_at, last_seen_at, duplicates)
-    SELECT $1, $2, $3, $5, $5, 1 FROM async
+    SELECT $1, $2, ` + ledgerKeyHash("$3", "$2") + `, $5, $5, 1 FROM async
     ON CONFLICT (tenant_id, notification_id) DO UPDATE
     SET duplicates = d.duplicates + 1, last_seen_at = greatest(d.last_seen_at, EXCLUDED.last_seen_at)
     WHERE d.body_hash IS NULL OR d.body_hash = $4
-    RETURNING d.body_hash, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until
+    RETURNING d.body_hash, d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at) AS last_seen_at, d.dedup_until
 )
 SELECT true, c.body_hash, c.duplicates, c.first_seen_at, c.last_seen_at, c.dedup_until, n.status, n.accepted_at
 FROM counted c LEFT JOIN notifications n ON n.tenant_id = $1 AND n.id = $2
 UNION ALL
-SELECT false, d.body_hash, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, NULL::text, NULL::timestamptz
+SELECT false, d.body_hash, d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at), d.dedup_until, NULL::text, NULL::timestamptz
 FROM notification_dedup d
 WHERE d.tenant_id = $1 AND d.notification_id = $2 AND NOT EXISTS (SELECT FROM counted)`
 
@@ -136,7 +137,8 @@ func (s *Store) SettleDuplicate(ctx context.Context, tenantID, notificationID st
 func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (Dedup, error) {
 	d := Dedup{NotificationID: notificationID}
 	err := s.db.QueryRow(ctx, `
-		SELECT key_hash, body_hash, duplicates, first_seen_at, last_seen_at, dedup_until
+		SELECT COALESCE(key_hash, substr(notification_id, 3, 32)), body_hash, duplicates, first_seen_at,
+			COALESCE(last_seen_at, first_seen_at), dedup_until
 		FROM notification_dedup WHERE tenant_id = $1 AND notification_id = $2`, tenantID, notificationID).
 		Scan(&d.KeyHash, &d.BodyHash, &d.Duplicates, &d.FirstSeenAt, &d.LastSeenAt, &d.DedupUntil)
 	return d, dbx.NotFound(err)
@@ -145,10 +147,21 @@ func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (
 // ledgerKeySQL selects the ledger rows (aliased d) of key hash $2: those
 // whose id spells the key (n_ + key hash + run id: a range of the primary
 // key, the id's order puts every id that starts with n_K between 'n_K' and
-// 'n_Kg') and those whose id does not (the partial notification_dedup_key_idx,
-// migration 0124), with key_hash = $2 checked on both.
-const ledgerKeySQL = `d.key_hash = $2 AND (d.notification_id >= 'n_' || $2 AND d.notification_id < 'n_' || $2 || 'g'
-	OR d.key_hash <> substr(d.notification_id, 3, 32))`
+// 'n_Kg'; key_hash is NULL on them since 0174, or K on older rows) and those
+// whose id does not (key_hash holds K: the partial notification_dedup_key_idx,
+// migration 0124).
+const ledgerKeySQL = `(d.notification_id >= 'n_' || $2 AND d.notification_id < 'n_' || $2 || 'g'
+		AND COALESCE(d.key_hash, substr(d.notification_id, 3, 32)) = $2
+	OR d.key_hash = $2 AND d.key_hash <> substr(d.notification_id, 3, 32))`
+
+// ledgerKeyHash is the key_hash a ledger row stores for key hash key and
+// notification id: NULL when the id spells the key (n_ + key hash + run id,
+// ids.NotificationID; every row written today), so the row does not carry
+// the same 32 hex digits twice (migration 0174); the key otherwise. Readers
+// take COALESCE(key_hash, substr(notification_id, 3, 32)).
+func ledgerKeyHash(key, id string) string {
+	return fmt.Sprintf("NULLIF(%s::text, substr(%s::text, 3, 32))", key, id)
+}
 
 // NotificationsByKey returns the ids of the notifications accepted with dedup key
 // hash keyHash (one per window), newest first, at most limit.
@@ -210,7 +223,7 @@ const keyHashMatchSQL = `(n.dedup_key_hash = $10
 func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f UserNotificationFilter) ([]SupportNotification, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT n.id, n.user_id, n.template_id, n.status, n.accepted_at, n.updated_at, `+notificationIDColumns+`,
-			d.notification_id IS NOT NULL, d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until,
+			d.notification_id IS NOT NULL, d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at), d.dedup_until,
 			coalesce((SELECT json_agg(json_build_object(
 					'channel', x.channel, 'status', x.status, 'provider', x.provider, 'provider_message_id', x.provider_message_id,
 					'attempts', x.attempts, 'last_error', x.last_error, 'reason', x.reason, 'sent_at', x.sent_at,

@@ -341,7 +341,7 @@ func (s *Store) AcceptDigestEvent(ctx context.Context, p AcceptDigestEventParams
 			SELECT $1, $3, $6, '', NULL, `+derivedNotificationIDs("$7", "$8", "$2", "$1", "$3", "NULL")+`, $9, $5, NULLIF($10, '') FROM k
 		), l AS (
 			INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
-			SELECT $1, $3, $2, $11, $5, $5, 0, $4 FROM k
+			SELECT $1, $3, `+ledgerKeyHash("$2", "$3")+`, $11, $5, NULL, 0, $4 FROM k
 		), r AS (
 			INSERT INTO flow_runs (tenant_id, notification_id, flow_id, flow_version, user_id, created_at)
 			SELECT $1, $3, $12, $13, $6, $5 FROM k

@@ -105,7 +105,7 @@ func (s *Store) insertNotification(ctx context.Context, n Notification) error {
 			ON CONFLICT (tenant_id, notification_id, channel, accepted_at) DO NOTHING
 		), ledger AS (
 			INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, duplicates, dedup_until)
-			SELECT $1, $2, $8, $15, $16, $16, 0, $17 WHERE $15::bytea IS NOT NULL
+			SELECT $1, $2, `+ledgerKeyHash("$8", "$2")+`, $15, $16, NULL, 0, $17 WHERE $15::bytea IS NOT NULL
 			ON CONFLICT (tenant_id, notification_id) DO UPDATE
 			SET body_hash = EXCLUDED.body_hash, dedup_until = EXCLUDED.dedup_until,
 				first_seen_at = least(d.first_seen_at, EXCLUDED.first_seen_at)
@@ -193,7 +193,7 @@ func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string,
 	var first, last, until *time.Time
 	err := s.db.QueryRow(ctx, `
 		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, `+notificationIDColumns+`, n.status, n.accepted_at, n.updated_at,
-			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, d.last_seen_at, d.dedup_until, coalesce(n.due_seq, s.seq)
+			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at), d.dedup_until, coalesce(n.due_seq, s.seq)
 		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
 		LEFT JOIN notification_sequences s ON s.tenant_id = n.tenant_id AND s.notification_id = n.id
 		WHERE n.tenant_id = $1 AND n.id = $2 `+bound, append([]any{tenantID, id}, args...)...).

@@ -175,6 +175,15 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	if d, err := st.GetDedup(ctx, tn.ID, n2.ID); err != nil || d.KeyHash != key2.String() || !d.LastSeenAt.Equal(now) || !d.FirstSeenAt.Equal(now) {
 		t.Fatalf("GetDedup(new) = %+v (%v), want key %s, first and last seen %v", d, err, key2.String(), now)
 	}
+	// A first duplicate seen (by its API host's clock) before the original's
+	// start is not shown as last seen before the first submission.
+	if _, err := st.RecordDuplicate(ctx, store.RecordDuplicateParams{TenantID: tn.ID, NotificationID: n2.ID, KeyHash: key2.String(),
+		BodyHash: body, SeenAt: now.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := st.GetDedup(ctx, tn.ID, n2.ID); err != nil || d.Duplicates != 1 || !d.LastSeenAt.Equal(now) {
+		t.Fatalf("after a duplicate seen a second early: %+v (%v), want one duplicate, last seen %v", d, err, now)
+	}
 	// A row written before 0174 (its key spelled out) and a row whose id does
 	// not spell its key.
 	odd, old := rows[2], rows[0]

@@ -68,7 +68,7 @@ counted AS (
     INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, first_seen_at, last_seen_at, duplicates)
     SELECT $1, $2, ` + ledgerKeyHash("$3", "$2") + `, $5, $5, 1 FROM async
     ON CONFLICT (tenant_id, notification_id) DO UPDATE
-    SET duplicates = d.duplicates + 1, last_seen_at = greatest(d.last_seen_at, EXCLUDED.last_seen_at)
+    SET duplicates = d.duplicates + 1, last_seen_at = greatest(COALESCE(d.last_seen_at, d.first_seen_at), EXCLUDED.last_seen_at)
     WHERE d.body_hash IS NULL OR d.body_hash = $4
     RETURNING d.body_hash, d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at) AS last_seen_at, d.dedup_until
 )
@@ -285,7 +285,7 @@ open AS (
     LIMIT 1
 ),
 counted AS (
-    UPDATE notification_dedup d SET duplicates = d.duplicates + 1, last_seen_at = greatest(d.last_seen_at, $4)
+    UPDATE notification_dedup d SET duplicates = d.duplicates + 1, last_seen_at = greatest(COALESCE(d.last_seen_at, d.first_seen_at), $4)
     FROM open, async
     WHERE d.tenant_id = $1 AND d.notification_id = open.notification_id AND d.body_hash = $3
     RETURNING d.notification_id

@@ -68,14 +68,14 @@ counted AS (
     INSERT INTO notification_dedup AS d (tenant_id, notification_id, key_hash, first_seen_at, last_seen_at, duplicates)
     SELECT $1, $2, ` + ledgerKeyHash("$3", "$2") + `, $5, $5, 1 FROM async
     ON CONFLICT (tenant_id, notification_id) DO UPDATE
-    SET duplicates = d.duplicates + 1, last_seen_at = greatest(COALESCE(d.last_seen_at, d.first_seen_at), EXCLUDED.last_seen_at)
+    SET duplicates = d.duplicates + 1, last_seen_at = greatest(` + ledgerLastSeen("d.") + `, EXCLUDED.last_seen_at)
     WHERE d.body_hash IS NULL OR d.body_hash = $4
-    RETURNING d.body_hash, d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at) AS last_seen_at, d.dedup_until
+    RETURNING d.body_hash, d.duplicates, d.first_seen_at, ` + ledgerLastSeen("d.") + ` AS last_seen_at, d.dedup_until
 )
 SELECT true, c.body_hash, c.duplicates, c.first_seen_at, c.last_seen_at, c.dedup_until, n.status, n.accepted_at
 FROM counted c LEFT JOIN notifications n ON n.tenant_id = $1 AND n.id = $2
 UNION ALL
-SELECT false, d.body_hash, d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at), d.dedup_until, NULL::text, NULL::timestamptz
+SELECT false, d.body_hash, d.duplicates, d.first_seen_at, ` + ledgerLastSeen("d.") + `, d.dedup_until, NULL::text, NULL::timestamptz
 FROM notification_dedup d
 WHERE d.tenant_id = $1 AND d.notification_id = $2 AND NOT EXISTS (SELECT FROM counted)`
 
@@ -137,8 +137,7 @@ func (s *Store) SettleDuplicate(ctx context.Context, tenantID, notificationID st
 func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (Dedup, error) {
 	d := Dedup{NotificationID: notificationID}
 	err := s.db.QueryRow(ctx, `
-		SELECT COALESCE(key_hash, substr(notification_id, 3, 32)), body_hash, duplicates, first_seen_at,
-			COALESCE(last_seen_at, first_seen_at), dedup_until
+		SELECT `+ledgerKey("")+`, body_hash, duplicates, first_seen_at, `+ledgerLastSeen("")+`, dedup_until
 		FROM notification_dedup WHERE tenant_id = $1 AND notification_id = $2`, tenantID, notificationID).
 		Scan(&d.KeyHash, &d.BodyHash, &d.Duplicates, &d.FirstSeenAt, &d.LastSeenAt, &d.DedupUntil)
 	return d, dbx.NotFound(err)
@@ -150,17 +149,29 @@ func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (
 // 'n_Kg'; key_hash is NULL on them since 0174, or K on older rows) and those
 // whose id does not (key_hash holds K: the partial notification_dedup_key_idx,
 // migration 0124).
-const ledgerKeySQL = `(d.notification_id >= 'n_' || $2 AND d.notification_id < 'n_' || $2 || 'g'
-		AND COALESCE(d.key_hash, substr(d.notification_id, 3, 32)) = $2
+var ledgerKeySQL = `(d.notification_id >= 'n_' || $2 AND d.notification_id < 'n_' || $2 || 'g'
+		AND ` + ledgerKey("d.") + ` = $2
 	OR d.key_hash = $2 AND d.key_hash <> substr(d.notification_id, 3, 32))`
 
 // ledgerKeyHash is the key_hash a ledger row stores for key hash key and
 // notification id: NULL when the id spells the key (n_ + key hash + run id,
 // ids.NotificationID; every row written today), so the row does not carry
 // the same 32 hex digits twice (migration 0174); the key otherwise. Readers
-// take COALESCE(key_hash, substr(notification_id, 3, 32)).
+// take ledgerKey.
 func ledgerKeyHash(key, id string) string {
 	return fmt.Sprintf("NULLIF(%s::text, substr(%s::text, 3, 32))", key, id)
+}
+
+// ledgerKey is a ledger row's key hash (columns prefixed by alias, "d." or
+// ""): its key_hash, or the one its id spells (ledgerKeyHash).
+func ledgerKey(alias string) string {
+	return "COALESCE(" + alias + "key_hash, substr(" + alias + "notification_id, 3, 32))"
+}
+
+// ledgerLastSeen is a ledger row's last submission: last_seen_at, NULL until
+// a duplicate came (migration 0174), reads first_seen_at.
+func ledgerLastSeen(alias string) string {
+	return "COALESCE(" + alias + "last_seen_at, " + alias + "first_seen_at)"
 }
 
 // NotificationsByKey returns the ids of the notifications accepted with dedup key
@@ -223,7 +234,7 @@ const keyHashMatchSQL = `(n.dedup_key_hash = $10
 func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f UserNotificationFilter) ([]SupportNotification, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT n.id, n.user_id, n.template_id, n.status, n.accepted_at, n.updated_at, `+notificationIDColumns+`,
-			d.notification_id IS NOT NULL, d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at), d.dedup_until,
+			d.notification_id IS NOT NULL, d.duplicates, d.first_seen_at, `+ledgerLastSeen("d.")+`, d.dedup_until,
 			coalesce((SELECT json_agg(json_build_object(
 					'channel', x.channel, 'status', x.status, 'provider', x.provider, 'provider_message_id', x.provider_message_id,
 					'attempts', x.attempts, 'last_error', x.last_error, 'reason', x.reason, 'sent_at', x.sent_at,
@@ -274,7 +285,7 @@ func (s *Store) ListUserNotifications(ctx context.Context, tenantID string, f Us
 //   - another body: the original's id is returned, nothing counted ('reused').
 //
 // No row: the caller goes on to the workflow start, which decides.
-const ledgerSQL = `
+var ledgerSQL = `
 WITH async AS (SELECT set_config('synchronous_commit', 'off', true)),
 open AS (
     SELECT d.notification_id, d.body_hash, n.status, n.accepted_at
@@ -285,7 +296,7 @@ open AS (
     LIMIT 1
 ),
 counted AS (
-    UPDATE notification_dedup d SET duplicates = d.duplicates + 1, last_seen_at = greatest(COALESCE(d.last_seen_at, d.first_seen_at), $4)
+    UPDATE notification_dedup d SET duplicates = d.duplicates + 1, last_seen_at = greatest(` + ledgerLastSeen("d.") + `, $4)
     FROM open, async
     WHERE d.tenant_id = $1 AND d.notification_id = open.notification_id AND d.body_hash = $3
     RETURNING d.notification_id

@@ -40,15 +40,19 @@ import (
 // the row's number first (GetNotification); numbering or recording an ended
 // notification again finds it there and takes none.
 
-// endedSQL is true when the status expression names an ended status
-// (herald.NotificationStatus.Ended).
-func endedSQL(status string) string {
+// openStatusesSQL lists herald.OpenNotificationStatuses as SQL:
+// ('queued', 'scheduled', 'sending').
+var openStatusesSQL = func() string {
 	open := make([]string, len(herald.OpenNotificationStatuses))
 	for i, s := range herald.OpenNotificationStatuses {
 		open[i] = "'" + string(s) + "'"
 	}
-	return status + ` NOT IN (` + strings.Join(open, ", ") + `)`
-}
+	return "(" + strings.Join(open, ", ") + ")"
+}()
+
+// endedSQL is true when the status expression names an ended status
+// (herald.NotificationStatus.Ended).
+func endedSQL(status string) string { return status + ` NOT IN ` + openStatusesSQL }
 
 // endedDueSQL selects (as seq) the due number an ended notification holds on
 // its row: tenant, notification id and the accepted_at bounds are the

@@ -193,7 +193,7 @@ func (s *Store) getNotification(ctx context.Context, tenantID, id, bound string,
 	var first, last, until *time.Time
 	err := s.db.QueryRow(ctx, `
 		SELECT n.tenant_id, n.id, n.user_id, n.template_id, n.channels, `+notificationIDColumns+`, n.status, n.accepted_at, n.updated_at,
-			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, COALESCE(d.last_seen_at, d.first_seen_at), d.dedup_until, coalesce(n.due_seq, s.seq)
+			COALESCE(n.template_version, 0), COALESCE(n.category, ''), d.duplicates, d.first_seen_at, `+ledgerLastSeen("d.")+`, d.dedup_until, coalesce(n.due_seq, s.seq)
 		FROM notifications n LEFT JOIN notification_dedup d ON d.tenant_id = n.tenant_id AND d.notification_id = n.id
 		LEFT JOIN notification_sequences s ON s.tenant_id = n.tenant_id AND s.notification_id = n.id
 		WHERE n.tenant_id = $1 AND n.id = $2 `+bound, append([]any{tenantID, id}, args...)...).

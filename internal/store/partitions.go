@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/retention"
 )
 
@@ -63,10 +62,9 @@ const LateEnd = time.Hour
 // openOrLateSQL is notifications_open_idx's predicate (the planner uses the
 // index only for a query that repeats it); keptSQL narrows it to what must
 // outlive the cut-off $3.
-const (
-	openStatusesSQL = `('` + string(herald.NotificationQueued) + `', '` + string(herald.NotificationScheduled) + `', '` + string(herald.NotificationSending) + `')`
-	openOrLateSQL   = `(status IN ` + openStatusesSQL + ` OR updated_at - accepted_at > interval '1 hour')`
-	keptSQL         = openOrLateSQL + ` AND (status IN ` + openStatusesSQL + ` OR updated_at >= $3)`
+var (
+	openOrLateSQL = `(status IN ` + openStatusesSQL + ` OR updated_at - accepted_at > interval '1 hour')`
+	keptSQL       = openOrLateSQL + ` AND (status IN ` + openStatusesSQL + ` OR updated_at >= $3)`
 )
 
 // An open or redriving dead letter keeps its notification's partitions, but

@@ -298,6 +298,38 @@ func (a *Activities) MaintenancePartitions(ctx context.Context, in contract.Main
 	return res, nil
 }
 
+// MaintenanceCompact rebuilds packed every index of the partitioned tables'
+// partitions that ended store.CompactAfter before the run's clock and were
+// not compacted yet (store.CompactPartitions). A rebuild of a day at the
+// seed's volume runs for minutes: the activity heartbeats all along, and a
+// retry starts with the index it was working on (those done are marked).
+// While another session compacts, it leaves the work to the next run (Busy).
+func (a *Activities) MaintenanceCompact(ctx context.Context, in contract.MaintenanceCompactInput) (contract.MaintenanceCompactResult, error) {
+	var res contract.MaintenanceCompactResult
+	var stats store.DDLStats
+	var current progress
+	if activity.IsActivity(ctx) {
+		defer keepHeartbeating(ctx, &current)()
+	}
+	done, err := a.Store.CompactPartitions(ctx, in.Now.Add(-store.CompactAfter), &stats, a.Metrics.MaintenanceLockWait,
+		func(table, index string) { current.set(map[string]string{"table": table, "index": index}) })
+	for _, c := range done {
+		res.Indexes = append(res.Indexes, c.Name)
+		res.BytesBefore += c.Before
+		res.BytesAfter += c.After
+		res.Took += c.Took
+		a.Metrics.MaintenancePartition(c.Table, "index_compacted")
+	}
+	if errors.Is(err, store.ErrCompactionBusy) {
+		res.Busy = true
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
 // MaintenanceReport records a finished run: its report in maintenance_runs and
 // the run metrics.
 func (a *Activities) MaintenanceReport(ctx context.Context, in contract.MaintenanceReportInput) error {
@@ -305,7 +337,9 @@ func (a *Activities) MaintenanceReport(ctx context.Context, in contract.Maintena
 		"inbox_items": a.retentionPolicy().InboxItems,
 		"partitions": map[string]any{"created": in.Partitions.Created, "dropped": in.Partitions.Dropped, "held": in.Partitions.Held,
 			"statements": in.Partitions.Statements, "lock_retries": in.Partitions.Retries,
-			"max_wait_ms": in.Partitions.MaxWait.Milliseconds()}})
+			"max_wait_ms": in.Partitions.MaxWait.Milliseconds()},
+		"compacted": map[string]any{"indexes": in.Compacted.Indexes, "bytes_before": in.Compacted.BytesBefore,
+			"bytes_after": in.Compacted.BytesAfter, "took_ms": in.Compacted.Took.Milliseconds(), "busy": in.Compacted.Busy}})
 	if err != nil {
 		return err
 	}

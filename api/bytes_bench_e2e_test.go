@@ -11,6 +11,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/apitest"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
 )
@@ -94,8 +95,11 @@ func measureTable(ctx context.Context, t *testing.T, st *store.Store, table stri
 // in-app + email + SMS (email and SMS to the SendGrid and Twilio fakes, as a
 // production tenant sends them), and in-app + email through the sandbox
 // provider (another tenant, with no provider configured), dividing each
-// table's growth by their number. Run it alone on a quiet database with
-// HERALD_BENCH_BYTES=1 (docs/retention.md#measured).
+// table's growth by their number: what a notification writes. Then the
+// first three cases once more, between two runs of the maintenance step
+// that compacts closed partitions, without the rows its dedup window and
+// its time in flight hold: what it keeps for its retention. Run it alone on
+// a quiet database with HERALD_BENCH_BYTES=1 (docs/retention.md#measured).
 func TestBytesPerNotification(t *testing.T) {
 	if os.Getenv("HERALD_BENCH_BYTES") != "1" {
 		t.Skip("set HERALD_BENCH_BYTES=1 to measure bytes per notification")
@@ -153,30 +157,35 @@ func TestBytesPerNotification(t *testing.T) {
 		{"in_app+email+sms", providerKey, []string{"in_app", "email", "sms"}},
 		{"in_app+email (sandbox)", sandboxKey, []string{"in_app", "email"}},
 	}
-	for _, c := range cases {
-		before := sizes()
+	send := func(key string, channels []string) {
 		ids := make([]string, n)
 		concurrently16(n, func(i int) {
-			ids[i] = h.Accept(c.key, map[string]any{"user_id": fmt.Sprintf("user-%05d", i), "template_id": "order_shipped",
-				"channels": c.channels, "data": map[string]any{"order_id": fmt.Sprintf("o-%d", i)}, "idempotency_key": freshKey("bytes")})
+			ids[i] = h.Accept(key, map[string]any{"user_id": fmt.Sprintf("user-%05d", i), "template_id": "order_shipped",
+				"channels": channels, "data": map[string]any{"order_id": fmt.Sprintf("o-%d", i)}, "idempotency_key": freshKey("bytes")})
 		})
 		for _, id := range ids {
-			h.AwaitChannel(c.key, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 5*time.Minute)
-			if slices.Contains(c.channels, "email") {
-				h.AwaitChannel(c.key, id, herald.ChannelEmail, herald.DeliverySent, "", 5*time.Minute)
+			h.AwaitChannel(key, id, herald.ChannelInApp, herald.DeliveryDelivered, "", 5*time.Minute)
+			if slices.Contains(channels, "email") {
+				h.AwaitChannel(key, id, herald.ChannelEmail, herald.DeliverySent, "", 5*time.Minute)
 			}
-			if slices.Contains(c.channels, "sms") {
-				h.AwaitChannel(c.key, id, herald.ChannelSMS, herald.DeliverySent, "", 5*time.Minute)
+			if slices.Contains(channels, "sms") {
+				h.AwaitChannel(key, id, herald.ChannelSMS, herald.DeliverySent, "", 5*time.Minute)
 			}
 		}
 		if _, err := h.Store.DB().Exec(ctx, `CHECKPOINT`); err != nil {
 			t.Logf("checkpoint: %v", err)
 		}
-		after := sizes()
+	}
+	// report logs what the tables grew by from before to after, per
+	// notification; leaveOut are tables not counted in the total.
+	report := func(title string, before, after map[string]relSize, leaveOut ...string) {
 		per := func(b int64) int64 { return b / int64(n) }
 		var total, sandbox int64
 		var lines []string
 		for _, table := range all {
+			if slices.Contains(leaveOut, table) {
+				continue
+			}
 			a, b := after[table], before[table]
 			d := a.total() - b.total()
 			perUser := slices.Contains(bytesPerUserTables, table)
@@ -209,6 +218,42 @@ func TestBytesPerNotification(t *testing.T) {
 				table, per(d), unit, per(a.heap-b.heap), a.rows-b.rows, tuple, per(a.toast-b.toast), strings.Join(idx, ", "), a.ins-b.ins, a.upd-b.upd, a.hot-b.hot, a.dead))
 		}
 		t.Logf("%s, %d notifications: %d bytes per notification without the sandbox provider's table, %d with it\n%s",
-			c.name, n, per(total), per(total+sandbox), strings.Join(lines, "\n"))
+			title, n, per(total), per(total+sandbox), strings.Join(lines, "\n"))
+	}
+	for _, c := range cases {
+		before := sizes()
+		send(c.key, c.channels)
+		report(c.name, before, sizes())
+	}
+	// Kept: what a notification costs for the rest of its retention, once
+	// its day's partitions are closed and compacted by the maintenance step
+	// (store.CompactPartitions, run here with a clock past today's end) and
+	// its dedup window has ended (its ledger row deleted; the sequences
+	// table only holds notifications in flight). Each case is sent once
+	// more between two compactions of today's partitions, so the indexes'
+	// growth is what packed pages hold.
+	compactToday := func() {
+		t.Helper()
+		// Today's partitions were compacted by the previous pass: unmark
+		// them so the step rebuilds them again.
+		if _, err := h.Store.DB().Exec(ctx, `
+			DO $$ DECLARE i regclass; BEGIN
+				FOR i IN SELECT d.objoid::regclass FROM pg_description d
+					WHERE d.classoid = 'pg_class'::regclass AND d.description = '`+store.CompactedComment+`' LOOP
+					EXECUTE format('COMMENT ON INDEX %s IS NULL', i);
+				END LOOP;
+			END $$`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Store.CompactPartitions(ctx, time.Now().Add(store.PartitionAhead+retention.Day), &store.DDLStats{}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cases[:3] {
+		compactToday()
+		before := sizes()
+		send(c.key, c.channels)
+		compactToday()
+		report(c.name+", kept (partitions compacted, dedup window over)", before, sizes(), "notification_dedup", "notification_sequences")
 	}
 }

@@ -12,7 +12,9 @@ import (
 // MaintenanceWorkflow is one run of Herald's maintenance (docs/retention.md):
 // the partitions step (contract.MaintenancePartitions: partitions created
 // ahead, expired ones detached and dropped), then a prune pass over every tenant (contract.MaintenancePrune slices, each
-// bounded in time and resumable from its cursor), then the run's report
+// bounded in time and resumable from its cursor), then the closed partitions'
+// indexes rebuilt packed (contract.MaintenanceCompact, after the pass so they
+// are rebuilt without the rows it deleted), then the run's report
 // (contract.MaintenanceReport). The maintenance Schedule
 // (MaintenanceScheduleID) starts it every HERALD_MAINTENANCE_EVERY with the
 // workflow ID contract.MaintenanceWorkflowID and overlap policy skip, so one
@@ -54,6 +56,7 @@ type MaintenanceResult struct {
 	Tenants    int
 	Slices     int
 	Partitions contract.MaintenancePartitionsResult
+	Compacted  contract.MaintenanceCompactResult
 }
 
 // maintenanceSlicesPerRun bounds a run's slices before it continues as new
@@ -63,7 +66,14 @@ const maintenanceSlicesPerRun = 100
 type maintenance struct {
 	in    MaintenanceInput
 	dbCtx workflow.Context
+	// compactCtx runs the compaction: a day's index rebuilds at the seed's
+	// volume take minutes each, heartbeating all along.
+	compactCtx workflow.Context
 }
+
+// maintenanceCompactTimeout bounds one compaction attempt (a retry goes on
+// from the index it was rebuilding).
+const maintenanceCompactTimeout = 6 * time.Hour
 
 func (m *maintenance) setup(ctx workflow.Context) {
 	if m.in.StartedAt.IsZero() {
@@ -81,6 +91,11 @@ func (m *maintenance) setup(ctx workflow.Context) {
 	// last heartbeat.
 	m.dbCtx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: budget + 2*time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 20},
+	})
+	m.compactCtx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: maintenanceCompactTimeout,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 20},
 	})
@@ -116,14 +131,20 @@ func (m *maintenance) run(ctx workflow.Context) (MaintenanceResult, error) {
 		}
 		m.in.From = res.Next
 	}
+	var compacted contract.MaintenanceCompactResult
+	if err := workflow.ExecuteActivity(m.compactCtx, contract.MaintenanceCompact, contract.MaintenanceCompactInput{Now: m.in.StartedAt}).
+		Get(ctx, &compacted); err != nil {
+		return MaintenanceResult{}, err
+	}
 	info := workflow.GetInfo(ctx)
 	if err := workflow.ExecuteActivity(m.dbCtx, contract.MaintenanceReport, contract.MaintenanceReportInput{
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, StartedAt: m.in.StartedAt,
-		Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices, Partitions: m.in.Partitions,
+		Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices, Partitions: m.in.Partitions, Compacted: compacted,
 	}).Get(ctx, nil); err != nil {
 		return MaintenanceResult{}, err
 	}
-	return MaintenanceResult{Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices, Partitions: m.in.Partitions}, nil
+	return MaintenanceResult{Deleted: m.in.Deleted, Tenants: m.in.Tenants, Slices: m.in.Slices, Partitions: m.in.Partitions,
+		Compacted: compacted}, nil
 }
 
 // addCounts adds src's counts into dst (sums: the order does not matter).

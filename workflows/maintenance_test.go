@@ -24,8 +24,8 @@ import (
 
 // The partitions step runs once, first; then a pass of several slices: each starts where the previous stopped, with the
 // run's clock; the counts add up; a run continues as new after SlicesPerRun
-// slices carrying its cursor, clock and counts; the report comes once, at the
-// end.
+// slices carrying its cursor, clock and counts; the compaction (with the run's
+// clock) and the report come once, at the end.
 func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
@@ -45,6 +45,10 @@ func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 		partitionRuns++
 		return contract.MaintenancePartitionsResult{Dropped: []string{"notifications_p20261101"}}, nil
 	}, activity.RegisterOptions{Name: contract.MaintenancePartitions})
+	env.RegisterActivityWithOptions(func(context.Context, contract.MaintenanceCompactInput) (contract.MaintenanceCompactResult, error) {
+		t.Error("a compaction before the pass is over")
+		return contract.MaintenanceCompactResult{}, nil
+	}, activity.RegisterOptions{Name: contract.MaintenanceCompact})
 	env.RegisterActivityWithOptions(func(context.Context, contract.MaintenanceReportInput) error {
 		t.Error("a report before the pass is over")
 		return nil
@@ -70,6 +74,12 @@ func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 		}
 		return contract.MaintenancePruneResult{Deleted: map[string]int64{"inbox": 5}, Tenants: 1, Done: true}, nil
 	}, activity.RegisterOptions{Name: contract.MaintenancePrune})
+	env.RegisterActivityWithOptions(func(_ context.Context, in contract.MaintenanceCompactInput) (contract.MaintenanceCompactResult, error) {
+		if !in.Now.Equal(started) {
+			t.Errorf("compaction clock %s, want the run's %s", in.Now, started)
+		}
+		return contract.MaintenanceCompactResult{Indexes: []string{"notifications_p20261202_pkey"}, BytesBefore: 3, BytesAfter: 2}, nil
+	}, activity.RegisterOptions{Name: contract.MaintenanceCompact})
 	var report contract.MaintenanceReportInput
 	env.RegisterActivityWithOptions(func(_ context.Context, in contract.MaintenanceReportInput) error {
 		report = in
@@ -81,7 +91,8 @@ func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Deleted["notifications"] != 20 || res.Deleted["inbox"] != 5 || res.Slices != 3 || res.Tenants != 3 ||
-		!report.StartedAt.Equal(started) || report.Deleted["inbox"] != 5 || len(report.Partitions.Dropped) != 1 {
+		!report.StartedAt.Equal(started) || report.Deleted["inbox"] != 5 || len(report.Partitions.Dropped) != 1 ||
+		len(report.Compacted.Indexes) != 1 || res.Compacted.BytesAfter != 2 {
 		t.Fatalf("result %+v, report %+v", res, report)
 	}
 }

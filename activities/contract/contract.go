@@ -52,7 +52,7 @@ var Names = []string{RecordAccepted, AssignDue, LoadRecipient, LoadPreferences, 
 	ListPendingWebhooks, DeliverWebhook, DeadLetterWebhook,
 	CampaignStart, CampaignPages, CampaignBatch, CampaignNextDue, CampaignPendingBatch, CampaignSetStatus,
 	FlowRecord, FlowStep, FlowTemplate, FlowThrottle, FlowWait, FlowWaitDone, DigestAdd, DigestRemove, DigestOpen, DigestClose,
-	MaintenancePartitions, MaintenancePrune, MaintenanceReport,
+	MaintenancePartitions, MaintenancePrune, MaintenanceCompact, MaintenanceReport,
 	ClaimOrder, ReleaseOrder, FinishOrderWait}
 
 // RecordAcceptedInput describes the accepted notification.

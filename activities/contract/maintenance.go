@@ -11,6 +11,9 @@ const (
 	// MaintenancePartitions creates the partitioned tables' partitions
 	// ahead and detaches and drops those past the operator's retention.
 	MaintenancePartitions = "MaintenancePartitions"
+	// MaintenanceCompact rebuilds packed the indexes of the partitions
+	// inserts have moved on from.
+	MaintenanceCompact = "MaintenanceCompact"
 	// MaintenanceReport records a finished run (metrics, maintenance_runs).
 	MaintenanceReport = "MaintenanceReport"
 )
@@ -62,6 +65,7 @@ type MaintenanceReportInput struct {
 	Tenants    int
 	Slices     int
 	Partitions MaintenancePartitionsResult
+	Compacted  MaintenanceCompactResult
 }
 
 // MaintenancePartitionsInput is the run's clock.
@@ -82,4 +86,21 @@ type MaintenancePartitionsResult struct {
 	Statements int
 	Retries    int
 	MaxWait    time.Duration
+}
+
+// MaintenanceCompactInput is the run's clock: the partitions that ended
+// store.CompactAfter before Now are compacted.
+type MaintenanceCompactInput struct {
+	Now time.Time
+}
+
+// MaintenanceCompactResult is what the compaction step rebuilt: the
+// indexes by name, their bytes before and after, and the time the
+// rebuilds took. Busy: another session was compacting, this run left it.
+type MaintenanceCompactResult struct {
+	Indexes     []string
+	BytesBefore int64
+	BytesAfter  int64
+	Took        time.Duration
+	Busy        bool
 }

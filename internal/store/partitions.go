@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -201,6 +202,11 @@ type DDLStats struct {
 // with lock_timeout DDLLockTimeout, retrying a lock timeout up to DDLAttempts
 // times; every attempt's duration goes to observe.
 func (s *Store) ddl(ctx context.Context, stats *DDLStats, observe func(time.Duration), sql string) error {
+	return s.ddlWait(ctx, stats, observe, DDLLockTimeout, DDLAttempts, sql)
+}
+
+// ddlWait is ddl with its own lock_timeout and number of attempts.
+func (s *Store) ddlWait(ctx context.Context, stats *DDLStats, observe func(time.Duration), lockTimeout time.Duration, attempts int, sql string) error {
 	pool, ok := s.db.(*pgxpool.Pool)
 	if !ok {
 		return errors.New("partition statements need the store's pool (not a transaction)")
@@ -210,7 +216,7 @@ func (s *Store) ddl(ctx context.Context, stats *DDLStats, observe func(time.Dura
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", DDLLockTimeout.Milliseconds())); err != nil {
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", lockTimeout.Milliseconds())); err != nil {
 		return err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout") //nolint:errcheck // the connection goes back to the pool either way
@@ -226,7 +232,7 @@ func (s *Store) ddl(ctx context.Context, stats *DDLStats, observe func(time.Dura
 			observe(d)
 		}
 		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable || attempt == DDLAttempts {
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable || attempt >= attempts {
 			return err
 		}
 		stats.Retries++
@@ -325,3 +331,179 @@ func (s *Store) DropPartitions(ctx context.Context, t PartitionedTable, cutoff, 
 	}
 	return dropped, held, nil
 }
+
+// A partition's indexes are rebuilt packed once the partition is closed
+// (CompactPartitions, docs/retention.md#closed-partitions): while a day is
+// written, every index whose key starts with tenant_id fills its leaf pages
+// to ~50 % (a tenant's keys that rise with time split non-rightmost pages
+// in half) or ~70 % (random ids), a third to a half of the index empty for
+// the whole retention. Once inserts have moved on to the next partition the
+// index only takes the rare update that changes a key, so it is rebuilt with
+// fillfactor 100 (REINDEX … CONCURRENTLY: reads, inserts and updates of the
+// partition go on; it waits for transactions older than itself and holds
+// SHARE UPDATE EXCLUSIVE, which only other DDL and VACUUM conflict with).
+const (
+	// CompactAfter is how long after its end a partition is compacted:
+	// the statuses of its notifications in flight have mostly settled
+	// (LateEnd), so their updates no longer change the indexes.
+	CompactAfter = LateEnd
+	// CompactedComment marks an index rebuilt packed; one without it is
+	// rebuilt by the next run (an interrupted rebuild starts over).
+	CompactedComment = "herald: compacted"
+	// CompactLockTimeout bounds each wait of a rebuild: for its lock, then
+	// for the transactions older than it to end (nothing queues behind
+	// those waits, so it can wait longer than DDLLockTimeout).
+	CompactLockTimeout = time.Minute
+)
+
+// CompactedIndex is one index CompactPartitions rebuilt.
+type CompactedIndex struct {
+	Table, Name   string
+	Before, After int64 // bytes
+	Took          time.Duration
+}
+
+// ErrCompactionBusy: another session is compacting (a run of another
+// process, or the rebuild of a worker that died, which its backend finishes):
+// this run leaves the partitions to the next.
+var ErrCompactionBusy = errors.New("another session is compacting partitions")
+
+// compactionLockKey is the session advisory lock one compacting session holds.
+const compactionLockKey = "herald/compact-partitions"
+
+// CompactPartitions rebuilds packed every index not compacted yet of the
+// partitioned tables' attached partitions that ended at or before
+// closedBefore, one session at a time (ErrCompactionBusy). It first drops
+// what an interrupted rebuild left (an invalid index named …_ccnew or
+// …_ccold: no other session is rebuilding, the lock says so). observe gets
+// each DDL statement's lock wait by table; progress is called before each
+// rebuild (the activity heartbeats it).
+func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, stats *DDLStats,
+	observe func(table string, d time.Duration), progress func(table, index string)) ([]CompactedIndex, error) {
+	pool, ok := s.db.(*pgxpool.Pool)
+	if !ok {
+		return nil, errors.New("compaction needs the store's pool (not a transaction)")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, compactionLockKey).Scan(&locked); err != nil {
+		return nil, err
+	}
+	if !locked {
+		return nil, ErrCompactionBusy
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, compactionLockKey) //nolint:errcheck // released with the session otherwise
+	var out []CompactedIndex
+	for _, t := range PartitionedTables {
+		done, err := s.compactTable(ctx, t, closedBefore, stats, func(d time.Duration) {
+			if observe != nil {
+				observe(t.Table, d)
+			}
+		}, func(index string) {
+			if progress != nil {
+				progress(t.Table, index)
+			}
+		})
+		out = append(out, done...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// compactTable is CompactPartitions for one table.
+func (s *Store) compactTable(ctx context.Context, t PartitionedTable, closedBefore time.Time, stats *DDLStats,
+	observe func(time.Duration), progress func(index string)) ([]CompactedIndex, error) {
+	have, err := s.Partitions(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var out []CompactedIndex
+	for _, p := range have {
+		if !p.Attached || p.End.After(closedBefore) {
+			continue
+		}
+		done, err := s.compactPartition(ctx, t, p, stats, observe, progress)
+		out = append(out, done...)
+		if err != nil && !relationGone(err) { // dropped meanwhile: nothing to compact
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// compactPartition is compactTable for one partition.
+func (s *Store) compactPartition(ctx context.Context, t PartitionedTable, p Partition, stats *DDLStats,
+	observe func(time.Duration), progress func(index string)) ([]CompactedIndex, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT c.relname, i.indisvalid, COALESCE(obj_description(c.oid, 'pg_class'), '') = $2, pg_relation_size(c.oid)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = $1::regclass ORDER BY c.relname`, pgx.Identifier{p.Name}.Sanitize(), CompactedComment)
+	if err != nil {
+		return nil, err
+	}
+	type index struct {
+		name           string
+		valid, compact bool
+		size           int64
+	}
+	indexes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (index, error) {
+		var i index
+		err := r.Scan(&i.name, &i.valid, &i.compact, &i.size)
+		return i, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []CompactedIndex
+	for _, i := range indexes {
+		name := pgx.Identifier{i.name}.Sanitize()
+		switch {
+		case !i.valid && interruptedRebuild.MatchString(i.name):
+			if err := s.ddl(ctx, stats, observe, `DROP INDEX CONCURRENTLY IF EXISTS `+name); err != nil {
+				return out, fmt.Errorf("drop the interrupted rebuild %s: %w", i.name, err)
+			}
+			continue
+		case !i.valid || i.compact:
+			continue
+		}
+		progress(i.name)
+		t0 := time.Now()
+		if err := s.ddl(ctx, stats, observe, `ALTER INDEX `+name+` SET (fillfactor = 100)`); err != nil {
+			return out, fmt.Errorf("compact %s: %w", i.name, err)
+		}
+		// Its time is the rebuild's (Took), not a lock wait: kept out of
+		// MaxWait and the lock-wait histogram.
+		var rebuild DDLStats
+		err := s.ddlWait(ctx, &rebuild, nil, CompactLockTimeout, 1, `REINDEX INDEX CONCURRENTLY `+name)
+		stats.Statements += rebuild.Statements
+		if err != nil {
+			return out, fmt.Errorf("compact %s: %w", i.name, err)
+		}
+		if err := s.ddl(ctx, stats, observe, `COMMENT ON INDEX `+name+` IS '`+CompactedComment+`'`); err != nil {
+			return out, fmt.Errorf("compact %s: %w", i.name, err)
+		}
+		c := CompactedIndex{Table: t.Table, Name: i.name, Before: i.size, Took: time.Since(t0)}
+		if err := s.db.QueryRow(ctx, `SELECT pg_relation_size($1::regclass)`, name).Scan(&c.After); err != nil {
+			return out, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// relationGone is SQLSTATE undefined_table: a partition or index dropped
+// while it was worked on.
+func relationGone(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
+
+// interruptedRebuild matches the index a REINDEX … CONCURRENTLY stopped half
+// way leaves invalid: the new one (before the swap) or the old (after).
+var interruptedRebuild = regexp.MustCompile(`_cc(new|old)[0-9]*$`)

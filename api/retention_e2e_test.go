@@ -260,13 +260,67 @@ func TestPartitionDroppedWhileAcceptsContinue(t *testing.T) {
 	if _, err := testenv.Pool(t).Exec(ctx, `UPDATE notifications SET updated_at = accepted_at WHERE tenant_id = $1`, tenantID); err != nil {
 		t.Fatal(err)
 	}
+	var res contract.MaintenancePartitionsResult
+	var err error
+	m := acceptsMeanwhile(t, h, key, func() {
+		res, err = h.Activities().MaintenancePartitions(ctx, contract.MaintenancePartitionsInput{Now: time.Now()})
+	})
+	if err != nil {
+		t.Fatalf("partitions step: %v", err)
+	}
+	oldDay := store.PartitionedTables[0].PartitionName(store.PartitionedTables[0].Start(old))
+	if !slices.Contains(res.Dropped, oldDay) {
+		t.Fatalf("dropped %v, want %s among them", res.Dropped, oldDay)
+	}
+	t.Logf("dropped %d partitions in %s (%d DDL statements, %d lock retries, longest statement %s); %s",
+		len(res.Dropped), m.took.Round(time.Millisecond), res.Statements, res.Retries, res.MaxWait.Round(time.Millisecond), m)
+	m.check(t, "the drop")
+	if _, err := h.Store.GetNotification(ctx, tenantID, "n_old000"); err == nil {
+		t.Fatal("a notification of a dropped partition is still there")
+	}
+}
+
+// meanwhile is what accepts through the API did before and during a
+// maintenance statement (acceptsMeanwhile).
+type meanwhile struct {
+	took             time.Duration // the statement's
+	before, during   time.Duration // the slowest accept
+	nBefore, nDuring int
+	failures         []string
+}
+
+func (m meanwhile) String() string {
+	return fmt.Sprintf("accepts: %d before, slowest %s; %d during, slowest %s", m.nBefore, m.before.Round(time.Millisecond),
+		m.nDuring, m.during.Round(time.Millisecond))
+}
+
+// check fails the test unless accepts ran during what, none failed, and
+// none took more than the slowest before it + 1 s.
+func (m meanwhile) check(t *testing.T, what string) {
+	t.Helper()
+	if len(m.failures) > 0 {
+		t.Fatalf("%d accepts failed during %s, first: %s", len(m.failures), what, m.failures[0])
+	}
+	if m.nDuring == 0 {
+		t.Fatalf("no accept ran during %s", what)
+	}
+	if bound := m.before + time.Second; m.during > bound {
+		t.Fatalf("an accept took %s during %s, over the bound %s (the slowest before it + 1 s)", m.during, what, bound)
+	}
+}
+
+// acceptsMeanwhile runs step while 4 clients accept in-app notifications
+// through the API (after 1.5 s of them, the floor) and reports what they
+// took.
+func acceptsMeanwhile(t *testing.T, h *apitest.Harness, key string, step func()) meanwhile {
+	t.Helper()
 	type sample struct {
 		start time.Time
 		took  time.Duration
 	}
 	var mu sync.Mutex
 	var samples []sample
-	var failures []string
+	var m meanwhile
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
@@ -281,54 +335,123 @@ func TestPartitionDroppedWhileAcceptsContinue(t *testing.T) {
 				}
 				t0 := time.Now()
 				r := h.Submit(key, map[string]any{"user_id": "ada", "template_id": "order_shipped", "channels": []string{"in_app"},
-					"data": map[string]any{"order_id": "o"}, "idempotency_key": freshKey("drop")})
+					"data": map[string]any{"order_id": "o"}, "idempotency_key": freshKey("meanwhile")})
 				mu.Lock()
 				samples = append(samples, sample{t0, time.Since(t0)})
 				if r.Status != http.StatusAccepted {
-					failures = append(failures, fmt.Sprintf("%d %s", r.Status, r.Body))
+					m.failures = append(m.failures, fmt.Sprintf("%d %s", r.Status, r.Body))
 				}
 				mu.Unlock()
 			}
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond) // accepts before the drop: the floor
-	dropStart := time.Now()
-	res, err := h.Activities().MaintenancePartitions(ctx, contract.MaintenancePartitionsInput{Now: time.Now()})
-	dropEnd := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	start := time.Now()
+	step()
+	end := time.Now()
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-	if err != nil {
-		t.Fatalf("partitions step: %v", err)
-	}
-	if len(failures) > 0 {
-		t.Fatalf("%d accepts failed during the drop, first: %s", len(failures), failures[0])
-	}
-	var before, during time.Duration
-	var nBefore, nDuring int
+	m.took = end.Sub(start)
 	for _, s := range samples {
 		switch {
-		case s.start.Before(dropStart):
-			before, nBefore = max(before, s.took), nBefore+1
-		case s.start.Before(dropEnd):
-			during, nDuring = max(during, s.took), nDuring+1
+		case s.start.Before(start):
+			m.before, m.nBefore = max(m.before, s.took), m.nBefore+1
+		case s.start.Before(end):
+			m.during, m.nDuring = max(m.during, s.took), m.nDuring+1
 		}
 	}
-	oldDay := store.PartitionedTables[0].PartitionName(store.PartitionedTables[0].Start(old))
-	if !slices.Contains(res.Dropped, oldDay) {
-		t.Fatalf("dropped %v, want %s among them", res.Dropped, oldDay)
+	return m
+}
+
+// A closed partition's indexes are rebuilt packed (the maintenance
+// workflow's compaction step) while accepts go on through the API and the
+// day's notifications are read by id: no accept or read fails, no accept
+// waits more than the bound over the slowest before, and the day's indexes
+// end compacted. Its notifications are open (queued), so no other test's
+// maintenance drops the day meanwhile.
+func TestPartitionCompactedWhileAcceptsAndReadsContinue(t *testing.T) {
+	h := apitest.Start(t, apitest.Options{})
+	tenantID, key := h.TenantWith("compact", e2eTemplates...)
+	createUser(h, key, "ada")
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	day := store.PartitionedTables[0].Start(time.Now().Add(-6 * retention.Day))
+	for _, pt := range store.PartitionedTables[:2] {
+		if _, err := h.Store.EnsurePartitions(ctx, pt, day, 0, &store.DDLStats{}, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Logf("dropped %d partitions in %s (%d DDL statements, %d lock retries, longest statement %s); accepts: %d before, slowest %s; %d during, slowest %s",
-		len(res.Dropped), dropEnd.Sub(dropStart).Round(time.Millisecond), res.Statements, res.Retries, res.MaxWait.Round(time.Millisecond),
-		nBefore, before.Round(time.Millisecond), nDuring, during.Round(time.Millisecond))
-	if nDuring == 0 {
-		t.Fatal("no accept ran during the drop")
+	t.Cleanup(func() {
+		for _, table := range []string{"notifications", "deliveries"} {
+			if _, err := pool.Exec(context.Background(), `DELETE FROM `+table+` WHERE tenant_id = $1`, tenantID); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	const n = 30000
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO notifications (tenant_id, id, user_id, template_id, status, accepted_at)
+		SELECT $1, 'n_' || md5(random()::text) || md5(random()::text), 'ada', 'order_shipped', 'queued', $2::timestamptz + i * interval '1 s'
+		FROM generate_series(1, $3::int) i`, tenantID, day, n); err != nil {
+		t.Fatal(err)
 	}
-	if bound := before + time.Second; during > bound {
-		t.Fatalf("an accept took %s during the drop, over the bound %s (the slowest before it + 1 s)", during, bound)
+	if _, err := pool.Exec(ctx, `INSERT INTO deliveries (tenant_id, notification_id, channel, status, accepted_at)
+		SELECT tenant_id, id, 'in_app', 'queued', accepted_at FROM notifications WHERE tenant_id = $1`, tenantID); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := h.Store.GetNotification(ctx, tenantID, "n_old000"); err == nil {
-		t.Fatal("a notification of a dropped partition is still there")
+	var ids []string
+	if err := pool.QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM notifications WHERE tenant_id = $1 LIMIT 200) x`, tenantID).Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	// The day's notifications read by id all along.
+	stopReads := make(chan struct{})
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(readErr)
+		for i := 0; ; i++ {
+			select {
+			case <-stopReads:
+				return
+			default:
+			}
+			if _, err := h.Store.GetNotification(ctx, tenantID, ids[i%len(ids)]); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	var res contract.MaintenanceCompactResult
+	var err error
+	m := acceptsMeanwhile(t, h, key, func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			res, err = h.Activities().MaintenanceCompact(ctx, contract.MaintenanceCompactInput{Now: time.Now()})
+			// Another package's run compacting (the same days): wait for it.
+			if err != nil || !res.Busy || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	close(stopReads)
+	if err != nil {
+		t.Fatalf("compaction step: %v", err)
+	}
+	if err := <-readErr; err != nil {
+		t.Fatalf("a read of the day's notifications failed during the compaction: %v", err)
+	}
+	t.Logf("compacted %d indexes in %s (%.2f MB → %.2f MB); %s", len(res.Indexes), m.took.Round(time.Millisecond),
+		float64(res.BytesBefore)/1e6, float64(res.BytesAfter)/1e6, m)
+	m.check(t, "the compaction")
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid IN ($1::regclass, $2::regclass) AND COALESCE(obj_description(c.oid, 'pg_class'), '') <> $3`,
+		store.PartitionedTables[0].PartitionName(day), store.PartitionedTables[1].PartitionName(day), store.CompactedComment).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d indexes of the day not compacted", left)
 	}
 }
 

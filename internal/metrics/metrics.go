@@ -153,7 +153,7 @@ func New(opts Options) *Metrics {
 	m.mtDeleted = counter(reg, MaintenanceDeletedRows, "Rows the maintenance workflow deleted past their retention, by kind (notifications, inbox, audit_log, ...).", "kind")
 	m.mtRuns = counter(reg, MaintenanceRuns, "Maintenance runs finished.")
 	m.mtRunSeconds = histogram(reg, MaintenanceRunSeconds, "How long a maintenance run took, start to report.", []float64{1, 5, 15, 60, 300, 900, 3600})
-	m.mtParts = counter(reg, MaintenancePartitions, "Partitions the maintenance workflow created, detached or dropped, by table and action.", "table", "action")
+	m.mtParts = counter(reg, MaintenancePartitions, "Partitions the maintenance workflow created, detached or dropped, and partition indexes it compacted (index_compacted), by table and action.", "table", "action")
 	m.mtLockWait = histogram(reg, MaintenanceLockWait, "How long maintenance DDL waited for its lock (each attempt; lock_timeout ends a wait), by table.", []float64{.001, .005, .01, .05, .1, .25, .5, 1}, "table")
 	m.mtRuns.WithLabelValues()
 	// Series a dashboard alerts on exist from the start, at 0, rather than

@@ -303,7 +303,9 @@ func (a *Activities) MaintenancePartitions(ctx context.Context, in contract.Main
 // not compacted yet (store.CompactPartitions). A rebuild of a day at the
 // seed's volume runs for minutes: the activity heartbeats all along, and a
 // retry starts with the index it was working on (those done are marked).
-// While another session compacts, it leaves the work to the next run (Busy).
+// While another session compacts, it leaves the work to the next run (Busy);
+// an index whose rebuild timed out on a lock too (Deferred), and those past
+// the run's budget (Unfinished).
 func (a *Activities) MaintenanceCompact(ctx context.Context, in contract.MaintenanceCompactInput) (contract.MaintenanceCompactResult, error) {
 	var res contract.MaintenanceCompactResult
 	var stats store.DDLStats
@@ -311,15 +313,20 @@ func (a *Activities) MaintenanceCompact(ctx context.Context, in contract.Mainten
 	if activity.IsActivity(ctx) {
 		defer keepHeartbeating(ctx, &current)()
 	}
-	done, err := a.Store.CompactPartitions(ctx, in.Now.Add(-store.CompactAfter), &stats, a.Metrics.MaintenanceLockWait,
+	done, err := a.Store.CompactPartitions(ctx, in.Now.Add(-store.CompactAfter), store.CompactBudget, &stats, a.Metrics.MaintenanceLockWait,
 		func(table, index string) { current.set(map[string]string{"table": table, "index": index}) })
-	for _, c := range done {
+	for _, c := range done.Indexes {
+		if c.Deferred {
+			res.Deferred = append(res.Deferred, c.Name)
+			continue
+		}
 		res.Indexes = append(res.Indexes, c.Name)
 		res.BytesBefore += c.Before
 		res.BytesAfter += c.After
 		res.Took += c.Took
 		a.Metrics.MaintenancePartition(c.Table, "index_compacted")
 	}
+	res.Unfinished = done.Unfinished
 	if errors.Is(err, store.ErrCompactionBusy) {
 		res.Busy = true
 		return res, nil
@@ -339,7 +346,8 @@ func (a *Activities) MaintenanceReport(ctx context.Context, in contract.Maintena
 			"statements": in.Partitions.Statements, "lock_retries": in.Partitions.Retries,
 			"max_wait_ms": in.Partitions.MaxWait.Milliseconds()},
 		"compacted": map[string]any{"indexes": in.Compacted.Indexes, "bytes_before": in.Compacted.BytesBefore,
-			"bytes_after": in.Compacted.BytesAfter, "took_ms": in.Compacted.Took.Milliseconds(), "busy": in.Compacted.Busy}})
+			"bytes_after": in.Compacted.BytesAfter, "took_ms": in.Compacted.Took.Milliseconds(), "busy": in.Compacted.Busy,
+			"deferred": in.Compacted.Deferred, "unfinished": in.Compacted.Unfinished, "failed": in.Compacted.Failed}})
 	if err != nil {
 		return err
 	}

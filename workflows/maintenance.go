@@ -71,9 +71,10 @@ type maintenance struct {
 	compactCtx workflow.Context
 }
 
-// maintenanceCompactTimeout bounds one compaction attempt (a retry goes on
-// from the index it was rebuilding).
-const maintenanceCompactTimeout = 6 * time.Hour
+// maintenanceCompactTimeout bounds one compaction attempt: its budget
+// (store.CompactBudget) bounds when it starts a rebuild, this the last
+// rebuild it started (a retry goes on from the first index not marked).
+const maintenanceCompactTimeout = 3 * time.Hour
 
 func (m *maintenance) setup(ctx workflow.Context) {
 	if m.in.StartedAt.IsZero() {
@@ -97,7 +98,7 @@ func (m *maintenance) setup(ctx workflow.Context) {
 	m.compactCtx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: maintenanceCompactTimeout,
 		HeartbeatTimeout:    time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 20},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, MaximumAttempts: 3},
 	})
 }
 
@@ -131,10 +132,13 @@ func (m *maintenance) run(ctx workflow.Context) (MaintenanceResult, error) {
 		}
 		m.in.From = res.Next
 	}
+	// A compaction that keeps failing leaves the indexes as they are (the
+	// next run tries again): it does not cost the run its report.
 	var compacted contract.MaintenanceCompactResult
 	if err := workflow.ExecuteActivity(m.compactCtx, contract.MaintenanceCompact, contract.MaintenanceCompactInput{Now: m.in.StartedAt}).
 		Get(ctx, &compacted); err != nil {
-		return MaintenanceResult{}, err
+		workflow.GetLogger(ctx).Warn("the compaction step failed; the next run tries again", "error", err)
+		compacted = contract.MaintenanceCompactResult{Failed: err.Error()}
 	}
 	info := workflow.GetInfo(ctx)
 	if err := workflow.ExecuteActivity(m.dbCtx, contract.MaintenanceReport, contract.MaintenanceReportInput{

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,36 @@ func TestReplayMaintenanceHistory(t *testing.T) {
 		}); err == nil {
 			t.Errorf("%s: a non-deterministic change replayed without error", h.Scenario)
 		}
+	}
+}
+
+// A compaction that keeps failing does not fail the run: the report comes,
+// with the step's error.
+func TestMaintenanceReportsAFailedCompaction(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivityWithOptions(func(context.Context, contract.MaintenancePartitionsInput) (contract.MaintenancePartitionsResult, error) {
+		return contract.MaintenancePartitionsResult{}, nil
+	}, activity.RegisterOptions{Name: contract.MaintenancePartitions})
+	env.RegisterActivityWithOptions(func(context.Context, contract.MaintenancePruneInput) (contract.MaintenancePruneResult, error) {
+		return contract.MaintenancePruneResult{Deleted: map[string]int64{"inbox": 1}, Done: true}, nil
+	}, activity.RegisterOptions{Name: contract.MaintenancePrune})
+	attempts := 0
+	env.RegisterActivityWithOptions(func(context.Context, contract.MaintenanceCompactInput) (contract.MaintenanceCompactResult, error) {
+		attempts++
+		return contract.MaintenanceCompactResult{}, errors.New("reindex: disk full")
+	}, activity.RegisterOptions{Name: contract.MaintenanceCompact})
+	var report contract.MaintenanceReportInput
+	env.RegisterActivityWithOptions(func(_ context.Context, in contract.MaintenanceReportInput) error {
+		report = in
+		return nil
+	}, activity.RegisterOptions{Name: contract.MaintenanceReport})
+	env.ExecuteWorkflow(workflows.MaintenanceWorkflow, workflows.MaintenanceInput{StartedAt: time.Date(2026, 12, 4, 2, 0, 0, 0, time.UTC)})
+	var res workflows.MaintenanceResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatalf("the run failed with its compaction: %v", err)
+	}
+	if attempts != 3 || !strings.Contains(report.Compacted.Failed, "disk full") || res.Deleted["inbox"] != 1 {
+		t.Fatalf("attempts %d, report %+v, result %+v", attempts, report, res)
 	}
 }

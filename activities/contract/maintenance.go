@@ -96,11 +96,18 @@ type MaintenanceCompactInput struct {
 
 // MaintenanceCompactResult is what the compaction step rebuilt: the
 // indexes by name, their bytes before and after, and the time the
-// rebuilds took. Busy: another session was compacting, this run left it.
+// rebuilds took. What it left to the next run: everything while another
+// session was compacting (Busy), the indexes whose rebuild timed out on a
+// lock (Deferred), those past the run's budget (Unfinished). Failed is the
+// step's error when its attempts ran out (set by the workflow: a failed
+// compaction does not fail the run).
 type MaintenanceCompactResult struct {
 	Indexes     []string
 	BytesBefore int64
 	BytesAfter  int64
 	Took        time.Duration
 	Busy        bool
+	Deferred    []string
+	Unfinished  bool
+	Failed      string
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -202,11 +203,6 @@ type DDLStats struct {
 // with lock_timeout DDLLockTimeout, retrying a lock timeout up to DDLAttempts
 // times; every attempt's duration goes to observe.
 func (s *Store) ddl(ctx context.Context, stats *DDLStats, observe func(time.Duration), sql string) error {
-	return s.ddlWait(ctx, stats, observe, DDLLockTimeout, DDLAttempts, sql)
-}
-
-// ddlWait is ddl with its own lock_timeout and number of attempts.
-func (s *Store) ddlWait(ctx context.Context, stats *DDLStats, observe func(time.Duration), lockTimeout time.Duration, attempts int, sql string) error {
 	pool, ok := s.db.(*pgxpool.Pool)
 	if !ok {
 		return errors.New("partition statements need the store's pool (not a transaction)")
@@ -216,6 +212,13 @@ func (s *Store) ddlWait(ctx context.Context, stats *DDLStats, observe func(time.
 		return err
 	}
 	defer conn.Release()
+	return ddlOn(ctx, conn, stats, observe, DDLLockTimeout, DDLAttempts, sql)
+}
+
+// ddlOn runs one statement on conn, outside any transaction, with
+// lock_timeout lockTimeout, retrying a lock timeout up to attempts times;
+// every attempt's duration goes to observe (nil: none).
+func ddlOn(ctx context.Context, conn *pgxpool.Conn, stats *DDLStats, observe func(time.Duration), lockTimeout time.Duration, attempts int, sql string) error {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", lockTimeout.Milliseconds())); err != nil {
 		return err
 	}
@@ -231,8 +234,7 @@ func (s *Store) ddlWait(ctx context.Context, stats *DDLStats, observe func(time.
 		if observe != nil {
 			observe(d)
 		}
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable || attempt >= attempts {
+		if err == nil || !lockTimedOut(err) || attempt >= attempts {
 			return err
 		}
 		stats.Retries++
@@ -242,6 +244,12 @@ func (s *Store) ddlWait(ctx context.Context, stats *DDLStats, observe func(time.
 		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 		}
 	}
+}
+
+// lockTimedOut: the statement gave up waiting for a lock (lock_timeout).
+func lockTimedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable
 }
 
 // EnsurePartitions creates the table's missing partitions from the one
@@ -352,149 +360,200 @@ const (
 	CompactedComment = "herald: compacted"
 	// CompactLockTimeout bounds each wait of a rebuild: for its lock, then
 	// for the transactions older than it to end (nothing queues behind
-	// those waits, so it can wait longer than DDLLockTimeout).
+	// those waits, so it can wait longer than DDLLockTimeout). A rebuild
+	// that times out is left to the next run (Deferred).
 	CompactLockTimeout = time.Minute
+	// CompactBudget is how long one run starts rebuilds for (the newest
+	// closed partitions first): a first run over a month of partitions, or
+	// a day at the seed's volume, goes on over the next runs while the
+	// run's other steps keep their hourly pace.
+	CompactBudget = 30 * time.Minute
+	// compactConnCheck is how often the compacting session's backend
+	// checks that its client is still there: a worker that dies mid-rebuild
+	// has its REINDEX cancelled within it (and the advisory lock released)
+	// rather than building on for minutes.
+	compactConnCheck = 10 * time.Second
 )
 
-// CompactedIndex is one index CompactPartitions rebuilt.
+// CompactedIndex is one index CompactPartitions worked on.
 type CompactedIndex struct {
 	Table, Name   string
 	Before, After int64 // bytes
 	Took          time.Duration
+	// Deferred: its rebuild (or the statement before it) timed out on a
+	// lock (a transaction older than the rebuild ran for over
+	// CompactLockTimeout): left to the next run, unmarked.
+	Deferred bool
+}
+
+// CompactResult is what one CompactPartitions call did.
+type CompactResult struct {
+	Indexes []CompactedIndex
+	// Unfinished: the budget ran out with indexes left to rebuild.
+	Unfinished bool
 }
 
 // ErrCompactionBusy: another session is compacting (a run of another
-// process, or the rebuild of a worker that died, which its backend finishes):
+// process, or the backend of a worker that died, until it notices):
 // this run leaves the partitions to the next.
 var ErrCompactionBusy = errors.New("another session is compacting partitions")
 
-// compactionLockKey is the session advisory lock one compacting session holds.
+// compactionLockKey is the session advisory lock the compacting session holds.
 const compactionLockKey = "herald/compact-partitions"
 
-// CompactPartitions rebuilds packed every index not compacted yet of the
-// partitioned tables' attached partitions that ended at or before
-// closedBefore, one session at a time (ErrCompactionBusy). It first drops
-// what an interrupted rebuild left (an invalid index named …_ccnew or
-// …_ccold: no other session is rebuilding, the lock says so). observe gets
-// each DDL statement's lock wait by table; progress is called before each
-// rebuild (the activity heartbeats it).
-func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, stats *DDLStats,
-	observe func(table string, d time.Duration), progress func(table, index string)) ([]CompactedIndex, error) {
+// CompactPartitions rebuilds packed the B-tree indexes not compacted yet of
+// the partitioned tables' attached partitions that ended at or before
+// closedBefore, newest partition first, starting no rebuild after budget.
+// One session at a time (ErrCompactionBusy): every statement runs on the
+// connection that holds the advisory lock, so a rebuild never outlives the
+// lock. It drops what an interrupted rebuild left (an invalid index named
+// …_ccnew or …_ccold, no build under way on its table) before rebuilding
+// that partition. observe gets each DDL statement's lock wait by table;
+// progress is called before each rebuild (the activity heartbeats it).
+func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, budget time.Duration, stats *DDLStats,
+	observe func(table string, d time.Duration), progress func(table, index string)) (CompactResult, error) {
+	var res CompactResult
 	pool, ok := s.db.(*pgxpool.Pool)
 	if !ok {
-		return nil, errors.New("compaction needs the store's pool (not a transaction)")
+		return res, errors.New("compaction needs the store's pool (not a transaction)")
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	defer conn.Release()
 	var locked bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, compactionLockKey).Scan(&locked); err != nil {
-		return nil, err
+		return res, err
 	}
 	if !locked {
-		return nil, ErrCompactionBusy
+		return res, ErrCompactionBusy
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, compactionLockKey) //nolint:errcheck // released with the session otherwise
-	var out []CompactedIndex
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET client_connection_check_interval = %d", compactConnCheck.Milliseconds())); err != nil {
+		return res, err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET client_connection_check_interval") //nolint:errcheck // the connection goes back to the pool either way
+	c := compaction{conn: conn, stats: stats, deadline: time.Now().Add(budget)}
 	for _, t := range PartitionedTables {
-		done, err := s.compactTable(ctx, t, closedBefore, stats, func(d time.Duration) {
+		c.observe = func(d time.Duration) {
 			if observe != nil {
 				observe(t.Table, d)
 			}
-		}, func(index string) {
+		}
+		c.progress = func(index string) {
 			if progress != nil {
 				progress(t.Table, index)
 			}
-		})
-		out = append(out, done...)
-		if err != nil {
-			return out, err
+		}
+		if err := c.table(ctx, s, t, closedBefore, &res); err != nil || res.Unfinished {
+			return res, err
 		}
 	}
-	return out, nil
+	return res, nil
 }
 
-// compactTable is CompactPartitions for one table.
-func (s *Store) compactTable(ctx context.Context, t PartitionedTable, closedBefore time.Time, stats *DDLStats,
-	observe func(time.Duration), progress func(index string)) ([]CompactedIndex, error) {
+// compaction is one CompactPartitions call's session.
+type compaction struct {
+	conn     *pgxpool.Conn
+	stats    *DDLStats
+	deadline time.Time
+	observe  func(time.Duration)
+	progress func(index string)
+}
+
+// table compacts one table's closed partitions, newest first.
+func (c *compaction) table(ctx context.Context, s *Store, t PartitionedTable, closedBefore time.Time, res *CompactResult) error {
 	have, err := s.Partitions(ctx, t)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []CompactedIndex
-	for _, p := range have {
+	for _, p := range slices.Backward(have) {
 		if !p.Attached || p.End.After(closedBefore) {
 			continue
 		}
-		done, err := s.compactPartition(ctx, t, p, stats, observe, progress)
-		out = append(out, done...)
-		if err != nil && !relationGone(err) { // dropped meanwhile: nothing to compact
-			return out, err
+		if err := c.partition(ctx, t, p, res); err != nil && !relationGone(err) { // dropped meanwhile: nothing to compact
+			return err
+		}
+		if res.Unfinished {
+			return nil
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// compactPartition is compactTable for one partition.
-func (s *Store) compactPartition(ctx context.Context, t PartitionedTable, p Partition, stats *DDLStats,
-	observe func(time.Duration), progress func(index string)) ([]CompactedIndex, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT c.relname, i.indisvalid, COALESCE(obj_description(c.oid, 'pg_class'), '') = $2, pg_relation_size(c.oid)
-		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE i.indrelid = $1::regclass ORDER BY c.relname`, pgx.Identifier{p.Name}.Sanitize(), CompactedComment)
+// partition compacts one partition's indexes.
+func (c *compaction) partition(ctx context.Context, t PartitionedTable, p Partition, res *CompactResult) error {
+	rows, err := c.conn.Query(ctx, `
+		SELECT c.relname, i.indisvalid, COALESCE(obj_description(c.oid, 'pg_class'), '') = $2, pg_relation_size(c.oid),
+			EXISTS (SELECT 1 FROM pg_stat_progress_create_index b WHERE b.relid = i.indrelid)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam AND am.amname = 'btree'
+		WHERE i.indrelid = $1::regclass ORDER BY i.indisvalid, c.relname`, pgx.Identifier{p.Name}.Sanitize(), CompactedComment)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	type index struct {
-		name           string
-		valid, compact bool
-		size           int64
+		name                     string
+		valid, compact, building bool
+		size                     int64
 	}
 	indexes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (index, error) {
 		var i index
-		err := r.Scan(&i.name, &i.valid, &i.compact, &i.size)
+		err := r.Scan(&i.name, &i.valid, &i.compact, &i.size, &i.building)
 		return i, err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []CompactedIndex
+	// Invalid indexes come first (ORDER BY indisvalid): an interrupted
+	// rebuild's leftover goes before anything is rebuilt.
 	for _, i := range indexes {
 		name := pgx.Identifier{i.name}.Sanitize()
 		switch {
-		case !i.valid && interruptedRebuild.MatchString(i.name):
-			if err := s.ddl(ctx, stats, observe, `DROP INDEX CONCURRENTLY IF EXISTS `+name); err != nil {
-				return out, fmt.Errorf("drop the interrupted rebuild %s: %w", i.name, err)
+		case !i.valid && interruptedRebuild.MatchString(i.name) && !i.building:
+			err := ddlOn(ctx, c.conn, c.stats, c.observe, DDLLockTimeout, DDLAttempts, `DROP INDEX CONCURRENTLY IF EXISTS `+name)
+			if lockTimedOut(err) {
+				return nil // the partition is left to the next run
+			}
+			if err != nil {
+				return fmt.Errorf("drop the interrupted rebuild %s: %w", i.name, err)
 			}
 			continue
 		case !i.valid || i.compact:
 			continue
 		}
-		progress(i.name)
+		if time.Now().After(c.deadline) {
+			res.Unfinished = true
+			return nil
+		}
+		c.progress(i.name)
+		done := CompactedIndex{Table: t.Table, Name: i.name, Before: i.size}
 		t0 := time.Now()
-		if err := s.ddl(ctx, stats, observe, `ALTER INDEX `+name+` SET (fillfactor = 100)`); err != nil {
-			return out, fmt.Errorf("compact %s: %w", i.name, err)
+		err := ddlOn(ctx, c.conn, c.stats, c.observe, DDLLockTimeout, DDLAttempts, `ALTER INDEX `+name+` SET (fillfactor = 100)`)
+		if err == nil {
+			// Its time is the rebuild's (Took), not a lock wait: kept out of
+			// MaxWait and the lock-wait histogram.
+			var rebuild DDLStats
+			err = ddlOn(ctx, c.conn, &rebuild, nil, CompactLockTimeout, 1, `REINDEX INDEX CONCURRENTLY `+name)
+			c.stats.Statements += rebuild.Statements
 		}
-		// Its time is the rebuild's (Took), not a lock wait: kept out of
-		// MaxWait and the lock-wait histogram.
-		var rebuild DDLStats
-		err := s.ddlWait(ctx, &rebuild, nil, CompactLockTimeout, 1, `REINDEX INDEX CONCURRENTLY `+name)
-		stats.Statements += rebuild.Statements
-		if err != nil {
-			return out, fmt.Errorf("compact %s: %w", i.name, err)
+		if err == nil {
+			err = ddlOn(ctx, c.conn, c.stats, c.observe, DDLLockTimeout, DDLAttempts, `COMMENT ON INDEX `+name+` IS '`+CompactedComment+`'`)
 		}
-		if err := s.ddl(ctx, stats, observe, `COMMENT ON INDEX `+name+` IS '`+CompactedComment+`'`); err != nil {
-			return out, fmt.Errorf("compact %s: %w", i.name, err)
+		done.Took = time.Since(t0)
+		switch {
+		case lockTimedOut(err):
+			done.Deferred = true
+		case err != nil:
+			return fmt.Errorf("compact %s: %w", i.name, err)
+		default:
+			if err := c.conn.QueryRow(ctx, `SELECT pg_relation_size($1::regclass)`, name).Scan(&done.After); err != nil {
+				return err
+			}
 		}
-		c := CompactedIndex{Table: t.Table, Name: i.name, Before: i.size, Took: time.Since(t0)}
-		if err := s.db.QueryRow(ctx, `SELECT pg_relation_size($1::regclass)`, name).Scan(&c.After); err != nil {
-			return out, err
-		}
-		out = append(out, c)
+		res.Indexes = append(res.Indexes, done)
 	}
-	return out, nil
+	return nil
 }
 
 // relationGone is SQLSTATE undefined_table: a partition or index dropped

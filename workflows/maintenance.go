@@ -137,6 +137,9 @@ func (m *maintenance) run(ctx workflow.Context) (MaintenanceResult, error) {
 	var compacted contract.MaintenanceCompactResult
 	if err := workflow.ExecuteActivity(m.compactCtx, contract.MaintenanceCompact, contract.MaintenanceCompactInput{Now: m.in.StartedAt}).
 		Get(ctx, &compacted); err != nil {
+		if temporal.IsCanceledError(err) {
+			return MaintenanceResult{}, err
+		}
 		workflow.GetLogger(ctx).Warn("the compaction step failed; the next run tries again", "error", err)
 		compacted = contract.MaintenanceCompactResult{Failed: err.Error()}
 	}

@@ -380,9 +380,10 @@ type CompactedIndex struct {
 	Table, Name   string
 	Before, After int64 // bytes
 	Took          time.Duration
-	// Deferred: its rebuild (or the statement before it) timed out on a
-	// lock (a transaction older than the rebuild ran for over
-	// CompactLockTimeout): left to the next run, unmarked.
+	// Deferred: its rebuild, the statement before or after it, or the drop
+	// of its leftover timed out on a lock (a transaction older than the
+	// rebuild ran for over CompactLockTimeout): left to the next run,
+	// unmarked, and the run stopped there.
 	Deferred bool
 }
 
@@ -403,7 +404,9 @@ const compactionLockKey = "herald/compact-partitions"
 
 // CompactPartitions rebuilds packed the B-tree indexes not compacted yet of
 // the partitioned tables' attached partitions that ended at or before
-// closedBefore, newest partition first, starting no rebuild after budget.
+// closedBefore, table by table (store.PartitionedTables' order), newest
+// partition first within a table, starting no rebuild after budget, and
+// stopping at a rebuild that timed out on a lock (Deferred, Unfinished).
 // One session at a time (ErrCompactionBusy): every statement runs on the
 // connection that holds the advisory lock, so a rebuild never outlives the
 // lock. It drops what an interrupted rebuild left (an invalid index named
@@ -429,11 +432,25 @@ func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, b
 	if !locked {
 		return res, ErrCompactionBusy
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, compactionLockKey) //nolint:errcheck // released with the session otherwise
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var unlocked bool
+		if err := conn.QueryRow(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, compactionLockKey).Scan(&unlocked); err != nil || !unlocked {
+			// A session that may still hold the lock must not go back to
+			// the pool (every run would find it busy): closed, the
+			// pool drops it and the lock goes with the backend.
+			conn.Conn().Close(uctx) //nolint:errcheck // closing is all that is left
+		}
+	}()
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET client_connection_check_interval = %d", compactConnCheck.Milliseconds())); err != nil {
 		return res, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "RESET client_connection_check_interval") //nolint:errcheck // the connection goes back to the pool either way
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Exec(rctx, "RESET client_connection_check_interval") //nolint:errcheck // the connection goes back to the pool either way
+	}()
 	c := compaction{conn: conn, stats: stats, deadline: time.Now().Add(budget)}
 	for _, t := range PartitionedTables {
 		c.observe = func(d time.Duration) {
@@ -513,7 +530,10 @@ func (c *compaction) partition(ctx context.Context, t PartitionedTable, p Partit
 		case !i.valid && interruptedRebuild.MatchString(i.name) && !i.building:
 			err := ddlOn(ctx, c.conn, c.stats, c.observe, DDLLockTimeout, DDLAttempts, `DROP INDEX CONCURRENTLY IF EXISTS `+name)
 			if lockTimedOut(err) {
-				return nil // the partition is left to the next run
+				// A transaction holds on: what comes next would wait for it too.
+				res.Indexes = append(res.Indexes, CompactedIndex{Table: t.Table, Name: i.name, Deferred: true})
+				res.Unfinished = true
+				return nil
 			}
 			if err != nil {
 				return fmt.Errorf("drop the interrupted rebuild %s: %w", i.name, err)
@@ -538,12 +558,20 @@ func (c *compaction) partition(ctx context.Context, t PartitionedTable, p Partit
 			c.stats.Statements += rebuild.Statements
 		}
 		if err == nil {
-			err = ddlOn(ctx, c.conn, c.stats, c.observe, DDLLockTimeout, DDLAttempts, `COMMENT ON INDEX `+name+` IS '`+CompactedComment+`'`)
+			// Rebuilt: the mark may wait as long as the rebuild did, rather
+			// than have the next run rebuild it again.
+			err = ddlOn(ctx, c.conn, c.stats, c.observe, CompactLockTimeout, 1, `COMMENT ON INDEX `+name+` IS '`+CompactedComment+`'`)
 		}
 		done.Took = time.Since(t0)
 		switch {
 		case lockTimedOut(err):
+			// A transaction older than the rebuild ran for over a minute: the
+			// next rebuilds would wait for it too (each building a whole
+			// index first), so the run stops here.
 			done.Deferred = true
+			res.Indexes = append(res.Indexes, done)
+			res.Unfinished = true
+			return nil
 		case err != nil:
 			return fmt.Errorf("compact %s: %w", i.name, err)
 		default:

@@ -313,7 +313,7 @@ func (a *Activities) MaintenanceCompact(ctx context.Context, in contract.Mainten
 	if activity.IsActivity(ctx) {
 		defer keepHeartbeating(ctx, &current)()
 	}
-	done, err := a.Store.CompactPartitions(ctx, in.Now.Add(-store.CompactAfter), store.CompactBudget, &stats, a.Metrics.MaintenanceLockWait,
+	done, err := a.Store.CompactPartitions(ctx, in.Now.Add(-store.CompactAfter), store.CompactLimits{}, &stats, a.Metrics.MaintenanceLockWait,
 		func(table, index string) { current.set(map[string]string{"table": table, "index": index}) })
 	for _, c := range done.Indexes {
 		if c.Deferred {

@@ -246,7 +246,7 @@ func TestBytesPerNotification(t *testing.T) {
 			END $$`); err != nil {
 			t.Fatal(err)
 		}
-		res, err := h.Store.CompactPartitions(ctx, time.Now().Add(store.PartitionAhead+retention.Day), time.Hour, &store.DDLStats{}, nil, nil)
+		res, err := h.Store.CompactPartitions(ctx, time.Now().Add(store.PartitionAhead+retention.Day), store.CompactLimits{Budget: time.Hour}, &store.DDLStats{}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

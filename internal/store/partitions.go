@@ -375,6 +375,23 @@ const (
 	compactConnCheck = 10 * time.Second
 )
 
+// CompactLimits bound one CompactPartitions call; zero fields take the
+// defaults (CompactBudget, CompactLockTimeout).
+type CompactLimits struct {
+	Budget      time.Duration
+	LockTimeout time.Duration
+}
+
+func (l CompactLimits) orDefaults() CompactLimits {
+	if l.Budget <= 0 {
+		l.Budget = CompactBudget
+	}
+	if l.LockTimeout <= 0 {
+		l.LockTimeout = CompactLockTimeout
+	}
+	return l
+}
+
 // CompactedIndex is one index CompactPartitions worked on.
 type CompactedIndex struct {
 	Table, Name   string
@@ -405,7 +422,7 @@ const compactionLockKey = "herald/compact-partitions"
 // CompactPartitions rebuilds packed the B-tree indexes not compacted yet of
 // the partitioned tables' attached partitions that ended at or before
 // closedBefore, table by table (store.PartitionedTables' order), newest
-// partition first within a table, starting no rebuild after budget, and
+// partition first within a table, starting no rebuild after the budget, and
 // stopping at a rebuild that timed out on a lock (Deferred, Unfinished).
 // One session at a time (ErrCompactionBusy): every statement runs on the
 // connection that holds the advisory lock, so a rebuild never outlives the
@@ -413,9 +430,10 @@ const compactionLockKey = "herald/compact-partitions"
 // …_ccnew or …_ccold, no build under way on its table) before rebuilding
 // that partition. observe gets each DDL statement's lock wait by table;
 // progress is called before each rebuild (the activity heartbeats it).
-func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, budget time.Duration, stats *DDLStats,
+func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, limits CompactLimits, stats *DDLStats,
 	observe func(table string, d time.Duration), progress func(table, index string)) (CompactResult, error) {
 	var res CompactResult
+	limits = limits.orDefaults()
 	pool, ok := s.db.(*pgxpool.Pool)
 	if !ok {
 		return res, errors.New("compaction needs the store's pool (not a transaction)")
@@ -451,7 +469,7 @@ func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, b
 		defer cancel()
 		conn.Exec(rctx, "RESET client_connection_check_interval") //nolint:errcheck // the connection goes back to the pool either way
 	}()
-	c := compaction{conn: conn, stats: stats, deadline: time.Now().Add(budget)}
+	c := compaction{conn: conn, stats: stats, deadline: time.Now().Add(limits.Budget), lockTimeout: limits.LockTimeout}
 	for _, t := range PartitionedTables {
 		c.observe = func(d time.Duration) {
 			if observe != nil {
@@ -472,11 +490,12 @@ func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, b
 
 // compaction is one CompactPartitions call's session.
 type compaction struct {
-	conn     *pgxpool.Conn
-	stats    *DDLStats
-	deadline time.Time
-	observe  func(time.Duration)
-	progress func(index string)
+	conn        *pgxpool.Conn
+	stats       *DDLStats
+	deadline    time.Time
+	lockTimeout time.Duration
+	observe     func(time.Duration)
+	progress    func(index string)
 }
 
 // table compacts one table's closed partitions, newest first.
@@ -554,13 +573,13 @@ func (c *compaction) partition(ctx context.Context, t PartitionedTable, p Partit
 			// Its time is the rebuild's (Took), not a lock wait: kept out of
 			// MaxWait and the lock-wait histogram.
 			var rebuild DDLStats
-			err = ddlOn(ctx, c.conn, &rebuild, nil, CompactLockTimeout, 1, `REINDEX INDEX CONCURRENTLY `+name)
+			err = ddlOn(ctx, c.conn, &rebuild, nil, c.lockTimeout, 1, `REINDEX INDEX CONCURRENTLY `+name)
 			c.stats.Statements += rebuild.Statements
 		}
 		if err == nil {
 			// Rebuilt: the mark may wait as long as the rebuild did, rather
 			// than have the next run rebuild it again.
-			err = ddlOn(ctx, c.conn, c.stats, c.observe, CompactLockTimeout, 1, `COMMENT ON INDEX `+name+` IS '`+CompactedComment+`'`)
+			err = ddlOn(ctx, c.conn, c.stats, c.observe, c.lockTimeout, 1, `COMMENT ON INDEX `+name+` IS '`+CompactedComment+`'`)
 		}
 		done.Took = time.Since(t0)
 		switch {

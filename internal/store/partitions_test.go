@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/herald-notify/herald/internal/herald"
@@ -219,40 +220,7 @@ func TestClosedPartitionIndexesAreCompacted(t *testing.T) {
 	day := store.PartitionedTables[0].Start(time.Now().Add(-27 * retention.Day))
 	st, pool, tenantID := partitionTestTenant(t, "compact", day)
 	notifications, deliveries := store.PartitionedTables[0].PartitionName(day), store.PartitionedTables[1].PartitionName(day)
-	for attempt := 0; ; attempt++ {
-		_, err := pool.Exec(ctx, `
-			WITH n AS (
-				INSERT INTO notifications (tenant_id, id, user_id, template_id, status, accepted_at)
-				SELECT $1, 'n_' || md5(random()::text) || md5(random()::text), 'user-' || i % 500, 'order_shipped', 'queued',
-					$2::timestamptz + i * interval '10 ms'
-				FROM generate_series(1, 3000) i
-				RETURNING tenant_id, id, accepted_at)
-			INSERT INTO deliveries (tenant_id, notification_id, channel, status, accepted_at)
-			SELECT n.tenant_id, n.id, c, 'queued', n.accepted_at FROM n, unnest(ARRAY['in_app', 'email']) c`, tenantID, day)
-		if err == nil {
-			break
-		}
-		if attempt == 5 || !strings.Contains(err.Error(), "no partition of relation") {
-			t.Fatal(err)
-		}
-		for _, pt := range store.PartitionedTables[:3] {
-			if _, err := st.EnsurePartitions(ctx, pt, day, 0, &store.DDLStats{}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// Compacted while empty by another package's run: unmarked, the day is
-	// rebuilt with its rows.
-	for _, p := range []string{notifications, deliveries} {
-		if _, err := pool.Exec(ctx, `
-			DO $$ DECLARE i regclass; BEGIN
-				FOR i IN SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '`+p+`'::regclass LOOP
-					EXECUTE format('COMMENT ON INDEX %s IS NULL', i);
-				END LOOP;
-			END $$`); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertOpenDay(t, st, pool, tenantID, day, 3000)
 	// An interrupted rebuild's leftover: an invalid index named as REINDEX
 	// CONCURRENTLY names its new one (a unique index over duplicates fails).
 	leftover := notifications + "_pkey_ccnew"
@@ -299,22 +267,11 @@ func TestClosedPartitionIndexesAreCompacted(t *testing.T) {
 	delete(before, leftover) // (another package's run may have dropped it already)
 	compact := func() []store.CompactedIndex {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			// Another package's maintenance run may be compacting (the same
-			// days: then this one finds them done, which the checks allow).
-			res, err := st.CompactPartitions(ctx, time.Now().Add(-store.CompactAfter), time.Hour, &store.DDLStats{}, nil, nil)
-			if err == nil {
-				if res.Unfinished {
-					t.Fatal("an hour's budget ran out")
-				}
-				return res.Indexes
-			}
-			if !errors.Is(err, store.ErrCompactionBusy) || time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		res := compactWhenFree(t, st, store.CompactLimits{Budget: time.Hour})
+		if res.Unfinished {
+			t.Fatalf("left unfinished: %+v", res)
 		}
+		return res.Indexes
 	}
 	compact()
 	after := map[string]index{}
@@ -347,5 +304,118 @@ func TestClosedPartitionIndexesAreCompacted(t *testing.T) {
 		ON d.tenant_id = n.tenant_id AND d.notification_id = n.id AND d.channel = 'email' AND d.accepted_at = n.accepted_at
 		WHERE n.tenant_id = $1`, tenantID).Scan(&found); err != nil || found != 3000 {
 		t.Fatalf("found %d (%v), want 3000", found, err)
+	}
+}
+
+// insertOpenDay writes n open (queued) notifications of tenantID accepted on
+// day, with random ids, and their in-app and email deliveries; then it
+// removes the compaction mark from the day's partitions' indexes (another
+// package's run may have compacted the day while it was empty: unmarked, it
+// is rebuilt with its rows). Another package's run may drop the day while
+// it is still empty: it is made again and the write retried.
+func insertOpenDay(t *testing.T, st *store.Store, pool *pgxpool.Pool, tenantID string, day time.Time, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for attempt := 0; ; attempt++ {
+		_, err := pool.Exec(ctx, `
+			WITH n AS (
+				INSERT INTO notifications (tenant_id, id, user_id, template_id, status, accepted_at)
+				SELECT $1, 'n_' || md5(random()::text) || md5(random()::text), 'user-' || i % 500, 'order_shipped', 'queued',
+					$2::timestamptz + i * interval '10 ms'
+				FROM generate_series(1, $3::int) i
+				RETURNING tenant_id, id, accepted_at)
+			INSERT INTO deliveries (tenant_id, notification_id, channel, status, accepted_at)
+			SELECT n.tenant_id, n.id, c, 'queued', n.accepted_at FROM n, unnest(ARRAY['in_app', 'email']) c`, tenantID, day, n)
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "no partition of relation") {
+			t.Fatal(err)
+		}
+		for _, pt := range store.PartitionedTables[:3] {
+			if _, err := st.EnsurePartitions(ctx, pt, day, 0, &store.DDLStats{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, pt := range store.PartitionedTables[:2] {
+		if _, err := pool.Exec(ctx, `
+			DO $$ DECLARE i regclass; BEGIN
+				FOR i IN SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '`+pt.PartitionName(day)+`'::regclass LOOP
+					EXECUTE format('COMMENT ON INDEX %s IS NULL', i);
+				END LOOP;
+			END $$`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// compactWhenFree runs CompactPartitions over the closed partitions, waiting
+// while another package's maintenance run is compacting (the same days: then
+// this one finds them done).
+func compactWhenFree(t *testing.T, st *store.Store, limits store.CompactLimits) store.CompactResult {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		res, err := st.CompactPartitions(context.Background(), time.Now().Add(-store.CompactAfter), limits, &store.DDLStats{}, nil, nil)
+		if err == nil {
+			return res
+		}
+		if !errors.Is(err, store.ErrCompactionBusy) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A rebuild that a transaction older than it holds up past the lock
+// timeout is deferred: the run stops there, leaving the index unmarked and
+// the rebuild's invalid …_ccnew behind; once the transaction ends, the next
+// run drops the leftover and compacts the day.
+func TestCompactionDefersARebuildHeldUpByAnOldTransaction(t *testing.T) {
+	ctx := context.Background()
+	day := store.PartitionedTables[0].Start(time.Now().Add(-28 * retention.Day))
+	st, pool, tenantID := partitionTestTenant(t, "compact-defer", day)
+	insertOpenDay(t, st, pool, tenantID, day, 1000)
+	// A snapshot older than any rebuild: REINDEX … CONCURRENTLY waits for
+	// it to end before the new index may be used.
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM tenants`); err != nil {
+		t.Fatal(err)
+	}
+	res := compactWhenFree(t, st, store.CompactLimits{LockTimeout: time.Second})
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := res.Indexes[len(res.Indexes)-1:]
+	if !res.Unfinished || len(last) == 0 || !last[0].Deferred {
+		t.Fatalf("want the run stopped at a deferred rebuild: %+v", res)
+	}
+	for _, c := range res.Indexes[:len(res.Indexes)-1] {
+		if c.Deferred {
+			t.Fatalf("the run went on past a deferred rebuild: %+v", res)
+		}
+	}
+	var leftover bool
+	// (A long name is cut to fit before its _ccnew.)
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = (SELECT indrelid FROM pg_index WHERE indexrelid = $1::regclass) AND NOT i.indisvalid
+			AND c.relname LIKE '%\_ccnew')`, pgx.Identifier{last[0].Name}.Sanitize()).Scan(&leftover); err != nil || !leftover {
+		t.Fatalf("no invalid …_ccnew left by the deferred rebuild of %s (%v)", last[0].Name, err)
+	}
+	if res := compactWhenFree(t, st, store.CompactLimits{Budget: time.Hour}); res.Unfinished {
+		t.Fatalf("the next run: %+v", res)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid IN ($1::regclass, $2::regclass) AND (NOT i.indisvalid OR COALESCE(obj_description(c.oid, 'pg_class'), '') <> $3)`,
+		store.PartitionedTables[0].PartitionName(day), store.PartitionedTables[1].PartitionName(day), store.CompactedComment).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d indexes of the day invalid or not compacted after the next run", left)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 
 	"github.com/herald-notify/herald/activities"
@@ -407,7 +406,7 @@ func TestPartitionCompactedWhileAcceptsAndReadsContinue(t *testing.T) {
 	}
 	// Another package's run may have compacted the day while it was empty:
 	// unmarked, the day is rebuilt with its rows.
-	unmarkCompacted(t, pool, store.PartitionedTables[0].PartitionName(day), store.PartitionedTables[1].PartitionName(day))
+	testenv.UncommentIndexes(t, pool, store.PartitionedTables[0].PartitionName(day), store.PartitionedTables[1].PartitionName(day))
 	// The day's notifications read by id all along.
 	stopReads := make(chan struct{})
 	readErr := make(chan error, 1)
@@ -456,22 +455,6 @@ func TestPartitionCompactedWhileAcceptsAndReadsContinue(t *testing.T) {
 	}
 	if left != 0 {
 		t.Fatalf("%d indexes of the day not compacted", left)
-	}
-}
-
-// unmarkCompacted removes the compaction step's mark from the partitions'
-// indexes.
-func unmarkCompacted(t *testing.T, pool *pgxpool.Pool, partitions ...string) {
-	t.Helper()
-	for _, p := range partitions {
-		if _, err := pool.Exec(context.Background(), `
-			DO $$ DECLARE i regclass; BEGIN
-				FOR i IN SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '`+p+`'::regclass LOOP
-					EXECUTE format('COMMENT ON INDEX %s IS NULL', i);
-				END LOOP;
-			END $$`); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

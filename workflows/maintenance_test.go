@@ -81,20 +81,16 @@ func TestMaintenanceSlicesResumeAndContinueAsNew(t *testing.T) {
 		}
 		return contract.MaintenanceCompactResult{Indexes: []string{"notifications_p20261202_pkey"}, BytesBefore: 3, BytesAfter: 2}, nil
 	}, activity.RegisterOptions{Name: contract.MaintenanceCompact})
-	var report contract.MaintenanceReportInput
-	env.RegisterActivityWithOptions(func(_ context.Context, in contract.MaintenanceReportInput) error {
-		report = in
-		return nil
-	}, activity.RegisterOptions{Name: contract.MaintenanceReport})
+	report := captureReport(env)
 	env.ExecuteWorkflow(workflows.MaintenanceWorkflow, next)
 	var res workflows.MaintenanceResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
 	if res.Deleted["notifications"] != 20 || res.Deleted["inbox"] != 5 || res.Slices != 3 || res.Tenants != 3 ||
-		!report.StartedAt.Equal(started) || report.Deleted["inbox"] != 5 || len(report.Partitions.Dropped) != 1 ||
-		len(report.Compacted.Indexes) != 1 || res.Compacted.BytesAfter != 2 {
-		t.Fatalf("result %+v, report %+v", res, report)
+		!report().StartedAt.Equal(started) || report().Deleted["inbox"] != 5 || len(report().Partitions.Dropped) != 1 ||
+		len(report().Compacted.Indexes) != 1 || res.Compacted.BytesAfter != 2 {
+		t.Fatalf("result %+v, report %+v", res, report())
 	}
 }
 
@@ -176,17 +172,24 @@ func TestMaintenanceReportsAFailedCompaction(t *testing.T) {
 		attempts++
 		return contract.MaintenanceCompactResult{}, errors.New("reindex: disk full")
 	}, activity.RegisterOptions{Name: contract.MaintenanceCompact})
-	var report contract.MaintenanceReportInput
-	env.RegisterActivityWithOptions(func(_ context.Context, in contract.MaintenanceReportInput) error {
-		report = in
-		return nil
-	}, activity.RegisterOptions{Name: contract.MaintenanceReport})
+	report := captureReport(env)
 	env.ExecuteWorkflow(workflows.MaintenanceWorkflow, workflows.MaintenanceInput{StartedAt: time.Date(2026, 12, 4, 2, 0, 0, 0, time.UTC)})
 	var res workflows.MaintenanceResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatalf("the run failed with its compaction: %v", err)
 	}
-	if attempts != 3 || !strings.Contains(report.Compacted.Failed, "disk full") || res.Deleted["inbox"] != 1 {
-		t.Fatalf("attempts %d, report %+v, result %+v", attempts, report, res)
+	if attempts != 3 || !strings.Contains(report().Compacted.Failed, "disk full") || res.Deleted["inbox"] != 1 {
+		t.Fatalf("attempts %d, report %+v, result %+v", attempts, report(), res)
 	}
+}
+
+// captureReport registers a MaintenanceReport that keeps its input: the
+// returned func reads the last one.
+func captureReport(env *testsuite.TestWorkflowEnvironment) func() contract.MaintenanceReportInput {
+	var report contract.MaintenanceReportInput
+	env.RegisterActivityWithOptions(func(_ context.Context, in contract.MaintenanceReportInput) error {
+		report = in
+		return nil
+	}, activity.RegisterOptions{Name: contract.MaintenanceReport})
+	return func() contract.MaintenanceReportInput { return report }
 }

@@ -338,16 +338,7 @@ func insertOpenDay(t *testing.T, st *store.Store, pool *pgxpool.Pool, tenantID s
 			}
 		}
 	}
-	for _, pt := range store.PartitionedTables[:2] {
-		if _, err := pool.Exec(ctx, `
-			DO $$ DECLARE i regclass; BEGIN
-				FOR i IN SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '`+pt.PartitionName(day)+`'::regclass LOOP
-					EXECUTE format('COMMENT ON INDEX %s IS NULL', i);
-				END LOOP;
-			END $$`); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.UncommentIndexes(t, pool, store.PartitionedTables[0].PartitionName(day), store.PartitionedTables[1].PartitionName(day))
 }
 
 // compactWhenFree runs CompactPartitions over the closed partitions, waiting

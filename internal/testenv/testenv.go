@@ -138,3 +138,20 @@ func FreshPool(t testing.TB, prefix string, version uint) (*pgxpool.Pool, string
 	t.Cleanup(pool.Close)
 	return pool, dbURL
 }
+
+// UncommentIndexes removes the comment of every index of the tables: the
+// compaction step's mark (store.CompactedComment), so its next run rebuilds
+// them (a test's day another package's run compacted while it was empty).
+func UncommentIndexes(t testing.TB, pool *pgxpool.Pool, tables ...string) {
+	t.Helper()
+	for _, table := range tables {
+		if _, err := pool.Exec(context.Background(), `
+			DO $$ DECLARE i regclass; BEGIN
+				FOR i IN SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '`+table+`'::regclass LOOP
+					EXECUTE format('COMMENT ON INDEX %s IS NULL', i);
+				END LOOP;
+			END $$`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -203,16 +203,22 @@ type DDLStats struct {
 // with lock_timeout DDLLockTimeout, retrying a lock timeout up to DDLAttempts
 // times; every attempt's duration goes to observe.
 func (s *Store) ddl(ctx context.Context, stats *DDLStats, observe func(time.Duration), sql string) error {
-	pool, ok := s.db.(*pgxpool.Pool)
-	if !ok {
-		return errors.New("partition statements need the store's pool (not a transaction)")
-	}
-	conn, err := pool.Acquire(ctx)
+	conn, err := s.ownConn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
 	return ddlOn(ctx, conn, stats, observe, DDLLockTimeout, DDLAttempts, sql)
+}
+
+// ownConn is a connection of the store's pool for statements that refuse
+// a transaction block or hold a session (the partition DDL, compaction).
+func (s *Store) ownConn(ctx context.Context) (*pgxpool.Conn, error) {
+	pool, ok := s.db.(*pgxpool.Pool)
+	if !ok {
+		return nil, errors.New("partition statements need the store's pool (not a transaction)")
+	}
+	return pool.Acquire(ctx)
 }
 
 // ddlOn runs one statement on conn, outside any transaction, with
@@ -247,9 +253,12 @@ func ddlOn(ctx context.Context, conn *pgxpool.Conn, stats *DDLStats, observe fun
 }
 
 // lockTimedOut: the statement gave up waiting for a lock (lock_timeout).
-func lockTimedOut(err error) bool {
+func lockTimedOut(err error) bool { return hasSQLState(err, lockNotAvailable) }
+
+// hasSQLState reports whether err is PostgreSQL's error code.
+func hasSQLState(err error, code string) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable
+	return errors.As(err, &pgErr) && pgErr.Code == code
 }
 
 // EnsurePartitions creates the table's missing partitions from the one
@@ -434,11 +443,7 @@ func (s *Store) CompactPartitions(ctx context.Context, closedBefore time.Time, l
 	observe func(table string, d time.Duration), progress func(table, index string)) (CompactResult, error) {
 	var res CompactResult
 	limits = limits.orDefaults()
-	pool, ok := s.db.(*pgxpool.Pool)
-	if !ok {
-		return res, errors.New("compaction needs the store's pool (not a transaction)")
-	}
-	conn, err := pool.Acquire(ctx)
+	conn, err := s.ownConn(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -605,10 +610,10 @@ func (c *compaction) partition(ctx context.Context, t PartitionedTable, p Partit
 
 // relationGone is SQLSTATE undefined_table: a partition or index dropped
 // while it was worked on.
-func relationGone(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
-}
+func relationGone(err error) bool { return hasSQLState(err, undefinedTable) }
+
+// undefinedTable is SQLSTATE undefined_table.
+const undefinedTable = "42P01"
 
 // interruptedRebuild matches the index a REINDEX … CONCURRENTLY stopped half
 // way leaves invalid: the new one (before the swap) or the old (after).

@@ -112,6 +112,10 @@ func setupCampaign(ctx workflow.Context, in CampaignInput) (*campaign, error) {
 	}
 	if in.State != nil {
 		c.st = *in.State
+	} else {
+		// Set before the handlers exist: a control that arrives with the start
+		// runs before run's first step and must find the campaign scheduled.
+		c.st.Status = herald.CampaignScheduled
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryCampaignProgress, func() (CampaignState, error) { return c.st, nil }); err != nil {
 		return nil, err
@@ -128,8 +132,7 @@ func setupCampaign(ctx workflow.Context, in CampaignInput) (*campaign, error) {
 }
 
 func (c *campaign) run(ctx workflow.Context) (CampaignWorkflowResult, error) {
-	if c.st.Status == "" {
-		c.st.Status = herald.CampaignScheduled
+	if c.st.Status == herald.CampaignScheduled {
 		if wait := c.in.SendAt.Sub(workflow.Now(ctx)); !c.in.SendAt.IsZero() && wait > 0 {
 			_, _ = workflow.AwaitWithTimeout(ctx, wait, func() bool { return c.st.Cancelled })
 		}

@@ -245,3 +245,34 @@ func TestCampaignCancelWhilePaused(t *testing.T) {
 	require.Equal(t, herald.CampaignCancelled, st.Status)
 	require.Less(t, st.Totals.Recipients, 100)
 }
+
+// TestCampaignControlsBeforeTheFirstStep: a pause and a resume that reach a
+// scheduled campaign before its workflow has taken a step (they arrive with
+// the start) leave it scheduled: it still waits for send_at, and a cancel
+// before then ends it without a recipient started.
+func TestCampaignControlsBeforeTheFirstStep(t *testing.T) {
+	a := newFakeAudience(20)
+	env := campaignEnv(t, a)
+	in := campaignIn()
+	in.SendAt = env.Now().Add(time.Hour)
+	answered := map[string]string{}
+	control := func(name string) func() {
+		return func() {
+			env.UpdateWorkflow(name, name, &testsuite.TestUpdateCallback{OnAccept: func() {},
+				OnReject:   func(err error) { t.Errorf("%s rejected: %v", name, err) },
+				OnComplete: func(v any, err error) { require.NoError(t, err); answered[name] = v.(CampaignState).Status }})
+		}
+	}
+	env.RegisterDelayedCallback(control(UpdatePause), 0)
+	env.RegisterDelayedCallback(control(UpdateResume), 0)
+	env.RegisterDelayedCallback(control(UpdateCancelCampaign), 10*time.Minute)
+	env.ExecuteWorkflow(CampaignWorkflow, in)
+	require.NoError(t, env.GetWorkflowError())
+	var st CampaignState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	require.Equal(t, herald.CampaignCancelled, st.Status)
+	require.Equal(t, map[string]string{UpdatePause: herald.CampaignScheduled, UpdateResume: herald.CampaignScheduled,
+		UpdateCancelCampaign: herald.CampaignCancelled}, answered)
+	env.AssertNotCalled(t, contract.CampaignStart, mock.Anything, mock.Anything)
+	require.Empty(t, a.batches, "a recipient was sent before send_at")
+}

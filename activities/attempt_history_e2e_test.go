@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/testenv"
 	"github.com/herald-notify/herald/providers/providertest"
@@ -22,7 +23,7 @@ func TestAcceptedAttemptIsCarriedByTheDeliveryRow(t *testing.T) {
 	pool := testenv.Pool(t)
 	rows := func(id string) (accepted, other int) {
 		t.Helper()
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE outcome = 'accepted'), count(*) FILTER (WHERE outcome <> 'accepted')
+		if err := dbx.WithNotificationIDs(pool).QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE outcome = 'accepted'), count(*) FILTER (WHERE outcome <> 'accepted')
 			FROM delivery_attempts WHERE tenant_id = $1 AND notification_id = $2`, tenantID, id).Scan(&accepted, &other); err != nil {
 			t.Fatal(err)
 		}

@@ -120,7 +120,7 @@ func TestMaintenanceWeek(t *testing.T) {
 			if _, err := pool.Exec(ctx, `
 				WITH n AS (
 					INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at, category, updated_at)
-					SELECT $1, 'n_' || $2 || '_' || g, 'u' || (g % 1000), 'order_shipped', '{in_app,email}', 'notification/' || $1 || '/' || md5(g::text),
+					SELECT $1, decode(md5($2 || '_' || g) || md5('r' || $2 || '_' || g), 'hex'), 'u' || (g % 1000), 'order_shipped', '{in_app,email}', 'notification/' || $1 || '/' || md5(g::text),
 						md5($2 || g::text)::uuid::text, left(md5(g::text), 32), 'delivered', $3::timestamptz + (g * interval '86399 seconds' / $4::int), 'transactional',
 						$3::timestamptz + (g * interval '86399 seconds' / $4::int)
 					FROM generate_series(1, $4::int) g

@@ -100,7 +100,7 @@ func TestSlicePastItsBudgetStartsNoOtherTenant(t *testing.T) {
 		}
 		tenants = append(tenants, tn.ID)
 		if _, err := pool.Exec(ctx, `INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, body, payload, created_at)
-			SELECT $1, 'n' || g, 'email', 'k' || g, 'r', 'b', '{}', now() - interval '30 days' FROM generate_series(1, 3) g`, tn.ID); err != nil {
+			SELECT $1, convert_to('n' || g, 'UTF8'), 'email', 'k' || g, 'r', 'b', '{}', now() - interval '30 days' FROM generate_series(1, 3) g`, tn.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
@@ -371,7 +372,7 @@ func (b *bigBench) lookups(ctx context.Context, list []string, what string) {
 				}
 				t0 := time.Now()
 				var one int
-				if err := b.pool.QueryRow(ctx, `SELECT 1 FROM (`+q.sql+`) x`, a...).Scan(&one); err != nil {
+				if err := dbx.WithNotificationIDs(b.pool).QueryRow(ctx, `SELECT 1 FROM (`+q.sql+`) x`, a...).Scan(&one); err != nil {
 					b.t.Fatalf("%s %s: %v", q.name, id, err)
 				}
 				times = append(times, time.Since(t0))
@@ -381,7 +382,7 @@ func (b *bigBench) lookups(ctx context.Context, list []string, what string) {
 		if q.sql == all {
 			a = a[:2]
 		}
-		rows, err := b.pool.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) `+q.sql, a...)
+		rows, err := dbx.WithNotificationIDs(b.pool).Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) `+q.sql, a...)
 		if err != nil {
 			b.t.Fatal(err)
 		}

@@ -96,8 +96,8 @@ func (l *bigLoader) columns(ctx context.Context, table string) []bigColumn {
 // sample notifications (bench_s, ranked) and each table's sample rows.
 func (l *bigLoader) setup(ctx context.Context, c *pgxpool.Conn) {
 	stmts := []string{`CREATE TEMP TABLE bench_s AS
-		SELECT (row_number() OVER (ORDER BY id) - 1)::int AS rank, id, substr(id, 3, 32) AS keyhex, substr(id, 35, 32) AS runhex,
-			substr(id, 35, 8) || '-' || substr(id, 43, 4) || '-' || substr(id, 47, 4) || '-' || substr(id, 51, 4) || '-' || substr(id, 55, 12) AS runid,
+		SELECT (row_number() OVER (ORDER BY id) - 1)::int AS rank, id, encode(substring(id FROM 1 FOR 16), 'hex') AS keyhex,
+			encode(substring(id FROM 17 FOR 16), 'hex') AS runhex, encode(substring(id FROM 17 FOR 16), 'hex')::uuid::text AS runid,
 			user_id, accepted_at
 		FROM notifications WHERE tenant_id = $1 AND id = ANY($2)`}
 	for _, nt := range bigNotificationTables {

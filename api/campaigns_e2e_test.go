@@ -14,6 +14,7 @@ import (
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/api"
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
@@ -196,7 +197,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 	// it, after the receipt window, to the guard.
 	doubt := ids.CampaignNotificationID(tenantID, "spring-sale", "u00001")
 	pool := testenv.Pool(t)
-	if _, err := pool.Exec(context.Background(), `UPDATE deliveries SET status = 'sending', reason = NULL WHERE notification_id = $1 AND channel = 'email'`, doubt); err != nil {
+	if _, err := dbx.WithNotificationIDs(pool).Exec(context.Background(), `UPDATE deliveries SET status = 'sending', reason = NULL WHERE notification_id = $1 AND channel = 'email'`, doubt); err != nil {
 		t.Fatal(err)
 	}
 	val, err = aenv.ExecuteActivity(contract.CampaignBatch, contract.CampaignBatchInput{Campaign: in.Spec, After: "", Through: "u00249", Limit: 250})
@@ -208,7 +209,7 @@ func TestCampaignInlineAudienceDeliversOnce(t *testing.T) {
 		t.Fatalf("re-run with an in-doubt email: %+v %v", res, err)
 	}
 	var reason herald.Reason
-	if err := pool.QueryRow(context.Background(), `SELECT reason FROM campaign_pending WHERE notification_id = $1 AND channel = 'email'`, doubt).Scan(&reason); err != nil || reason != herald.ReasonInDoubt {
+	if err := dbx.WithNotificationIDs(pool).QueryRow(context.Background(), `SELECT reason FROM campaign_pending WHERE notification_id = $1 AND channel = 'email'`, doubt).Scan(&reason); err != nil || reason != herald.ReasonInDoubt {
 		t.Fatalf("in-doubt email owed as %q (%v)", reason, err)
 	}
 	if after := sandboxPerNotification(t, tenantID); after[doubt] != 1 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/testenv"
 )
 
@@ -189,7 +190,7 @@ func TestKeyReuseDetectedFromTheMemo(t *testing.T) {
 	body := map[string]any{"user_id": "cy", "template_id": "t", "channels": []string{"in_app"}, "data": map[string]any{"n": 1}, "idempotency_key": "memo-1"}
 	id := h.Accept(key, body)
 	pool := testenv.Pool(t)
-	if _, err := pool.Exec(context.Background(), `DELETE FROM notification_dedup WHERE tenant_id = $1 AND notification_id = $2`, tenantID, id); err != nil {
+	if _, err := dbx.WithNotificationIDs(pool).Exec(context.Background(), `DELETE FROM notification_dedup WHERE tenant_id = $1 AND notification_id = $2`, tenantID, id); err != nil {
 		t.Fatal(err)
 	}
 	other := map[string]any{"user_id": "cy", "template_id": "t", "channels": []string{"in_app"}, "data": map[string]any{"n": 2}, "idempotency_key": "memo-1"}

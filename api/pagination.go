@@ -76,6 +76,11 @@ func pageRequest(c *gin.Context, list string) (limit int, cur pageCursor, ok boo
 	return limit, cur, ok, e
 }
 
+// badCursor answers a cursor no list returned.
+func badCursor() *httpError {
+	return badField("cursor", "invalid_field", "cursor is not one this list returned; pass next_cursor of the previous page unchanged")
+}
+
 // readPageCursor reads ?cursor= for the named list: ok false and no error when
 // absent; 400 naming cursor when it is not one this list returned.
 func readPageCursor(c *gin.Context, list string) (p pageCursor, ok bool, e *httpError) {
@@ -83,7 +88,7 @@ func readPageCursor(c *gin.Context, list string) (p pageCursor, ok bool, e *http
 	if !present {
 		return p, false, nil
 	}
-	bad := badField("cursor", "invalid_field", "cursor is not one this list returned; pass next_cursor of the previous page unchanged")
+	bad := badCursor()
 	if v == "" || len(v) > maxCursorBytes {
 		return p, false, bad
 	}

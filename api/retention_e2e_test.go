@@ -16,6 +16,7 @@ import (
 	"github.com/herald-notify/herald/activities"
 	"github.com/herald-notify/herald/activities/contract"
 	"github.com/herald-notify/herald/internal/apitest"
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
@@ -392,7 +393,7 @@ func TestPartitionCompactedWhileAcceptsAndReadsContinue(t *testing.T) {
 	const n = 30000
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO notifications (tenant_id, id, user_id, template_id, status, accepted_at)
-		SELECT $1, 'n_' || md5(random()::text) || md5(random()::text), 'ada', 'order_shipped', 'queued', $2::timestamptz + i * interval '1 s'
+		SELECT $1, decode(md5(random()::text) || md5(random()::text), 'hex'), 'ada', 'order_shipped', 'queued', $2::timestamptz + i * interval '1 s'
 		FROM generate_series(1, $3::int) i`, tenantID, day, n); err != nil {
 		t.Fatal(err)
 	}
@@ -495,11 +496,11 @@ func TestPartitionKeptWhileANotificationIsNotEnded(t *testing.T) {
 			Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: status, AcceptedAt: accepted}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `UPDATE notifications SET updated_at = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, ended); err != nil {
+		if _, err := dbx.WithNotificationIDs(pool).Exec(ctx, `UPDATE notifications SET updated_at = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, ended); err != nil {
 			t.Fatal(err)
 		}
 		if !attemptAt.IsZero() {
-			if _, err := pool.Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, at)
+			if _, err := dbx.WithNotificationIDs(pool).Exec(ctx, `INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, at)
 				VALUES ($1, $2, 'email', 1, 'sandbox', 'accepted', $3)`, tenantID, id, attemptAt); err != nil {
 				t.Fatal(err)
 			}
@@ -692,7 +693,7 @@ func TestRedriveOfAnExpiredNotificationIsGone(t *testing.T) {
 		if table == "notifications" {
 			col = "id"
 		}
-		if _, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE tenant_id = $1 AND `+col+` = $2`, tenantID, d.NotificationID); err != nil {
+		if _, err := dbx.WithNotificationIDs(pool).Exec(ctx, `DELETE FROM `+table+` WHERE tenant_id = $1 AND `+col+` = $2`, tenantID, d.NotificationID); err != nil {
 			t.Fatal(err)
 		}
 	}

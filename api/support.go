@@ -98,6 +98,10 @@ func supportFilter(c *gin.Context, list string) (store.UserNotificationFilter, *
 		return f, err
 	}
 	if ok {
+		// The cursor's key is the last notification id of the previous page.
+		if _, _, perr := ids.ParseNotificationID(cur.Key); perr != nil {
+			return f, badCursor()
+		}
 		t := time.UnixMicro(cur.At)
 		f.Before, f.BeforeID = &t, cur.Key
 	}

@@ -23,7 +23,9 @@ type Store struct {
 
 // NewStore wraps a pool or a transaction. keys seals and opens provider secrets;
 // it may be nil for a Store that never touches them (push tokens, receipts).
-func NewStore(db dbx.DB, keys *secrets.Keyring) *Store { return &Store{db: db, keys: keys} }
+func NewStore(db dbx.DB, keys *secrets.Keyring) *Store {
+	return &Store{db: dbx.WithNotificationIDs(db), keys: keys}
+}
 
 // ProviderConfig is one provider configured for a tenant's channel.
 type ProviderConfig struct {
@@ -346,7 +348,7 @@ func (s *Store) LatestReceipt(ctx context.Context, tenantID, notificationID stri
 func (s *Store) LatestReceipts(ctx context.Context, tenantID string, notificationIDs []string, channel herald.Channel) (map[string]Receipt, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT r.tenant_id, r.notification_id, r.channel, r.provider, r.provider_message_id, r.status, r.provider_status, r.occurred_at
-		FROM unnest($2::text[]) AS ids(id)
+		FROM unnest($2::bytea[]) AS ids(id)
 		CROSS JOIN LATERAL (SELECT * FROM provider_receipts
 			WHERE tenant_id = $1 AND notification_id = ids.id AND channel = $3
 			ORDER BY `+receiptRankSQL+` DESC, occurred_at DESC, id DESC LIMIT 1) r`, tenantID, notificationIDs, channel)

@@ -74,16 +74,16 @@ func seedTenant(b *testing.B, pool *pgxpool.Pool, tenantID string, n int) int64 
 	return testenv.Seed(b, pool, []any{tenantID, n},
 		`INSERT INTO users (tenant_id, user_id, email) SELECT $1, 'u' || i, 'u' || i || '@example.com' FROM generate_series(1, $2::int) i`,
 		`INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at)
-			SELECT $1, 'n_' || $1 || '_' || i, 'u' || i, 'order', ARRAY['in_app', 'email'], 'wf', 'run', md5($1 || i), 'delivered', now()
+			SELECT $1, decode(md5($1 || '_' || i) || md5('r' || $1 || '_' || i), 'hex'), 'u' || i, 'order', ARRAY['in_app', 'email'], 'wf', 'run', md5($1 || i), 'delivered', now()
 			FROM generate_series(1, $2::int) i`,
 		`INSERT INTO deliveries (tenant_id, notification_id, channel, status, accepted_at)
-			SELECT $1, 'n_' || $1 || '_' || i, ch, 'delivered', now() FROM generate_series(1, $2::int) i, unnest(ARRAY['in_app', 'email']) ch`,
+			SELECT $1, decode(md5($1 || '_' || i) || md5('r' || $1 || '_' || i), 'hex'), ch, 'delivered', now() FROM generate_series(1, $2::int) i, unnest(ARRAY['in_app', 'email']) ch`,
 		`INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, subject, body, payload)
-			SELECT $1, 'n_' || $1 || '_' || i, 'email', 'k_' || i, 'u' || i || '@example.com', 'Hello', 'Body', '{}' FROM generate_series(1, $2::int) i`,
+			SELECT $1, decode(md5($1 || '_' || i) || md5('r' || $1 || '_' || i), 'hex'), 'email', 'k_' || i, 'u' || i || '@example.com', 'Hello', 'Body', '{}' FROM generate_series(1, $2::int) i`,
 		`INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, category, created_at)
-			SELECT $1, 'u' || i, 'n_' || $1 || '_' || i, 'Hello', 'A body', 'general', now() FROM generate_series(1, $2::int) i`,
+			SELECT $1, 'u' || i, decode(md5($1 || '_' || i) || md5('r' || $1 || '_' || i), 'hex'), 'Hello', 'A body', 'general', now() FROM generate_series(1, $2::int) i`,
 		`INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen, created_at)
-			SELECT $1, 'u' || i, 1, 'created', 'n_' || $1 || '_' || i, '{}', 1, 1, 1, now() FROM generate_series(1, $2::int) i`,
+			SELECT $1, 'u' || i, 1, 'created', decode(md5($1 || '_' || i) || md5('r' || $1 || '_' || i), 'hex'), '{}', 1, 1, 1, now() FROM generate_series(1, $2::int) i`,
 		`INSERT INTO audit_log (tenant_id, api_key_id, action, target, status, details)
 			SELECT $1, 'k', 'user.put', 'user_id=u' || i, 200, '{}' FROM generate_series(1, $2::int) i`,
 		`ANALYZE users; ANALYZE notifications; ANALYZE deliveries; ANALYZE inbox`)

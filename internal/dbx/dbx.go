@@ -1,8 +1,10 @@
 // Package dbx is the database handle Herald's PostgreSQL code runs on (the
-// store, the provider store, the sandbox recorder and the rate limiter), and the
-// one place pgx.ErrNoRows becomes herald.ErrNotFound. It imports nothing of
-// Herald's but the domain words, so every layer that touches the database can
-// take the same handle without an import cycle.
+// store, the provider store, the sandbox recorder and the rate limiter), the
+// one place pgx.ErrNoRows becomes herald.ErrNotFound, and the one place a
+// notification id becomes the 32 bytes the database keeps
+// (notification_ids.go). It imports nothing of Herald's but the domain words
+// and the ids, so every layer that touches the database can take the same
+// handle without an import cycle.
 package dbx
 
 import (

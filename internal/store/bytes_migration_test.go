@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/ids"
 	"github.com/herald-notify/herald/internal/store"
@@ -150,7 +151,7 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var derived bool
-	if err := pool.QueryRow(ctx, `SELECT workflow_id IS NULL AND run_id IS NULL AND dedup_key_hash IS NULL FROM notifications WHERE id = $1`, n2.ID).
+	if err := dbx.WithNotificationIDs(pool).QueryRow(ctx, `SELECT workflow_id IS NULL AND run_id IS NULL AND dedup_key_hash IS NULL FROM notifications WHERE id = $1`, n2.ID).
 		Scan(&derived); err != nil || !derived {
 		t.Fatalf("a new notification's derivable columns: NULL %v (%v)", derived, err)
 	}
@@ -168,7 +169,7 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	// Since 0174 the row of an id that spells its key stores neither the key
 	// nor a last_seen_at equal to first_seen_at; both read as before.
 	var storedKey, storedLast *string
-	if err := pool.QueryRow(ctx, `SELECT key_hash, last_seen_at::text FROM notification_dedup WHERE notification_id = $1`, n2.ID).
+	if err := dbx.WithNotificationIDs(pool).QueryRow(ctx, `SELECT key_hash, last_seen_at::text FROM notification_dedup WHERE notification_id = $1`, n2.ID).
 		Scan(&storedKey, &storedLast); err != nil || storedKey != nil || storedLast != nil {
 		t.Fatalf("a new ledger row stores key_hash %v and last_seen_at %v (%v), want both NULL", storedKey, storedLast, err)
 	}
@@ -188,7 +189,7 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	// not spell its key.
 	odd, old := rows[2], rows[0]
 	for _, r := range []row{odd, old} {
-		if _, err := pool.Exec(ctx, `INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, dedup_until)
+		if _, err := dbx.WithNotificationIDs(pool).Exec(ctx, `INSERT INTO notification_dedup (tenant_id, notification_id, key_hash, body_hash, first_seen_at, last_seen_at, dedup_until)
 			VALUES ($1, $2, $3, $4, $5, $5, $6)`, tn.ID, r.id, r.keyHash, body, now, until); err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func TestSmallerRowsMigrationKeepsEveryValue(t *testing.T) {
 	if byKey, err := st.NotificationsByKey(ctx, tn.ID, key2.String()[:31]+"0", 10); err != nil || len(byKey) != 0 {
 		t.Fatalf("another key found %v (%v)", byKey, err)
 	}
-	if _, err := pool.Exec(ctx, `DELETE FROM notifications WHERE id = $1`, n2.ID); err != nil {
+	if _, err := dbx.WithNotificationIDs(pool).Exec(ctx, `DELETE FROM notifications WHERE id = $1`, n2.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `DELETE FROM notification_dedup WHERE tenant_id = $1`, tn.ID); err != nil {

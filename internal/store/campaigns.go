@@ -396,7 +396,7 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 			INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status,
 				accepted_at, template_version, category, campaign_id)
 			SELECT $1, t.id, t.uid, $2, NULL, `+derivedNotificationIDs("$3", "''", "$4", "$1", "t.id", "$4")+`, $5, $6, $7, NULLIF($8, ''), $4
-			FROM unnest($9::text[], $10::text[]) AS t(id, uid)
+			FROM unnest($9::bytea[], $10::text[]) AS t(id, uid)
 			ON CONFLICT (tenant_id, id, accepted_at) DO NOTHING`,
 			n.TenantID, n.TemplateID, n.WorkflowID, n.CampaignID, herald.NotificationSending, acceptedAt,
 			n.TemplateVersion, n.Category, n.NotificationIDs, n.UserIDs); err != nil {
@@ -404,7 +404,7 @@ func (s *Store) InsertCampaignNotifications(ctx context.Context, n CampaignNotif
 		}
 		_, err := tx.db.Exec(ctx, `
 			INSERT INTO deliveries (tenant_id, notification_id, channel, status, campaign_id, accepted_at)
-			SELECT $1, id, ch, $4, $5, $6 FROM unnest($2::text[]) id CROSS JOIN unnest($3::text[]) ch
+			SELECT $1, id, ch, $4, $5, $6 FROM unnest($2::bytea[]) id CROSS JOIN unnest($3::text[]) ch
 			ON CONFLICT (tenant_id, notification_id, channel, accepted_at) DO NOTHING`,
 			n.TenantID, n.NotificationIDs, n.Channels, herald.DeliveryPending, n.CampaignID, acceptedAt)
 		if err != nil {
@@ -554,7 +554,7 @@ func (s *Store) updateDeliveries(ctx context.Context, tenantID string, us []Bulk
 			accepted_attempt = CASE WHEN u.accepted THEN COALESCE(d.accepted_attempt, 1 + ` + storedAttemptsSQL("d.tenant_id", "d.notification_id", "d.channel") + `::int)
 				ELSE d.accepted_attempt END,
 			updated_at = now()
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $12::bool[])
+		FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $12::bool[])
 			AS u(tenant, nid, channel, status, reason, err, provider, pmid, attempts, accepted)
 		WHERE d.tenant_id = u.tenant AND d.notification_id = u.nid AND d.channel = u.channel
 		  AND ` + rank("u.status") + ` >= ` + rank("d.status")
@@ -616,7 +616,7 @@ func (s *Store) RecomputeNotificationStatuses(ctx context.Context, tenantID stri
 	}
 	_, err = s.db.Exec(ctx, endStatusSQL(`
 		UPDATE notifications n SET status = u.status, updated_at = now(), `+dueOnEndSQL("u.status")+`
-		FROM unnest($2::text[], $3::text[]) AS u(id, status)
+		FROM unnest($2::bytea[], $3::text[]) AS u(id, status)
 		WHERE n.tenant_id = $1 AND n.id = u.id AND n.status <> u.status`), tenantID, ids, statuses)
 	return err
 }
@@ -696,7 +696,7 @@ func (s *Store) PutPending(ctx context.Context, tenantID, campaignID string, ite
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO campaign_pending (tenant_id, campaign_id, user_id, channel, notification_id, reason, last_error, due_at, attempt)
 		SELECT $1, $2, u, ch, nid, r, NULLIF(e, ''), due, att
-		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::int[]) AS t(u, ch, nid, r, e, due, att)
+		FROM unnest($3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[], $8::timestamptz[], $9::int[]) AS t(u, ch, nid, r, e, due, att)
 		ON CONFLICT (tenant_id, campaign_id, user_id, channel) DO UPDATE SET
 			due_at = EXCLUDED.due_at, attempt = EXCLUDED.attempt, reason = EXCLUDED.reason, last_error = EXCLUDED.last_error`,
 		tenantID, campaignID, cols[0], cols[1], cols[2], cols[3], cols[4], due, attempts)

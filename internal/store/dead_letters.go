@@ -115,7 +115,7 @@ func (s *Store) RecordAttempts(ctx context.Context, tenantID string, channel her
 				+ `+carriedAcceptedSQL("n.id", "$2", bound)+`
 				+ row_number() OVER (PARTITION BY n.id ORDER BY n.o),
 			n.provider, n.outcome, n.error
-		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS n (id, provider, outcome, error, o)`,
+		FROM unnest($3::bytea[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS n (id, provider, outcome, error, o)`,
 		append([]any{tenantID, channel, ids, providers, outcomes, errs}, args...)...)
 	return err
 }

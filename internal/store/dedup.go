@@ -144,28 +144,41 @@ func (s *Store) GetDedup(ctx context.Context, tenantID, notificationID string) (
 }
 
 // ledgerKeySQL selects the ledger rows (aliased d) of key hash $2: those
-// whose id spells the key (n_ + key hash + run id: a range of the primary
-// key, the id's order puts every id that starts with n_K between 'n_K' and
-// 'n_Kg'; key_hash is NULL on them since 0174, or K on older rows) and those
-// whose id does not (key_hash holds K: the partial notification_dedup_key_idx,
+// whose id spells the key (its first 16 bytes: a range of the primary key;
+// key_hash is NULL on them since 0174, or K on older rows) and those whose id
+// does not (key_hash holds K: the partial notification_dedup_key_idx,
 // migration 0124).
-var ledgerKeySQL = `(d.notification_id >= 'n_' || $2 AND d.notification_id < 'n_' || $2 || 'g'
+var ledgerKeySQL = `(` + idsOfKey("d.notification_id", "$2") + `
 		AND ` + ledgerKey("d.") + ` = $2
-	OR d.key_hash = $2 AND d.key_hash <> substr(d.notification_id, 3, 32))`
+	OR d.key_hash = $2 AND d.key_hash <> ` + idKeyHash("d.notification_id") + `)`
+
+// idKeyHash is the key hash a notification id spells (an SQL expression of
+// the id's bytes, 0175): its first 16 bytes, in hex (ids.NotificationID).
+func idKeyHash(id string) string {
+	return "encode(substring(" + id + " FROM 1 FOR 16), 'hex')"
+}
+
+// idsOfKey matches the ids (column col) that spell key hash key (a hex text
+// expression): the range of the ids' order between the key's 16 bytes
+// followed by zeros and followed by 0xff, so an index on the ids finds them.
+// A key that is not hex (a key hash is 32 hex digits) matches none.
+func idsOfKey(col, key string) string {
+	bytes := fmt.Sprintf(`decode(CASE WHEN %s ~ '^[0-9a-f]{32}$' THEN %[1]s END, 'hex')`, key)
+	return fmt.Sprintf(`%s BETWEEN %s AND %[2]s || '\xffffffffffffffffffffffffffffffff'::bytea`, col, bytes)
+}
 
 // ledgerKeyHash is the key_hash a ledger row stores for key hash key and
-// notification id: NULL when the id spells the key (n_ + key hash + run id,
-// ids.NotificationID; every row written today), so the row does not carry
-// the same 32 hex digits twice (migration 0174); the key otherwise. Readers
-// take ledgerKey.
+// notification id: NULL when the id spells the key (ids.NotificationID;
+// every row written today), so the row does not carry the same key twice
+// (migration 0174); the key otherwise. Readers take ledgerKey.
 func ledgerKeyHash(key, id string) string {
-	return fmt.Sprintf("NULLIF(%s::text, substr(%s::text, 3, 32))", key, id)
+	return fmt.Sprintf("NULLIF(%s::text, %s)", key, idKeyHash(id+"::bytea"))
 }
 
 // ledgerKey is a ledger row's key hash (columns prefixed by alias, "d." or
 // ""): its key_hash, or the one its id spells (ledgerKeyHash).
 func ledgerKey(alias string) string {
-	return "COALESCE(" + alias + "key_hash, substr(" + alias + "notification_id, 3, 32))"
+	return "COALESCE(" + alias + "key_hash, " + idKeyHash(alias+"notification_id") + ")"
 }
 
 // ledgerLastSeen is a ledger row's last submission: last_seen_at, NULL until
@@ -219,13 +232,12 @@ type UserNotificationFilter struct {
 }
 
 // keyHashMatchSQL finds the notifications (aliased n) of dedup key hash $10:
-// those whose id spells it (n_ + key hash + run id, the dedup_key_hash
-// column NULL: a range of the primary key), those that hold it (the partial
-// notifications_dedup_key_idx) and the recipients of a campaign of that id
-// (campaign recipients are keyed by their campaign; notifications_campaign_idx).
-const keyHashMatchSQL = `(n.dedup_key_hash = $10
-	OR (n.dedup_key_hash IS NULL AND n.campaign_id IS NULL AND n.id >= 'n_' || $10 AND n.id < 'n_' || $10 || 'g'
-		AND substr(n.id, 3, 32) = $10)
+// those whose id spells it (the dedup_key_hash column NULL: a range of the
+// primary key), those that hold it (the partial notifications_dedup_key_idx)
+// and the recipients of a campaign of that id (campaign recipients are keyed
+// by their campaign; notifications_campaign_idx).
+var keyHashMatchSQL = `(n.dedup_key_hash = $10
+	OR (n.dedup_key_hash IS NULL AND n.campaign_id IS NULL AND ` + idsOfKey("n.id", "$10") + `)
 	OR (n.dedup_key_hash IS NULL AND n.campaign_id = $10))`
 
 // ListUserNotifications pages a user's (or a dedup key's) notifications newest

@@ -120,7 +120,7 @@ func TestOpenDigestsPagesAndCapsTheCount(t *testing.T) {
 	want = append(want, "c/")
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO digest_events (tenant_id, digest_key, notification_id, at, data)
-		SELECT $1, $2, 'n_' || i, $3, '{}' FROM generate_series(1, $4::int) i`, tn.ID, full, at, store.MaxCountedDigestEvents+5); err != nil {
+		SELECT $1, $2, convert_to('n_' || i, 'UTF8'), $3, '{}' FROM generate_series(1, $4::int) i`, tn.ID, full, at, store.MaxCountedDigestEvents+5); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

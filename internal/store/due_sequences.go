@@ -170,7 +170,7 @@ func (s *Store) assignDueBatch(ctx context.Context, tenantID string, userIDs, id
 	_, err := s.db.Exec(ctx, `
 		WITH todo AS (
 			SELECT x.id, x.uid, row_number() OVER (PARTITION BY x.uid ORDER BY x.id) AS rn
-			FROM unnest($2::text[], $3::text[]) AS x(id, uid)
+			FROM unnest($2::bytea[], $3::text[]) AS x(id, uid)
 			WHERE NOT EXISTS (SELECT 1 FROM notification_sequences s WHERE s.tenant_id = $1 AND s.notification_id = x.id)
 				-- One pass over the batch's ended rows, not a probe per id: every
 				-- recipient has the campaign's accepted_at, and a planner that

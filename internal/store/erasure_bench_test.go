@@ -67,18 +67,18 @@ func seedUser(b *testing.B, pool *pgxpool.Pool, tenantID, userID string, n int) 
 	testenv.Seed(b, pool, []any{tenantID, userID, n},
 		`INSERT INTO users (tenant_id, user_id, email, phone) VALUES ($1, $2, $2 || '@example.com', '+14155550100')`,
 		`INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, category, created_at)
-			SELECT $1, $2, 'n_' || $2 || '_' || i, 'Hello ' || $2, 'A body of about sixty characters for ' || $2 || ' number ' || i, 'general', now()
+			SELECT $1, $2, decode(md5($2 || '_' || i) || md5('r' || $2 || '_' || i), 'hex'), 'Hello ' || $2, 'A body of about sixty characters for ' || $2 || ' number ' || i, 'general', now()
 			FROM generate_series(1, $3::int) i`,
 		`INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen, created_at)
-			SELECT $1, $2, i, 'created', 'n_' || $2 || '_' || i, jsonb_build_object('title', 'Hello ' || $2), i, i, i, now()
+			SELECT $1, $2, i, 'created', decode(md5($2 || '_' || i) || md5('r' || $2 || '_' || i), 'hex'), jsonb_build_object('title', 'Hello ' || $2), i, i, i, now()
 			FROM generate_series(1, $3::int) i`,
 		`INSERT INTO notifications (tenant_id, id, user_id, template_id, channels, workflow_id, run_id, dedup_key_hash, status, accepted_at)
-			SELECT $1, 'n_' || $2 || '_' || i, $2, 'order', ARRAY['in_app', 'email'], 'wf', 'run', md5($2 || i), 'delivered', now()
+			SELECT $1, decode(md5($2 || '_' || i) || md5('r' || $2 || '_' || i), 'hex'), $2, 'order', ARRAY['in_app', 'email'], 'wf', 'run', md5($2 || i), 'delivered', now()
 			FROM generate_series(1, $3::int / 5) i`,
 		`INSERT INTO deliveries (tenant_id, notification_id, channel, status, accepted_at)
-			SELECT $1, 'n_' || $2 || '_' || i, ch, 'delivered', now() FROM generate_series(1, $3::int / 5) i, unnest(ARRAY['in_app', 'email']) ch`,
+			SELECT $1, decode(md5($2 || '_' || i) || md5('r' || $2 || '_' || i), 'hex'), ch, 'delivered', now() FROM generate_series(1, $3::int / 5) i, unnest(ARRAY['in_app', 'email']) ch`,
 		`INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, subject, body, payload)
-			SELECT $1, 'n_' || $2 || '_' || i, 'email', 'k_' || $2 || '_' || i, $2 || '@example.com', 'Hello', 'Body', '{}'
+			SELECT $1, decode(md5($2 || '_' || i) || md5('r' || $2 || '_' || i), 'hex'), 'email', 'k_' || $2 || '_' || i, $2 || '@example.com', 'Hello', 'Body', '{}'
 			FROM generate_series(1, $3::int / 5) i`,
 		`ANALYZE inbox; ANALYZE inbox_events; ANALYZE notifications`)
 }

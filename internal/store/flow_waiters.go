@@ -50,7 +50,7 @@ func (s *Store) RemoveFlowWaiter(ctx context.Context, tenantID, notificationID, 
 func (s *Store) FlowWaitersOf(ctx context.Context, tenantID, userID, notificationID string) ([]FlowWaiter, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT tenant_id, user_id, notification_id, workflow_id, run_id FROM flow_waiters
-		WHERE tenant_id = $1 AND user_id = $2 AND ($3 = '' OR notification_id = $3)`, tenantID, userID, notificationID)
+		WHERE tenant_id = $1 AND user_id = $2 AND (octet_length($3::bytea) = 0 OR notification_id = $3)`, tenantID, userID, notificationID)
 	if err != nil {
 		return nil, err
 	}

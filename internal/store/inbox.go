@@ -229,7 +229,7 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT COALESCE(s.seq, 0), EXISTS (SELECT 1 FROM inbox i WHERE i.tenant_id = x.t AND i.user_id = x.u AND i.notification_id = x.id)
-		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS x(t, u, id, ord)
+		FROM unnest($1::text[], $2::text[], $3::bytea[]) WITH ORDINALITY AS x(t, u, id, ord)
 		LEFT JOIN notification_sequences s ON s.tenant_id = x.t AND s.notification_id = x.id
 		ORDER BY x.ord`, t, u, id)
 	if err != nil {
@@ -311,7 +311,7 @@ func (s *Store) insertInboxItems(ctx context.Context, items []NewInboxItem) ([]b
 				INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, action_url, category, created_at, due_seq,
 				                   ev_seq, ev_at, ev_total, ev_unread, ev_unseen, ev_late)
 				SELECT x.t, x.u, x.id, x.title, x.body, NULLIF(x.url, ''), x.cat, x.at, x.due, x.seq, now(), x.total, x.unread, x.unseen, x.late
-				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[],
+				FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[],
 				            $9::bigint[], $10::bigint[], $11::int[], $12::int[], $13::int[], $14::boolean[])
 				     AS x(t, u, id, title, body, url, cat, at, due, seq, total, unread, unseen, late)
 				ON CONFLICT DO NOTHING
@@ -487,7 +487,7 @@ const capInboxSQL = `
 // its new items.
 const capInboxWithSQL = `
 	WITH ` + capInboxUsersSQL + `, fresh AS (
-		SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS f(t, u, id, due)
+		SELECT * FROM unnest($6::text[], $7::text[], $8::bytea[], $9::bigint[]) AS f(t, u, id, due)
 	), excess AS (
 		SELECT u.t, u.u, c.due_seq, c.notification_id, c.fresh FROM u CROSS JOIN LATERAL (
 			(SELECT due_seq, notification_id, false AS fresh FROM inbox WHERE tenant_id = u.t AND user_id = u.u
@@ -635,7 +635,7 @@ func (s *Store) appendInboxEvents(ctx context.Context, users []userKey, events [
 	}
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO inbox_events (tenant_id, user_id, seq, kind, notification_id, item, total, unread, unseen, late)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[], $7::bigint[], $8::bigint[], $9::bigint[], $10::boolean[])`,
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bytea[], $6::jsonb[], $7::bigint[], $8::bigint[], $9::bigint[], $10::boolean[])`,
 		t, u, seq, kind, nid, items, total, unread, unseen, late)
 	return err
 }

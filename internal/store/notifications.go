@@ -55,8 +55,8 @@ const notificationIDColumns = `COALESCE(n.workflow_id, notification_workflow_id(
 // tenant, id and campaign as notificationIDColumns derives it, the value
 // otherwise.
 func derivedNotificationIDs(workflowID, runID, keyHash, tenantID, id, campaignID string) string {
-	return fmt.Sprintf(`NULLIF(%[1]s::text, notification_workflow_id(%[4]s::text, %[5]s::text, %[6]s::text)), `+
-		`NULLIF(%[2]s::text, notification_run_id(%[5]s::text, %[6]s::text)), NULLIF(%[3]s::text, notification_key_hash(%[5]s::text, %[6]s::text))`,
+	return fmt.Sprintf(`NULLIF(%[1]s::text, notification_workflow_id(%[4]s::text, %[5]s::bytea, %[6]s::text)), `+
+		`NULLIF(%[2]s::text, notification_run_id(%[5]s::bytea, %[6]s::text)), NULLIF(%[3]s::text, notification_key_hash(%[5]s::bytea, %[6]s::text))`,
 		workflowID, runID, keyHash, tenantID, id, campaignID)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/retention"
 )
 
@@ -214,7 +215,7 @@ func (s *Store) ddl(ctx context.Context, stats *DDLStats, observe func(time.Dura
 // ownConn is a connection of the store's pool for statements that refuse
 // a transaction block or hold a session (the partition DDL, compaction).
 func (s *Store) ownConn(ctx context.Context) (*pgxpool.Conn, error) {
-	pool, ok := s.db.(*pgxpool.Pool)
+	pool, ok := dbx.Unwrap(s.db).(*pgxpool.Pool)
 	if !ok {
 		return nil, errors.New("partition statements need the store's pool (not a transaction)")
 	}

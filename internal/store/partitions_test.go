@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/retention"
 	"github.com/herald-notify/herald/internal/store"
@@ -92,7 +93,7 @@ func insertEnded(t *testing.T, st *store.Store, pool *pgxpool.Pool, tenantID, id
 		return st.InsertNotification(ctx, store.Notification{TenantID: tenantID, ID: id, UserID: "ada", TemplateID: "order_shipped",
 			Channels: []herald.Channel{herald.ChannelEmail}, WorkflowID: "wf", RunID: "r", DedupKeyHash: "k", Status: status, AcceptedAt: accepted})
 	})
-	if _, err := pool.Exec(ctx, `UPDATE notifications SET updated_at = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, ended); err != nil {
+	if _, err := dbx.WithNotificationIDs(pool).Exec(ctx, `UPDATE notifications SET updated_at = $3 WHERE tenant_id = $1 AND id = $2`, tenantID, id, ended); err != nil {
 		t.Fatal(err)
 	}
 	retry(func() error {
@@ -320,7 +321,7 @@ func insertOpenDay(t *testing.T, st *store.Store, pool *pgxpool.Pool, tenantID s
 		_, err := pool.Exec(ctx, `
 			WITH n AS (
 				INSERT INTO notifications (tenant_id, id, user_id, template_id, status, accepted_at)
-				SELECT $1, 'n_' || md5(random()::text) || md5(random()::text), 'user-' || i % 500, 'order_shipped', 'queued',
+				SELECT $1, decode(md5(random()::text) || md5(random()::text), 'hex'), 'user-' || i % 500, 'order_shipped', 'queued',
 					$2::timestamptz + i * interval '10 ms'
 				FROM generate_series(1, $3::int) i
 				RETURNING tenant_id, id, accepted_at)

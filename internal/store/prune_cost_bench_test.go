@@ -38,7 +38,7 @@ func BenchmarkPruneUnpartitioned(b *testing.B) {
 		}
 		testenv.Seed(b, pool, []any{tn.ID, n, old},
 			`INSERT INTO sandbox_messages (tenant_id, notification_id, channel, idempotency_key, recipient, subject, body, payload, created_at)
-				SELECT $1, 'n_' || i, 'email', 'k_' || i, 'u' || i || '@example.com', 'Your order shipped', 'Order o-123 is on its way.',
+				SELECT $1, decode(md5('n' || i) || md5('r' || i), 'hex'), 'email', 'k_' || i, 'u' || i || '@example.com', 'Your order shipped', 'Order o-123 is on its way.',
 					'{"to": "u@example.com", "subject": "Your order shipped"}', $3 FROM generate_series(1, $2::int) i`,
 			`INSERT INTO webhook_endpoints (tenant_id, id, url, secret_sealed) VALUES ($1, 'we_bench', 'https://127.0.0.1/hook', '\x00')`,
 			`INSERT INTO webhook_messages (tenant_id, endpoint_id, msg_id, event_key, event_type, notification_id, payload, status, attempts, created_at, updated_at)
@@ -48,11 +48,11 @@ func BenchmarkPruneUnpartitioned(b *testing.B) {
 				SELECT $1, 'we_bench', id, 1, 200, 'delivered', 40, created_at FROM webhook_messages WHERE tenant_id = $1`,
 			`INSERT INTO users (tenant_id, user_id) SELECT $1, 'u' || i FROM generate_series(0, $2::int / 100) i`,
 			`INSERT INTO inbox (tenant_id, user_id, notification_id, title, body, category, created_at)
-				SELECT $1, 'u' || (i / 100), 'n_' || i, 'Your order shipped', 'Order o-123 is on its way.', 'general', $3 FROM generate_series(1, $2::int) i`,
+				SELECT $1, 'u' || (i / 100), decode(md5('n' || i) || md5('r' || i), 'hex'), 'Your order shipped', 'Order o-123 is on its way.', 'general', $3 FROM generate_series(1, $2::int) i`,
 			`INSERT INTO inbox_state (tenant_id, user_id, total, unread, unseen, oldest_at)
 				SELECT $1, user_id, count(*), count(*), count(*), min(created_at) FROM inbox WHERE tenant_id = $1 GROUP BY user_id`,
 			`INSERT INTO delivery_attempts (tenant_id, notification_id, channel, attempt, provider, outcome, at)
-				SELECT $1, 'n_' || i, 'email', 1, 'sandbox', 'accepted', $3 FROM generate_series(1, $2::int) i`,
+				SELECT $1, decode(md5('n' || i) || md5('r' || i), 'hex'), 'email', 1, 'sandbox', 'accepted', $3 FROM generate_series(1, $2::int) i`,
 			`ANALYZE sandbox_messages; ANALYZE webhook_messages; ANALYZE webhook_attempts; ANALYZE inbox; ANALYZE delivery_attempts`)
 		cutoff := old.Add(retention.Day)
 		measure := func(name string, run func() (int64, bool, error)) (time.Duration, int64) {

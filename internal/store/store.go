@@ -10,6 +10,7 @@ import (
 
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/retention"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -21,8 +22,11 @@ type Store struct {
 }
 
 // New wraps a pool or a transaction (tests run a Store in a transaction they
-// roll back).
-func New(db dbx.DB) *Store { return &Store{db: db, inboxCap: retention.Defaults.InboxItems} }
+// roll back). Its statements pass notification ids as the database keeps
+// them (dbx.WithNotificationIDs).
+func New(db dbx.DB) *Store {
+	return &Store{db: dbx.WithNotificationIDs(db), inboxCap: retention.Defaults.InboxItems}
+}
 
 // SetInboxCap sets the operator's cap on a user's inbox items
 // (HERALD_RETENTION_INBOX_ITEMS): every insert keeps the newest that many of
@@ -44,6 +48,15 @@ func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	if !strings.Contains(databaseURL, "pool_max_conns") {
 		cfg.MaxConns = max(16, cfg.MaxConns)
 	}
+	// Notification ids go to the database as bytes through the bytea codec
+	// (dbx.WithNotificationIDs), which needs the parameters' types: the two
+	// modes that do not describe a statement would send an id's 66 characters.
+	switch cfg.ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return nil, fmt.Errorf("parse database URL: default_query_exec_mode %s is not supported (Herald needs statements described: cache_statement, cache_describe or describe_exec)",
+			cfg.ConnConfig.DefaultQueryExecMode)
+	}
+	cfg.AfterConnect = dbx.AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

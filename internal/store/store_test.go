@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
 	"github.com/herald-notify/herald/internal/store"
 	"github.com/herald-notify/herald/internal/testenv"
@@ -30,6 +31,7 @@ func txStoreWithTx(t *testing.T) (*store.Store, pgx.Tx, context.Context) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	tx = dbx.WithNotificationIDs(tx).(pgx.Tx) // the ids in its raw statements as the store passes them
 	return store.New(tx), tx, ctx
 }
 

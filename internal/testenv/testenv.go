@@ -131,7 +131,7 @@ func FreshPool(t testing.TB, prefix string, version uint) (*pgxpool.Pool, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pgxpool.New(context.Background(), dbURL)
+	pool, err := store.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

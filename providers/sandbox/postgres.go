@@ -52,7 +52,7 @@ func NewPGRecorder(db dbx.DB) *PGRecorder {
 	if _, ok := db.(pgx.Tx); ok {
 		n = 1 // a transaction runs one statement at a time
 	}
-	return &PGRecorder{db: db, maxWriters: n}
+	return &PGRecorder{db: dbx.WithNotificationIDs(db), maxWriters: n}
 }
 
 // The PostgreSQL recorder is idempotent as a provider with idempotency keys
@@ -91,7 +91,7 @@ const recordSQL = `
 const recordBatchSQL = `
 	WITH x AS (
 		SELECT DISTINCT ON (t, k, r) t, n, c, k, r, s, b, p
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+		FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
 			WITH ORDINALITY AS x(t, n, c, k, r, s, b, p, o)
 		ORDER BY t, k, r, o
 	), m AS (

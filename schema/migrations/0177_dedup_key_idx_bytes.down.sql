@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY IF EXISTS notification_dedup_key_idx;

@@ -28,7 +28,7 @@ import (
 //     parameter's type, and PostgreSQL would read "n_…" as 66 bytes. So the
 //     handle the store runs on (WithNotificationIDs) marks each string
 //     argument that spells a notification id, and the bytea codec of every
-//     connection (RegisterNotificationIDs, from the pools' AfterConnect)
+//     connection (registerNotificationIDs, from the pools' AfterConnect)
 //     sends a marked one as its 32 bytes; bound to a text parameter (a
 //     column that names other things too) a marked id is still its text.
 //     Strings inside arrays (bytea[] parameters) and COPY rows are encoded
@@ -41,12 +41,9 @@ import (
 // columns (secrets, hashes) are bound and scanned as []byte, which the codec
 // leaves to pgx.
 
-// NotificationIDLen is a notification id's length in bytes, in the database.
-const NotificationIDLen = 32
-
-// RegisterNotificationIDs makes bytea (and bytea[]) carry notification ids as
+// registerNotificationIDs makes bytea (and bytea[]) carry notification ids as
 // strings on the connection's type map.
-func RegisterNotificationIDs(m *pgtype.Map) {
+func registerNotificationIDs(m *pgtype.Map) {
 	bytea := &pgtype.Type{Name: "bytea", OID: pgtype.ByteaOID, Codec: notificationIDCodec{}}
 	m.RegisterType(bytea)
 	m.RegisterType(&pgtype.Type{Name: "_bytea", OID: pgtype.ByteaArrayOID, Codec: &pgtype.ArrayCodec{ElementType: bytea}})
@@ -54,41 +51,32 @@ func RegisterNotificationIDs(m *pgtype.Map) {
 
 // AfterConnect is a pgx AfterConnect hook that registers the codec.
 func AfterConnect(_ context.Context, conn *pgx.Conn) error {
-	RegisterNotificationIDs(conn.TypeMap())
+	registerNotificationIDs(conn.TypeMap())
 	return nil
 }
 
-// isNotificationID reports whether s spells a notification id exactly (the
-// lowercase hex ids.NotificationID writes).
-func isNotificationID(s string) bool {
-	if len(s) != len(ids.NotificationIDPrefix)+2*NotificationIDLen || s[:len(ids.NotificationIDPrefix)] != ids.NotificationIDPrefix {
-		return false
-	}
-	for i := len(ids.NotificationIDPrefix); i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// notificationIDBytes is what a string is as a bytea: a notification id's 32
+// notificationIDBytes is what a string is as a bytea: a notification id's
 // bytes, or any other string's own bytes.
 func notificationIDBytes(s string) []byte {
-	if isNotificationID(s) {
-		b, _ := hex.DecodeString(s[len(ids.NotificationIDPrefix):])
+	if b, ok := ids.NotificationIDBytes(s); ok {
 		return b
 	}
 	return []byte(s)
 }
 
 // notificationIDString is what a bytea is as a string: a notification id
-// spelled out for 32 bytes, the bytes themselves otherwise.
+// spelled out for ids.NotificationIDSize bytes, the bytes themselves otherwise.
 func notificationIDString(b []byte) string {
-	if len(b) == NotificationIDLen {
-		return ids.NotificationIDPrefix + hex.EncodeToString(b)
+	if len(b) == ids.NotificationIDSize {
+		return ids.NotificationIDFromBytes(b)
 	}
 	return string(b)
+}
+
+// isNotificationID reports whether s spells a notification id.
+func isNotificationID(s string) bool {
+	_, ok := ids.NotificationIDBytes(s)
+	return ok
 }
 
 // notificationIDArg is a string argument marked as a notification id

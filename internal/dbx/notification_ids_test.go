@@ -31,7 +31,7 @@ func TestNotificationIDsAreBytesInTheDatabase(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT octet_length($1::bytea), $1::bytea, $2::text`, id, campaign).Scan(&n, &back, &text); err != nil {
 		t.Fatal(err)
 	}
-	if n != dbx.NotificationIDLen || back != id || text != campaign {
+	if n != ids.NotificationIDSize || back != id || text != campaign {
 		t.Fatalf("bound %s: %d bytes, read back %s; as text %s, want %s", id, n, back, text, campaign)
 	}
 	if err := db.QueryRow(ctx, `SELECT encode(substring($1::bytea FROM 1 FOR 16), 'hex')`, id).Scan(&text); err != nil || text != key.String() {
@@ -83,8 +83,8 @@ func TestNotificationIDsInATransaction(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT octet_length($1::bytea)`, id).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	if marked != dbx.NotificationIDLen || raw != len(id) {
-		t.Fatalf("in the transaction %d bytes, on the bare pool %d; want %d and %d", marked, raw, dbx.NotificationIDLen, len(id))
+	if marked != ids.NotificationIDSize || raw != len(id) {
+		t.Fatalf("in the transaction %d bytes, on the bare pool %d; want %d and %d", marked, raw, ids.NotificationIDSize, len(id))
 	}
 }
 

@@ -75,14 +75,31 @@ func NotificationID(key KeyHash, runID string) string {
 // ErrMalformedNotificationID means the string cannot be a Herald notification id.
 var ErrMalformedNotificationID = errors.New("malformed notification id")
 
+// NotificationIDSize is a notification id's length in bytes: its key hash and
+// its run UUID, as the database keeps it (internal/dbx).
+const NotificationIDSize = KeyHashLen + 16
+
+// NotificationIDBytes is the bytes a notification id spells; false when s is
+// not one (the prefix, then 2 × NotificationIDSize lowercase hex digits).
+func NotificationIDBytes(s string) ([]byte, bool) {
+	rest, ok := strings.CutPrefix(s, NotificationIDPrefix)
+	if !ok || len(rest) != 2*NotificationIDSize || strings.ToLower(rest) != rest {
+		return nil, false
+	}
+	b, err := hex.DecodeString(rest)
+	return b, err == nil
+}
+
+// NotificationIDFromBytes spells out the notification id of b
+// (NotificationIDSize bytes, NotificationIDBytes' result).
+func NotificationIDFromBytes(b []byte) string {
+	return NotificationIDPrefix + hex.EncodeToString(b)
+}
+
 // ParseNotificationID splits a public id into its key hash and run ID.
 func ParseNotificationID(id string) (KeyHash, string, error) {
-	rest, ok := strings.CutPrefix(id, NotificationIDPrefix)
-	if !ok || len(rest) != 2*KeyHashLen+32 {
-		return KeyHash{}, "", ErrMalformedNotificationID
-	}
-	raw, err := hex.DecodeString(rest)
-	if err != nil || strings.ToLower(rest) != rest {
+	raw, ok := NotificationIDBytes(id)
+	if !ok {
 		return KeyHash{}, "", ErrMalformedNotificationID
 	}
 	var k KeyHash

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/herald-notify/herald/internal/dbx"
 	"github.com/herald-notify/herald/internal/herald"
+	"github.com/herald-notify/herald/internal/ids"
 )
 
 // Dedup is a notification's row in the dedup ledger (notification_dedup): what
@@ -153,18 +155,19 @@ var ledgerKeySQL = `(` + idsOfKey("d.notification_id", "$2") + `
 	OR d.key_hash = $2 AND d.key_hash <> ` + idKeyHash("d.notification_id") + `)`
 
 // idKeyHash is the key hash a notification id spells (an SQL expression of
-// the id's bytes, 0175): its first 16 bytes, in hex (ids.NotificationID).
+// the id's bytes, 0176): its first ids.KeyHashLen bytes, in hex
+// (ids.NotificationID).
 func idKeyHash(id string) string {
-	return "encode(substring(" + id + " FROM 1 FOR 16), 'hex')"
+	return fmt.Sprintf("encode(substring(%s FROM 1 FOR %d), 'hex')", id, ids.KeyHashLen)
 }
 
 // idsOfKey matches the ids (column col) that spell key hash key (a hex text
-// expression): the range of the ids' order between the key's 16 bytes
-// followed by zeros and followed by 0xff, so an index on the ids finds them.
-// A key that is not hex (a key hash is 32 hex digits) matches none.
+// expression): the range of the ids' order between the key's bytes followed
+// by zeros and followed by 0xff, so an index on the ids finds them. A key
+// that is not a key hash (2 × ids.KeyHashLen hex digits) matches none.
 func idsOfKey(col, key string) string {
-	bytes := fmt.Sprintf(`decode(CASE WHEN %s ~ '^[0-9a-f]{32}$' THEN %[1]s END, 'hex')`, key)
-	return fmt.Sprintf(`%s BETWEEN %s AND %[2]s || '\xffffffffffffffffffffffffffffffff'::bytea`, col, bytes)
+	bytes := fmt.Sprintf(`decode(CASE WHEN %s ~ '^[0-9a-f]{%d}$' THEN %[1]s END, 'hex')`, key, 2*ids.KeyHashLen)
+	return fmt.Sprintf(`%s BETWEEN %s AND %[2]s || '\x%s'::bytea`, col, bytes, strings.Repeat("ff", ids.NotificationIDSize-ids.KeyHashLen))
 }
 
 // ledgerKeyHash is the key_hash a ledger row stores for key hash key and

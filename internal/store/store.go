@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/herald-notify/herald/internal/dbx"
-	"github.com/herald-notify/herald/internal/retention"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herald-notify/herald/internal/dbx"
+	"github.com/herald-notify/herald/internal/retention"
 )
 
 // Store runs Herald's queries.
